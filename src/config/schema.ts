@@ -1,0 +1,133 @@
+/**
+ * The one configuration schema of the service. Every environment variable any entry point reads is
+ * declared here with its default and description; nothing else in the code base reads `process.env`.
+ * `docs/configuration.md` and the README table are generated from this list (`npm run docs:config`).
+ */
+
+export type Component = 'controller' | 'sidecar' | 'cli' | 'stack';
+
+/** A parser turns the raw string into a value or throws an Error whose message explains why. */
+type Parser<T> = (raw: string) => T;
+
+export interface Setting<T> {
+  readonly description: string;
+  /** Raw default; `undefined` means unset unless the component requires it. */
+  readonly default?: string;
+  /** Components that refuse to start without this setting. */
+  readonly requiredBy?: readonly Component[];
+  readonly parse: Parser<T>;
+  /** Secret values are never echoed in error messages or logs. */
+  readonly secret?: boolean;
+}
+
+const str: Parser<string> = (raw) => {
+  if (raw.trim() === '') throw new Error('must not be empty');
+  return raw;
+};
+
+const flag: Parser<boolean> = (raw) => {
+  if (raw === '1' || raw === 'true') return true;
+  if (raw === '0' || raw === 'false' || raw === '') return false;
+  throw new Error(`must be 1 or 0, got "${raw}"`);
+};
+
+const intIn =
+  (min: number, max: number): Parser<number> =>
+  (raw) => {
+    if (!/^\d+$/.test(raw)) throw new Error(`must be an integer, got "${raw}"`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+
+const url: Parser<string> = (raw) => {
+  try {
+    return new URL(raw).toString().replace(/\/$/, '');
+  } catch {
+    throw new Error('must be an absolute URL');
+  }
+};
+
+const oneOf =
+  <T extends string>(...values: T[]): Parser<T> =>
+  (raw) => {
+    if ((values as string[]).includes(raw)) return raw as T;
+    throw new Error(`must be one of ${values.join(', ')}, got "${raw}"`);
+  };
+
+const logLevel = oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent');
+
+export const schema = {
+  LOG_LEVEL: { description: 'pino log level', default: 'info', parse: logLevel },
+  DATABASE_URL: {
+    description: 'PostgreSQL connection string of the vault (system of record)',
+    requiredBy: ['controller', 'sidecar'],
+    parse: url,
+    secret: true,
+  },
+  S3_ENDPOINT: {
+    description: 'S3/MinIO endpoint URL for artifacts (AIBOM blobs and C2PA sidecars)',
+    requiredBy: ['controller', 'sidecar'],
+    parse: url,
+  },
+  S3_ACCESS_KEY: {
+    description: 'S3 access key',
+    requiredBy: ['controller', 'sidecar'],
+    parse: str,
+    secret: true,
+  },
+  S3_SECRET_KEY: {
+    description: 'S3 secret key',
+    requiredBy: ['controller', 'sidecar'],
+    parse: str,
+    secret: true,
+  },
+  S3_BUCKET: { description: 'bucket holding artifacts', default: 'aibom-vault', parse: str },
+  S3_REGION: { description: 'S3 region', default: 'us-east-1', parse: str },
+  KUBECONFIG: {
+    description: 'kubeconfig path; in-cluster service account configuration when unset',
+    parse: str,
+  },
+  POD_NAMESPACE: {
+    description: 'namespace of this pod (leader-election Lease, default signer Secret)',
+    default: 'aibom-vault-system',
+    parse: str,
+  },
+  POD_NAME: { description: 'identity of this replica in leader election', parse: str },
+  HTTP_HOST: { description: 'sidecar listen address', default: '0.0.0.0', parse: str },
+  HTTP_PORT: { description: 'sidecar listen port', default: '8080', parse: intIn(0, 65535) },
+  METRICS_PORT: {
+    description: 'controller /metrics, /healthz, /readyz port',
+    default: '9090',
+    parse: intIn(0, 65535),
+  },
+  SERVICE_TRANSPARENCY_WRITER: {
+    description: 'Value 1 enables transparency: new attestations enqueue SCITT jobs; AIBOM metadata gains a transparency entry',
+    default: '0',
+    parse: flag,
+  },
+  SERVICE_REQUIRE_SIGNED_EXPORTS: {
+    description: 'Value 1 enforces the signed-manifest guard on every artifact leaving the service, for all tenants',
+    default: '1',
+    parse: flag,
+  },
+  SERVICE_API_URL: {
+    description: 'base URL of the sidecar API, used by service-ctl',
+    default: 'http://127.0.0.1:8080',
+    parse: url,
+  },
+  SERVICE_TOKEN: {
+    description: 'bearer token service-ctl sends to the API (a Kubernetes token)',
+    parse: str,
+    secret: true,
+  },
+} as const satisfies Record<string, Setting<unknown>>;
+
+export type Key = keyof typeof schema;
+type ValueOf<K extends Key> = ReturnType<(typeof schema)[K]['parse']>;
+type HasDefault<K extends Key> = (typeof schema)[K] extends { default: string } ? K : never;
+
+/** Keys with a default are always present; the others may be undefined unless required. */
+export type Config = { readonly [K in Key as HasDefault<K>]: ValueOf<K> } & {
+  readonly [K in Exclude<Key, HasDefault<Key>>]?: ValueOf<K>;
+};
