@@ -7,7 +7,11 @@ export type Stop = () => Promise<void>;
  * A second signal, or a stop that takes longer than `graceMs`, exits hard: Kubernetes sends SIGKILL
  * after terminationGracePeriodSeconds anyway, and a wedged shutdown must not hide that.
  */
-export async function runUntilSignal(logger: Logger, start: () => Promise<Stop>, graceMs = 20_000): Promise<void> {
+export async function runUntilSignal(
+  logger: Logger,
+  start: () => Promise<Stop>,
+  graceMs = 20_000,
+): Promise<void> {
   let stop: Stop;
   try {
     stop = await start();

@@ -102,12 +102,14 @@ export const schema = {
     parse: intIn(0, 65535),
   },
   SERVICE_TRANSPARENCY_WRITER: {
-    description: 'Value 1 enables transparency: new attestations enqueue SCITT jobs; AIBOM metadata gains a transparency entry',
+    description:
+      'Value 1 enables transparency: new attestations enqueue SCITT jobs; AIBOM metadata gains a transparency entry',
     default: '0',
     parse: flag,
   },
   SERVICE_REQUIRE_SIGNED_EXPORTS: {
-    description: 'Value 1 enforces the signed-manifest guard on every artifact leaving the service, for all tenants',
+    description:
+      'Value 1 enforces the signed-manifest guard on every artifact leaving the service, for all tenants',
     default: '1',
     parse: flag,
   },

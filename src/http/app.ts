@@ -12,8 +12,9 @@ export interface AppDeps {
  * and the entry point alone decides the address.
  */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const app = Fastify({ loggerInstance: deps.logger as FastifyBaseLogger });
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  const loggerInstance: FastifyBaseLogger = deps.logger;
+  const app = Fastify({ loggerInstance });
+  app.get('/healthz', () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
     try {
       await deps.ready?.();

@@ -34,7 +34,7 @@ export async function startOpsServer(opts: OpsOptions): Promise<OpsServer> {
     } else if (req.url === '/healthz') {
       send(200, 'text/plain', 'ok');
     } else if (req.url === '/readyz') {
-      (opts.ready ?? (async () => undefined))().then(
+      (opts.ready ?? (() => Promise.resolve()))().then(
         () => send(200, 'text/plain', 'ok'),
         (err: unknown) => send(503, 'text/plain', (err as Error).message),
       );

@@ -1,0 +1,378 @@
+#!/usr/bin/env bash
+# Builds (once) and prints the paths of the real components used by tests and the local stack:
+#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign
+# from the Go module proxy only, at the versions pinned in hack/versions.env. See docs/tools.md.
+#
+# Usage: hack/ensure-tools.sh [tool...]            (default: all tools)
+#        hack/ensure-tools.sh --update-modules [tool...]
+#            regenerate the wrapper modules' go.mod/go.sum under hack/go/ (after a version bump)
+#
+# stdout: only `<tool>=<absolute path>` lines, in the order requested.
+# stderr: progress; build logs go to $CACHE/logs/ (their tail is printed on failure).
+# Cache:  ${AIBOM_VAULT_CACHE:-$HOME/.cache/aibom-vault}
+#           bin/<tool>-<version>/<tool>   the binaries
+#           go/ (GOPATH, GOMODCACHE), go-build/ (GOCACHE), src/ (build modules), logs/, lock
+set -euo pipefail
+
+HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$HACK_DIR/versions.env"
+
+CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
+ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign)
+KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
+
+log() { echo "ensure-tools: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---- tool/group metadata -------------------------------------------------------------------
+
+group_of() {
+  case $1 in
+    kube-apiserver | kubectl | kube-controller-manager) echo kubernetes ;;
+    etcd | helm | minio | cosign) echo "$1" ;;
+    *) return 1 ;;
+  esac
+}
+
+# The version that names the cache directory bin/<tool>-<version>/.
+group_version() {
+  case $1 in
+    kubernetes) echo "$KUBERNETES_VERSION" ;;
+    etcd) echo "$ETCD_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
+    minio) echo "$MINIO_RELEASE" ;;
+    cosign) echo "$COSIGN_VERSION" ;;
+  esac
+}
+
+major_of() { local v=${1#v}; echo "${v%%.*}"; }
+
+# Module path and module version pinned by the wrapper module of a group.
+group_module() {
+  case $1 in
+    kubernetes) echo "k8s.io/kubernetes" ;;
+    etcd) echo "go.etcd.io/etcd/server/v3" ;;
+    helm) echo "helm.sh/helm/v$(major_of "$HELM_VERSION")" ;;
+    minio) echo "github.com/minio/minio" ;;
+    cosign) echo "github.com/sigstore/cosign/v$(major_of "$COSIGN_VERSION")" ;;
+  esac
+}
+group_module_version() {
+  case $1 in
+    minio) echo "$MINIO_MODULE_VERSION" ;;
+    *) group_version "$1" ;;
+  esac
+}
+
+# Main package of a tool, as built from inside the wrapper module.
+tool_package() {
+  case $1 in
+    kube-apiserver | kubectl | kube-controller-manager) echo "k8s.io/kubernetes/cmd/$1" ;;
+    etcd) echo "aibom-vault.local/tools/etcd" ;; # hack/go/etcd/main.go -> etcdmain.Main
+    helm) echo "$(group_module helm)/cmd/helm" ;;
+    minio) echo "github.com/minio/minio" ;;
+    cosign) echo "$(group_module cosign)/cmd/cosign" ;;
+  esac
+}
+
+group_tools() {
+  case $1 in
+    kubernetes) echo "${KUBE_TOOLS[*]}" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+tool_path() { echo "$CACHE/bin/$1-$(group_version "$(group_of "$1")")/$1"; }
+
+# ---- argument parsing ----------------------------------------------------------------------
+
+update_modules=false
+tools=()
+for arg in "$@"; do
+  case $arg in
+    --update-modules) update_modules=true ;;
+    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) die "unknown option $arg" ;;
+    *) group_of "$arg" >/dev/null || die "unknown tool '$arg' (known: ${ALL_TOOLS[*]})"; tools+=("$arg") ;;
+  esac
+done
+((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
+
+print_paths() {
+  local t
+  for t in "${tools[@]}"; do echo "$t=$(tool_path "$t")"; done
+}
+
+# ---- fast path: everything cached (no go, no lock) ------------------------------------------
+
+missing=()
+for t in "${tools[@]}"; do
+  [[ -x $(tool_path "$t") ]] || missing+=("$t")
+done
+if ! $update_modules && ((${#missing[@]} == 0)); then
+  print_paths
+  exit 0
+fi
+
+# ---- build environment -----------------------------------------------------------------------
+
+command -v go >/dev/null || die "go is not installed (need Go >= 1.26)"
+command -v flock >/dev/null || die "flock (util-linux) is not installed"
+
+mkdir -p "$CACHE"/{bin,go,go-build,src,logs,tmp}
+CACHE=$(cd "$CACHE" && pwd -P)
+
+export GOPATH=$CACHE/go
+export GOMODCACHE=$CACHE/go/pkg/mod
+export GOCACHE=$CACHE/go-build
+export GOFLAGS="-mod=mod -modcacherw"
+export GOTOOLCHAIN=${AIBOM_VAULT_GOTOOLCHAIN:-local}
+export GOWORK=off
+export CGO_ENABLED=0
+unset GOBIN GOOS GOARCH
+
+# Serialise builds between concurrent callers. The fast path above needs no lock because
+# binaries only ever appear through an atomic rename.
+exec 9>>"$CACHE/lock"
+if ! flock -n 9; then
+  log "another ensure-tools is building; waiting for $CACHE/lock"
+  flock 9
+fi
+# Holding the lock, nothing else is building: leftovers in tmp/ are from interrupted runs.
+rm -rf "${CACHE:?}/tmp" && mkdir -p "$CACHE/tmp"
+trap 'rm -rf "${CACHE:?}/tmp"' EXIT
+
+# The checksum database: keep it when reachable; otherwise rely on the committed go.sum files.
+if [[ -z ${GOSUMDB:-} ]]; then
+  if ! curl -fsS -m 5 -o /dev/null https://sum.golang.org/latest 2>/dev/null; then
+    log "sum.golang.org unreachable: GOSUMDB=off (hashes are checked against hack/go/*/go.sum)"
+    export GOSUMDB=off
+  fi
+fi
+
+go_json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -n1; }
+
+# Replace directives of the upstream module, rewritten for use in a wrapper module: relative
+# (in-repository) replacements become the published module at the matching version.
+upstream_replaces() {
+  local group=$1 gomod=$2
+  awk '
+    /^replace[ \t]*\($/ { inblock = 1; next }
+    inblock && /^\)/ { inblock = 0; next }
+    inblock { sub(/\/\/.*/, ""); if (NF) print; next }
+    /^replace[ \t]/ { sub(/^replace[ \t]+/, ""); sub(/\/\/.*/, ""); print }
+  ' "$gomod" | while read -r line; do
+    local left=${line%%=>*} right=${line#*=>}
+    left=$(echo $left) right=$(echo $right) # trim
+    case $right in
+      *FORBIDDEN_DEPENDENCY*) continue ;;
+      ./staging/src/*)
+        [[ $group == kubernetes ]] || die "unexpected replace in $gomod: $line"
+        echo "$left => ${right#./staging/src/} v0.${KUBERNETES_VERSION#v1.}" ;;
+      ./* | ../*)
+        [[ $group == etcd ]] || die "unexpected replace in $gomod: $line"
+        echo "$left => ${left%% *} $ETCD_VERSION" ;;
+      *) echo "$left => $right" ;;
+    esac
+  done
+}
+
+# Writes a fresh wrapper module for a group into dir (go.mod via `go mod tidy`).
+gen_module() {
+  local group=$1 dir=$2 mod ver info gomod goline t
+  mod=$(group_module "$group") ver=$(group_module_version "$group")
+  rm -rf "$dir" && mkdir -p "$dir"
+  if [[ $group == etcd ]]; then cp "$HACK_DIR/go/etcd/main.go" "$dir/"; fi
+  info=$(go mod download -json "$mod@$ver" </dev/null)
+  gomod=$(go_json_field GoMod <<<"$info")
+  [[ -f $gomod ]] || die "cannot download $mod@$ver: $info"
+  goline=$(awk '$1 == "go" { print $2; exit }' "$gomod")
+  {
+    echo "// Wrapper module generated by hack/ensure-tools.sh --update-modules: do not edit, do not run"
+    echo "// go mod tidy (it would raise dependency versions above the upstream module's go.mod)."
+    echo "// pin: $mod@$ver"
+    echo "module aibom-vault.local/tools/$group"
+    echo
+    echo "go ${goline:-1.26.0}"
+    echo
+    if [[ $group != etcd ]]; then
+      echo "tool ("
+      for t in $(group_tools "$group"); do echo "	$(tool_package "$t")"; done
+      echo ")"
+      echo
+    fi
+    echo "require $mod $ver"
+    local reps
+    reps=$(upstream_replaces "$group" "$gomod")
+    if [[ -n $reps ]]; then
+      echo
+      echo "replace ("
+      sed 's/^/	/' <<<"$reps"
+      echo ")"
+    fi
+  } >"$dir/go.mod"
+  # Fill go.sum by loading the packages for the usual platforms. Not `go mod tidy`: it also
+  # loads tests of dependencies, which can add modules and raise versions above the upstream
+  # go.mod's (seen with minio: golang.org/x/sys v0.32.0 -> v0.47.0). Without tidy, the build
+  # list is exactly the upstream module's requirements plus the replacements above.
+  local p pkgs=()
+  for t in $(group_tools "$group"); do pkgs+=("$(tool_package "$t")"); done
+  for p in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
+    (cd "$dir" && GOOS=${p%/*} GOARCH=${p#*/} go list -deps "${pkgs[@]}" </dev/null >/dev/null)
+  done
+  # The pin must survive (it would only move if a dependency required a newer version).
+  grep -qE "^[[:space:]]*(require[[:space:]]+)?$mod $ver([[:space:]]|\$)" "$dir/go.mod" ||
+    die "go mod tidy moved $mod away from $ver in $dir/go.mod"
+}
+
+# Prepares the build directory of a group: the committed wrapper module when it matches
+# versions.env, otherwise a freshly generated one.
+prepare_module() {
+  local group=$1 dir=$2 mod ver
+  mod=$(group_module "$group") ver=$(group_module_version "$group")
+  if grep -qxF "// pin: $mod@$ver" "$HACK_DIR/go/$group/go.mod" 2>/dev/null; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    cp "$HACK_DIR/go/$group/go.mod" "$HACK_DIR/go/$group/go.sum" "$dir/"
+    if [[ -f $HACK_DIR/go/$group/main.go ]]; then cp "$HACK_DIR/go/$group/main.go" "$dir/"; fi
+  else
+    log "hack/go/$group/go.mod does not pin $mod@$ver: generating it (run --update-modules and commit)"
+    gen_module "$group" "$dir"
+  fi
+}
+
+mod_date() { # release time of a module in the build list, as 2006-01-02T15:04:05Z
+  go list -m -json "$1" </dev/null | go_json_field Time
+}
+
+group_ldflags() {
+  local group=$1 dir=$2 v d p minor
+  case $group in
+    kubernetes)
+      v=$KUBERNETES_VERSION minor=${KUBERNETES_VERSION#v1.} minor=${minor%%.*}
+      d=$(cd "$dir" && mod_date k8s.io/kubernetes)
+      for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        printf -- ' -X %s' "$p.gitVersion=$v" "$p.gitMajor=1" "$p.gitMinor=$minor" \
+          "$p.gitTreeState=clean" "$p.gitCommit=" "$p.buildDate=$d"
+      done ;;
+    etcd) ;;
+    helm)
+      p=$(group_module helm)/internal/version
+      printf -- ' -X %s' "$p.version=$HELM_VERSION" "$p.metadata=" "$p.gitTreeState=clean"
+      if [[ $(major_of "$HELM_VERSION") == 3 ]]; then # Helm 3 takes the Kubernetes version by -X
+        v=$(cd "$dir" && go list -m -f '{{.Version}}' k8s.io/client-go </dev/null)
+        minor=${v#v0.} minor=${minor%%.*}
+        for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+          printf -- ' -X %s' "$p.k8sVersionMajor=1" "$p.k8sVersionMinor=$minor"
+        done
+      fi ;;
+    minio)
+      # as minio's buildscripts/gen-ldflags.go: Version is the tag's time in RFC 3339
+      v=${MINIO_RELEASE#RELEASE.}      # 2025-09-07T16-13-09Z
+      d=${v%%T*}T$(tr - : <<<"${v#*T}") # 2025-09-07T16:13:09Z
+      p=github.com/minio/minio/cmd
+      printf -- ' -X %s' "$p.Version=$d" "$p.ReleaseTag=$MINIO_RELEASE" "$p.CopyrightYear=${v:0:4}" \
+        "$p.CommitID=$MINIO_COMMIT" "$p.ShortCommitID=${MINIO_COMMIT:0:12}" ;;
+    cosign)
+      d=$(cd "$dir" && mod_date "$(group_module cosign)")
+      p=sigs.k8s.io/release-utils/version
+      printf -- ' -X %s' "$p.gitVersion=$COSIGN_VERSION" "$p.gitTreeState=clean" "$p.buildDate=$d" ;;
+  esac
+}
+
+# Runs the binary's version command; fails unless it prints the expected version.
+verify_tool() {
+  local t=$1 bin=$2 out want
+  case $t in
+    kubectl) out=$("$bin" version --client 2>&1) want="Client Version: $KUBERNETES_VERSION" ;;
+    kube-*) out=$("$bin" --version 2>&1) want="Kubernetes $KUBERNETES_VERSION" ;;
+    etcd) out=$("$bin" --version 2>&1) want="etcd Version: ${ETCD_VERSION#v}" ;;
+    helm) out=$("$bin" version 2>&1) want="Version:\"$HELM_VERSION\"" ;;
+    minio) out=$("$bin" --version 2>&1) want="$MINIO_RELEASE" ;;
+    cosign) out=$("$bin" version 2>&1) want="$COSIGN_VERSION" ;;
+  esac </dev/null
+  echo "\$ $t version:"
+  echo "$out"
+  grep -qF -- "$want" <<<"$out" || { echo "expected '$want' in the version output of $t"; return 1; }
+}
+
+# Builds every missing tool of a group in one `go build` (the Kubernetes binaries share most
+# of their packages) and moves each binary into place atomically.
+build_group() {
+  local group=$1 ver dir tmp logf ldflags t pkgs=() todo=() start
+  ver=$(group_version "$group")
+  for t in $(group_tools "$group"); do [[ -x $(tool_path "$t") ]] || todo+=("$t"); done
+  ((${#todo[@]})) || return 0
+  dir=$CACHE/src/$group-$ver
+  logf=$CACHE/logs/$group-$ver.log
+  tmp=$(mktemp -d "$CACHE/tmp/$group.XXXXXX")
+  for t in "${todo[@]}"; do pkgs+=("$(tool_package "$t")"); done
+  log "building ${todo[*]} ($group $ver); log: $logf"
+  start=$SECONDS
+  # Not `if ! ( ... )`: errexit would be ignored inside the subshell.
+  local rc=0
+  set +e
+  (
+    set -euo pipefail
+    exec </dev/null >"$logf" 2>&1
+    set -x
+    go version
+    prepare_module "$group" "$dir"
+    cd "$dir"
+    ldflags="-s -w$(group_ldflags "$group" "$dir")"
+    go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+    for t in "${todo[@]}"; do verify_tool "$t" "$tmp/$t"; done
+  )
+  rc=$?
+  set -e
+  if ((rc != 0)); then
+    log "FAILED to build ${todo[*]} ($group $ver). Last lines of $logf:"
+    tail -n 40 "$logf" | sed 's/^/    /' >&2
+    return 1
+  fi
+  for t in "${todo[@]}"; do
+    mkdir -p "$(dirname "$(tool_path "$t")")"
+    mv -f "$tmp/$t" "$(tool_path "$t")"
+  done
+  rm -rf "$tmp"
+  log "built ${todo[*]} ($group $ver) in $((SECONDS - start))s"
+}
+
+if $update_modules; then
+  groups=()
+  for t in "${tools[@]}"; do
+    g=$(group_of "$t")
+    [[ " ${groups[*]} " == *" $g "* ]] || groups+=("$g")
+  done
+  for g in "${groups[@]}"; do
+    log "regenerating hack/go/$g (log: $CACHE/logs/gen-$g.log)"
+    d=$CACHE/tmp/gen-$g
+    set +e
+    (set -euo pipefail; set -x; gen_module "$g" "$d") </dev/null >"$CACHE/logs/gen-$g.log" 2>&1
+    rc=$?
+    set -e
+    if ((rc != 0)); then
+      log "FAILED to generate the $g module. Last lines of $CACHE/logs/gen-$g.log:"
+      tail -n 40 "$CACHE/logs/gen-$g.log" | sed 's/^/    /' >&2
+      exit 1
+    fi
+    mkdir -p "$HACK_DIR/go/$g"
+    cp "$d/go.mod" "$d/go.sum" "$HACK_DIR/go/$g/"
+  done
+  exit 0
+fi
+
+[[ ${MINIO_MODULE_VERSION: -12} == "${MINIO_COMMIT:0:12}" ]] ||
+  die "versions.env: MINIO_MODULE_VERSION does not name MINIO_COMMIT"
+
+# Re-check under the lock (another caller may have built them meanwhile), one group at a time.
+failed=()
+done_groups=" "
+for t in "${missing[@]}"; do
+  g=$(group_of "$t")
+  [[ $done_groups == *" $g "* ]] && continue
+  done_groups+="$g "
+  build_group "$g" || failed+=("$g")
+done
+((${#failed[@]} == 0)) || die "failed to build: ${failed[*]}"
+print_paths

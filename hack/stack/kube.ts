@@ -1,0 +1,197 @@
+import { execFile } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { Agent } from 'node:https';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { request } from 'node:https';
+import { freePort, startProcess, StartError, waitReady, type Proc } from './proc.ts';
+import type { Tools } from './tools.ts';
+
+const run = promisify(execFile);
+
+/** Users of the static token file: an admin and two users with no RBAC grants. */
+export const STACK_USERS = {
+  admin: ['system:masters'],
+  alice: [],
+  bob: [],
+  // Identity of the controller and sidecar processes; granted by manifests/rbac.yaml.
+  'aibom-vault': [],
+} as const satisfies Record<string, readonly string[]>;
+export type StackUser = keyof typeof STACK_USERS;
+
+export interface Kube {
+  readonly procs: Proc[];
+  readonly server: string;
+  readonly kubeconfig: string;
+  /** Kubeconfig per user, same server and CA. */
+  readonly kubeconfigs: Record<StackUser, string>;
+  readonly tokens: Record<StackUser, string>;
+  readonly caFile: string;
+}
+
+async function httpsGet(url: string, token: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        headers: { authorization: `Bearer ${token}` },
+        agent: new Agent({ rejectUnauthorized: false }),
+        timeout: 2000,
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.end();
+  });
+}
+
+function kubeconfigFor(server: string, caData: string, user: string, token: string): string {
+  // JSON is valid YAML: kubectl and client-node read it as a kubeconfig.
+  return JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'stack', cluster: { server, 'certificate-authority-data': caData } }],
+      users: [{ name: user, user: { token } }],
+      contexts: [{ name: user, context: { cluster: 'stack', user, namespace: 'default' } }],
+      'current-context': user,
+    },
+    null,
+    2,
+  );
+}
+
+export async function startKube(root: string, tools: Tools, crdDir: string): Promise<Kube> {
+  const dir = join(root, 'kube');
+  const certDir = join(dir, 'pki');
+  await mkdir(certDir, { recursive: true });
+  const procs: Proc[] = [];
+
+  // etcd
+  const [etcdPort, peerPort] = [await freePort(), await freePort()];
+  const etcdUrl = `http://127.0.0.1:${etcdPort}`;
+  const etcd = await startProcess({
+    name: 'etcd',
+    command: tools.etcd,
+    args: [
+      '--name=stack',
+      `--data-dir=${join(dir, 'etcd')}`,
+      `--listen-client-urls=${etcdUrl}`,
+      `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=stack=http://127.0.0.1:${peerPort}`,
+      '--unsafe-no-fsync',
+      '--log-level=warn',
+    ],
+    logFile: join(root, 'etcd.log'),
+  });
+  procs.push(etcd);
+  await waitReady(etcd, async () => (await fetch(`${etcdUrl}/health`)).ok, 30_000);
+
+  // kube-apiserver: static tokens for real users, RBAC, a service-account key pair.
+  const tokens = Object.fromEntries(
+    Object.keys(STACK_USERS).map((u) => [u, randomBytes(24).toString('base64url')]),
+  ) as Record<StackUser, string>;
+  const tokenFile = join(dir, 'tokens.csv');
+  await writeFile(
+    tokenFile,
+    Object.entries(STACK_USERS)
+      .map(([u, groups]) => `${tokens[u as StackUser]},${u},${u},"${groups.join(',')}"`)
+      .join('\n') + '\n',
+    { mode: 0o600 },
+  );
+  const sa = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const saKey = join(dir, 'sa.key');
+  const saPub = join(dir, 'sa.pub');
+  await writeFile(saKey, sa.privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+  await writeFile(saPub, sa.publicKey.export({ type: 'spki', format: 'pem' }));
+  const apiPort = await freePort();
+  const server = `https://127.0.0.1:${apiPort}`;
+  const apiserver = await startProcess({
+    name: 'kube-apiserver',
+    command: tools['kube-apiserver'],
+    args: [
+      `--etcd-servers=${etcdUrl}`,
+      `--cert-dir=${certDir}`,
+      `--secure-port=${apiPort}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      '--service-cluster-ip-range=10.0.0.0/24',
+      '--authorization-mode=RBAC',
+      `--token-auth-file=${tokenFile}`,
+      '--service-account-issuer=https://kubernetes.default.svc',
+      `--service-account-key-file=${saPub}`,
+      `--service-account-signing-key-file=${saKey}`,
+      '--disable-admission-plugins=ServiceAccount',
+      '--allow-privileged=false',
+      '--enable-priority-and-fairness=false',
+      '--profiling=false',
+      '--v=1',
+    ],
+    logFile: join(root, 'kube-apiserver.log'),
+  });
+  procs.push(apiserver);
+  await waitReady(
+    apiserver,
+    async () => (await httpsGet(`${server}/readyz`, tokens.admin)).status === 200,
+    120_000,
+  );
+
+  // The apiserver's self-generated serving certificate is self-signed: it is its own CA.
+  const caFile = join(certDir, 'apiserver.crt');
+  const caData = (await readFile(caFile)).toString('base64');
+  const kubeconfigs = {} as Record<StackUser, string>;
+  for (const user of Object.keys(STACK_USERS) as StackUser[]) {
+    const file = join(dir, `kubeconfig-${user}.yaml`);
+    await writeFile(file, kubeconfigFor(server, caData, user, tokens[user]), { mode: 0o600 });
+    kubeconfigs[user] = file;
+  }
+  const kubeconfig = kubeconfigs.admin;
+
+  // kube-controller-manager: garbage collection of owned objects and namespace deletion are part of
+  // the Kubernetes behaviour the operator relies on (Attestations owned by their Run).
+  const kcm = await startProcess({
+    name: 'kube-controller-manager',
+    command: tools['kube-controller-manager'],
+    args: [
+      `--kubeconfig=${kubeconfig}`,
+      '--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token',
+      `--service-account-private-key-file=${saKey}`,
+      `--root-ca-file=${caFile}`,
+      '--leader-elect=false',
+      '--bind-address=127.0.0.1',
+      `--secure-port=${await freePort()}`,
+      `--cert-dir=${join(dir, 'kcm-pki')}`,
+      '--v=1',
+    ],
+    logFile: join(root, 'kube-controller-manager.log'),
+  });
+  procs.push(kcm);
+  // Ready when the serviceaccount controller has made the default ServiceAccount.
+  await waitReady(
+    kcm,
+    async () =>
+      (await httpsGet(`${server}/api/v1/namespaces/default/serviceaccounts/default`, tokens.admin)).status ===
+      200,
+    120_000,
+  );
+
+  // The CRDs shipped in crds/ are the single source of truth: apply exactly those files.
+  const kubectl = (args: string[]) =>
+    run(tools.kubectl, [`--kubeconfig=${kubeconfig}`, ...args], { maxBuffer: 8 * 1024 * 1024 });
+  try {
+    await kubectl(['apply', '--server-side', '-f', crdDir]);
+    await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new StartError('crds', `kubectl apply -f ${crdDir} failed`, e.stderr ?? e.message);
+  }
+  return { procs, server, kubeconfig, kubeconfigs, tokens, caFile };
+}

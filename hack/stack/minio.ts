@@ -1,0 +1,49 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Client } from 'minio';
+import { freePort, startProcess, waitReady, type Proc } from './proc.ts';
+
+export interface Minio {
+  readonly proc: Proc;
+  readonly endpoint: string;
+  readonly accessKey: string;
+  readonly secretKey: string;
+  readonly bucket: string;
+}
+
+export async function startMinio(root: string, binary: string, bucket: string): Promise<Minio> {
+  const data = join(root, 'minio');
+  await mkdir(data, { recursive: true });
+  const [port, consolePort] = [await freePort(), await freePort()];
+  const accessKey = `stack-${randomBytes(4).toString('hex')}`;
+  const secretKey = randomBytes(24).toString('base64url');
+  const proc = await startProcess({
+    name: 'minio',
+    command: binary,
+    args: [
+      'server',
+      data,
+      '--address',
+      `127.0.0.1:${port}`,
+      '--console-address',
+      `127.0.0.1:${consolePort}`,
+      '--quiet',
+    ],
+    logFile: join(root, 'minio.log'),
+    env: {
+      ...process.env,
+      MINIO_ROOT_USER: accessKey,
+      MINIO_ROOT_PASSWORD: secretKey,
+      MINIO_BROWSER: 'off',
+      MINIO_UPDATE: 'off',
+      MINIO_CI_CD: '1',
+      HOME: data,
+    },
+  });
+  const endpoint = `http://127.0.0.1:${port}`;
+  await waitReady(proc, async () => (await fetch(`${endpoint}/minio/health/ready`)).ok, 60_000);
+  const client = new Client({ endPoint: '127.0.0.1', port, useSSL: false, accessKey, secretKey });
+  if (!(await client.bucketExists(bucket))) await client.makeBucket(bucket);
+  return { proc, endpoint, accessKey, secretKey, bucket };
+}

@@ -1,0 +1,144 @@
+import { spawn, type SpawnOptions } from 'node:child_process';
+import { createServer } from 'node:net';
+import { open, readFile } from 'node:fs/promises';
+
+/** A started server process: its own process group, output in `logFile`. */
+export interface Proc {
+  readonly name: string;
+  readonly pid: number;
+  readonly logFile: string;
+}
+
+export interface StartOptions {
+  readonly name: string;
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly logFile: string;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly cwd?: string;
+  readonly uid?: number;
+  readonly gid?: number;
+}
+
+/**
+ * Starts a server detached in its own process group so `stack down` (a different process) can stop
+ * the whole group, and so `stack up` can exit while the servers keep running.
+ */
+export async function startProcess(opts: StartOptions): Promise<Proc> {
+  const log = await open(opts.logFile, 'a');
+  const spawnOpts: SpawnOptions = {
+    detached: true,
+    stdio: ['ignore', log.fd, log.fd],
+    env: opts.env ?? process.env,
+    ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
+    ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
+    ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
+  };
+  const child = spawn(opts.command, opts.args, spawnOpts);
+  // Listen before any await: 'spawn' and 'error' fire on the next tick.
+  const spawned = new Promise<number>((resolve, reject) => {
+    child.once('error', (err) =>
+      reject(new StartError(opts.name, `cannot execute ${opts.command}: ${err.message}`, '')),
+    );
+    child.once('spawn', () => resolve(child.pid ?? -1));
+  });
+  try {
+    return { name: opts.name, pid: await spawned, logFile: opts.logFile };
+  } finally {
+    child.unref();
+    await log.close();
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** SIGTERM to the process group, then SIGKILL after `graceMs`; resolves when the leader is gone. */
+export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> {
+  const signalGroup = (sig: NodeJS.Signals): void => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        /* already gone */
+      }
+    }
+  };
+  if (!isAlive(pid)) return;
+  signalGroup('SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (isAlive(pid) && Date.now() < deadline) await sleep(50);
+  if (isAlive(pid)) {
+    signalGroup('SIGKILL');
+    while (isAlive(pid)) await sleep(20);
+  }
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A free TCP port on 127.0.0.1 (bind to 0, read, close); the caller binds it right after. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Failure to start one component: names it and carries the tail of its log. */
+export class StartError extends Error {
+  readonly component: string;
+  constructor(component: string, message: string, logTail: string) {
+    super(
+      `${component} failed to start: ${message}${logTail ? `\n--- last lines of ${component} log ---\n${logTail}` : ''}`,
+    );
+    this.name = 'StartError';
+    this.component = component;
+  }
+}
+
+export async function tail(file: string, lines = 30): Promise<string> {
+  try {
+    const text = await readFile(file, 'utf8');
+    return text.trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Polls `probe` until it resolves true, the process dies, or `timeoutMs` passes; then throws a
+ * StartError naming the component with its log tail.
+ */
+export async function waitReady(proc: Proc, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError = '';
+  while (Date.now() < deadline) {
+    if (!isAlive(proc.pid)) throw new StartError(proc.name, 'process exited', await tail(proc.logFile));
+    try {
+      if (await probe()) return;
+    } catch (err) {
+      lastError = (err as Error).message;
+      if (process.env.STACK_DEBUG) console.error(`[${proc.name}] probe: ${lastError}`);
+    }
+    await sleep(100);
+  }
+  throw new StartError(
+    proc.name,
+    `not ready after ${timeoutMs} ms${lastError ? ` (last probe error: ${lastError})` : ''}`,
+    await tail(proc.logFile),
+  );
+}

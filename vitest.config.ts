@@ -1,0 +1,31 @@
+import { defineConfig } from 'vitest/config';
+
+// Two projects: `unit` (pure logic, in-memory fakes allowed) and `integration` (one real stack per
+// test run: kube-apiserver + etcd + kube-controller-manager, PostgreSQL, MinIO; see test/global-setup.ts).
+export default defineConfig({
+  test: {
+    reporters: ['default'],
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+          environment: 'node',
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts', 'test/conformance/**/*.test.ts'],
+          environment: 'node',
+          globalSetup: ['test/global-setup.ts'],
+          // Servers are shared and the machine has 2 cores: generous per-test time, no timing asserts.
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+          fileParallelism: true,
+          maxWorkers: 2,
+        },
+      },
+    ],
+  },
+});
