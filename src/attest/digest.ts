@@ -1,0 +1,64 @@
+import { canonicalJson, sha256Hex } from './json.ts';
+import type { DsseEnvelope } from './dsse.ts';
+
+export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
+
+/**
+ * The vault digest of an envelope: `sha256:` + hex SHA-256 of the UTF-8 bytes of the RFC 8785
+ * (JCS) canonical JSON of the whole envelope object (payload, payloadType, signatures). It covers
+ * the predicate (inside the payload) and the signatures, so any change to either is detected.
+ * See docs/digest.md for recomputing it with other tools.
+ */
+export function envelopeDigest(envelope: DsseEnvelope): string {
+  return `sha256:${sha256Hex(envelopeJcs(envelope) ?? canonicalJson(envelope))}`;
+}
+
+const ENVELOPE_KEYS = new Set(['payload', 'payloadType', 'signatures']);
+const SIGNATURE_KEYS = new Set(['keyid', 'sig']);
+
+function isPlainStringRecord(value: unknown, allowed: Set<string>): value is Record<string, string> {
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype)
+    return false;
+  for (const [key, member] of Object.entries(value)) {
+    if (!allowed.has(key) || typeof member !== 'string' || !member.isWellFormed()) return false;
+  }
+  return true;
+}
+
+/**
+ * Fast path for the one shape the vault stores (the digest is computed on every insert and every
+ * verification; the generic canonicalizer walks the ~1 KB base64 payload character by character).
+ * For plain objects whose members are exactly the DSSE fields and whose values are well-formed
+ * strings, JCS is: members in the fixed sorted order payload < payloadType < signatures and
+ * keyid < sig, strings serialised as JSON.stringify does (RFC 8785 §3.2.2.2 adopts exactly the
+ * ECMAScript rules; lone surrogates, which JCS forbids, are excluded by isWellFormed). Anything
+ * else returns undefined and takes the generic path. A property test checks both paths agree.
+ */
+export function envelopeJcs(envelope: unknown): string | undefined {
+  if (
+    typeof envelope !== 'object' ||
+    envelope === null ||
+    Object.getPrototypeOf(envelope) !== Object.prototype
+  ) {
+    return undefined;
+  }
+  const e = envelope as Record<string, unknown>;
+  const keys = Object.keys(e);
+  if (keys.length !== 3 || !keys.every((k) => ENVELOPE_KEYS.has(k))) return undefined;
+  const { payload, payloadType, signatures } = e;
+  if (typeof payload !== 'string' || typeof payloadType !== 'string' || !Array.isArray(signatures))
+    return undefined;
+  if (!payload.isWellFormed() || !payloadType.isWellFormed()) return undefined;
+  const parts: string[] = [];
+  for (const s of signatures as unknown[]) {
+    if (!isPlainStringRecord(s, SIGNATURE_KEYS)) return undefined;
+    const members: string[] = [];
+    if (s.keyid !== undefined) members.push(`"keyid":${JSON.stringify(s.keyid)}`);
+    if (s.sig !== undefined) members.push(`"sig":${JSON.stringify(s.sig)}`);
+    parts.push(`{${members.join(',')}}`);
+  }
+  return (
+    `{"payload":${JSON.stringify(payload)},"payloadType":${JSON.stringify(payloadType)},` +
+    `"signatures":[${parts.join(',')}]}`
+  );
+}

@@ -1,0 +1,57 @@
+import type { Signer } from '../signing/signer.ts';
+import { canonicalJson } from './json.ts';
+import { preAuthEncoding } from './pae.ts';
+import type { Statement } from './statement.ts';
+
+export const IN_TOTO_PAYLOAD_TYPE = 'application/vnd.in-toto+json';
+
+export interface DsseSignature {
+  /** Hint only (DSSE): `Signer.keyId`, i.e. `sha256:<hex of SPKI DER>`. Never trusted for verification. */
+  keyid: string;
+  /** Standard base64 (with padding) of the raw signature: ASN.1 DER for ECDSA, 64 bytes for Ed25519. */
+  sig: string;
+}
+
+export interface DsseEnvelope {
+  /** Standard base64 (with padding) of the payload bytes. */
+  payload: string;
+  payloadType: string;
+  signatures: DsseSignature[];
+}
+
+/**
+ * Statement payload bytes: the RFC 8785 canonical JSON of the statement, UTF-8. Canonical so that
+ * the same statement always yields the same payload (golden files compare bytes, and a re-signing
+ * produces an identical payload); consumers need not care, any JSON parser reads it.
+ */
+export function statementPayload(statement: Statement): Buffer {
+  return Buffer.from(canonicalJson(statement), 'utf8');
+}
+
+/** Signs `payload` under DSSE v1 with one signer. */
+export function signPayload(payload: Buffer, payloadType: string, signer: Signer): DsseEnvelope {
+  const sig = signer.sign(preAuthEncoding(payloadType, payload));
+  return {
+    payload: payload.toString('base64'),
+    payloadType,
+    signatures: [{ keyid: signer.keyId, sig: sig.toString('base64') }],
+  };
+}
+
+/** Wraps an in-toto statement in a signed DSSE envelope. */
+export function signStatement(statement: Statement, signer: Signer): DsseEnvelope {
+  return signPayload(statementPayload(statement), IN_TOTO_PAYLOAD_TYPE, signer);
+}
+
+const STD_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * Strict standard-base64 decoding: undefined unless `text` is the canonical encoding of its bytes.
+ * `Buffer.from(…, 'base64')` would skip junk and accept URL-safe text, so that two different
+ * envelope strings (hence two digests) could carry the same signed bytes.
+ */
+export function decodeBase64Strict(text: string): Buffer | undefined {
+  if (!STD_BASE64.test(text)) return undefined;
+  const bytes = Buffer.from(text, 'base64');
+  return bytes.toString('base64') === text ? bytes : undefined;
+}

@@ -1,0 +1,24 @@
+/**
+ * DSSE v1 Pre-Authentication Encoding
+ * (https://github.com/secure-systems-lab/dsse/blob/master/protocol.md):
+ *
+ *   PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body
+ *
+ * LEN is the byte length (not the character count) as ASCII decimal without leading zeros; type is
+ * UTF-8. The signature covers exactly these bytes, never the base64 text of the envelope.
+ */
+const IN_TOTO_PREFIX = Buffer.from('DSSEv1 28 application/vnd.in-toto+json ', 'ascii');
+
+export function preAuthEncoding(payloadType: string, payload: Buffer): Buffer {
+  // The in-toto type is the only one the vault signs; its prefix is computed once.
+  const prefix =
+    payloadType === 'application/vnd.in-toto+json'
+      ? IN_TOTO_PREFIX
+      : Buffer.concat([
+          Buffer.from(`DSSEv1 ${Buffer.byteLength(payloadType, 'utf8')} `, 'ascii'),
+          Buffer.from(payloadType, 'utf8'),
+          Buffer.from(' ', 'ascii'),
+        ]);
+  const length = Buffer.from(`${payload.length} `, 'ascii');
+  return Buffer.concat([prefix, length, payload], prefix.length + length.length + payload.length);
+}

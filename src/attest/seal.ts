@@ -1,0 +1,18 @@
+import { signatureMetadata, type SignatureMetadata, type Signer } from '../signing/signer.ts';
+import { envelopeDigest } from './digest.ts';
+import { signStatement, type DsseEnvelope } from './dsse.ts';
+import type { Statement } from './statement.ts';
+
+/** What the vault stores for one attestation (besides its id and chain link). */
+export interface SealedAttestation {
+  envelope: DsseEnvelope;
+  /** `sha256:<hex>` over the JCS canonical JSON of `envelope` (docs/digest.md). */
+  digest: string;
+  signature: SignatureMetadata;
+}
+
+/** statement → signed DSSE envelope → digest, in one pure call. */
+export function sealStatement(statement: Statement, signer: Signer): SealedAttestation {
+  const envelope = signStatement(statement, signer);
+  return { envelope, digest: envelopeDigest(envelope), signature: signatureMetadata(signer) };
+}

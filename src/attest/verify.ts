@@ -1,0 +1,278 @@
+import { createPublicKey, type KeyObject, type X509Certificate } from 'node:crypto';
+import { validateChain } from '../signing/chain.ts';
+import { algorithmOf, keyIdOf, verifyWith } from '../signing/signer.ts';
+import { DIGEST_PATTERN, envelopeDigest } from './digest.ts';
+import { decodeBase64Strict, IN_TOTO_PAYLOAD_TYPE, type DsseEnvelope } from './dsse.ts';
+import { VerificationError, type Problem } from './errors.ts';
+import { canonicalJson } from './json.ts';
+import { preAuthEncoding } from './pae.ts';
+import { expectedSubject } from './predicates/index.ts';
+import { isKnownPredicateType, predicateProblems, statementProblems } from './schemas.ts';
+import type { Statement } from './statement.ts';
+
+/** Whom to trust: raw public keys, or a certificate chain that must lead to one of the anchors. */
+export type Trust =
+  | { publicKeys: readonly KeyObject[] }
+  | {
+      /** Leaf first, then intermediates (the signer's `tls.crt`). */
+      certificateChain: readonly X509Certificate[];
+      /** Root CAs (`ca.crt`). */
+      trustAnchors: readonly X509Certificate[];
+      /**
+       * Time the chain must be valid at. Default now. Pass the attestation's creation time only
+       * when it is itself attested (a transparency receipt), otherwise a compromised expired key
+       * could backdate.
+       */
+      at?: Date;
+    };
+
+export interface VerificationResult {
+  ok: boolean;
+  problems: Problem[];
+  /**
+   * Key id (`sha256:<hex of SPKI DER>`) of the supplied key whose signature verified; that key is
+   * trusted only when `ok` (with a certificate chain, the chain may still have failed).
+   */
+  keyId?: string;
+  predicateType?: string;
+  /** The decoded statement, when the payload parsed as one. */
+  statement?: Statement;
+}
+
+interface TrustedKey {
+  key: KeyObject;
+  keyId: string;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Shape of a DSSE envelope, or the reason it is not one. */
+function envelopeShapeProblem(envelope: unknown): string | undefined {
+  if (!isObject(envelope)) return 'envelope is not an object';
+  if (typeof envelope.payload !== 'string') return 'envelope.payload is not a string';
+  if (typeof envelope.payloadType !== 'string') return 'envelope.payloadType is not a string';
+  const sigs = envelope.signatures;
+  if (!Array.isArray(sigs) || sigs.length === 0) return 'envelope.signatures is not a non-empty array';
+  for (const [i, s] of sigs.entries()) {
+    if (!isObject(s) || typeof s.sig !== 'string') return `envelope.signatures[${i}].sig is not a string`;
+    if (s.keyid !== undefined && typeof s.keyid !== 'string')
+      return `envelope.signatures[${i}].keyid is not a string`;
+  }
+  return undefined;
+}
+
+/** Resolves the trust option to keys, reporting chain problems. */
+function trustedKeys(trust: Trust, problems: Problem[]): TrustedKey[] {
+  let keys: readonly KeyObject[];
+  if ('publicKeys' in trust) {
+    keys = trust.publicKeys;
+    if (keys.length === 0) problems.push({ code: 'UNTRUSTED_KEY', message: 'no trusted key was supplied' });
+  } else {
+    const leaf = trust.certificateChain[0];
+    const chain = validateChain(trust.certificateChain, trust.trustAnchors, trust.at ?? new Date());
+    if (!chain.ok) {
+      const code =
+        chain.failure === 'EXPIRED'
+          ? 'CERTIFICATE_EXPIRED'
+          : chain.failure === 'NOT_YET_VALID'
+            ? 'CERTIFICATE_NOT_YET_VALID'
+            : 'UNTRUSTED_KEY';
+      problems.push({ code, message: chain.message });
+    }
+    // The leaf key is still checked against the signature, so that a result lists a bad
+    // signature too and not only the chain problem; ok stays false either way.
+    keys = leaf !== undefined ? [leaf.publicKey] : [];
+  }
+  const out: TrustedKey[] = [];
+  for (const given of keys) {
+    const key = given.type === 'private' ? createPublicKey(given) : given;
+    if (algorithmOf(key) === undefined) {
+      problems.push({
+        code: 'UNTRUSTED_KEY',
+        message: `unsupported key type ${key.asymmetricKeyType ?? 'unknown'}`,
+      });
+      continue;
+    }
+    out.push({ key, keyId: keyIdOf(key) });
+  }
+  return out;
+}
+
+/**
+ * Checks the signatures: valid when any signature verifies under any trusted key. When none does,
+ * the keyid hints (unauthenticated, used only to choose the message) tell "made by a key we trust
+ * but broken" (SIGNATURE_INVALID) from "made by someone else" (UNTRUSTED_KEY).
+ */
+function checkSignatures(
+  envelope: DsseEnvelope,
+  payload: Buffer,
+  keys: TrustedKey[],
+  problems: Problem[],
+): string | undefined {
+  const pae = preAuthEncoding(envelope.payloadType, payload);
+  let malformed = 0;
+  for (const s of envelope.signatures) {
+    const sig = decodeBase64Strict(s.sig);
+    if (sig === undefined) {
+      malformed++;
+      continue;
+    }
+    for (const k of keys) {
+      const algorithm = algorithmOf(k.key);
+      if (algorithm !== undefined && verifyWith(algorithm, k.key, pae, sig)) return k.keyId;
+    }
+  }
+  if (keys.length === 0) return undefined; // trustedKeys has reported why
+  const hinted = envelope.signatures.some((s) => keys.some((k) => k.keyId === s.keyid));
+  if (malformed > 0 && malformed === envelope.signatures.length) {
+    problems.push({ code: 'MALFORMED_ENVELOPE', message: 'no signature is standard base64' });
+  } else if (hinted || envelope.signatures.every((s) => s.keyid === undefined || s.keyid === '')) {
+    problems.push({
+      code: 'SIGNATURE_INVALID',
+      message: 'signature does not verify over the DSSE PAE bytes',
+    });
+  } else {
+    problems.push({
+      code: 'UNTRUSTED_KEY',
+      message: `signed by ${envelope.signatures.map((s) => s.keyid).join(', ')}, none of which is trusted`,
+    });
+  }
+  return undefined;
+}
+
+/** Statement shape, predicate schema, subject consistency. */
+function checkStatement(value: unknown, problems: Problem[]): Statement | undefined {
+  const shape = statementProblems(value);
+  if (shape.length > 0) {
+    problems.push({ code: 'STATEMENT_INVALID', message: `not an in-toto Statement v1: ${shape.join('; ')}` });
+    return undefined;
+  }
+  const statement = value as Statement;
+  const type = statement.predicateType;
+  if (!isKnownPredicateType(type)) {
+    problems.push({ code: 'PREDICATE_TYPE_UNSUPPORTED', message: `no schema for predicate type ${type}` });
+    return statement;
+  }
+  const invalid = predicateProblems(type, statement.predicate) ?? [];
+  if (invalid.length > 0) {
+    problems.push({ code: 'PREDICATE_INVALID', message: `${type}: ${invalid.join('; ')}` });
+    return statement;
+  }
+  const expected = expectedSubject(type, statement.predicate);
+  const actual = statement.subject[0];
+  if (
+    expected !== undefined &&
+    (statement.subject.length !== 1 ||
+      actual?.name !== expected.name ||
+      actual.digest.sha256 !== expected.digest.sha256)
+  ) {
+    problems.push({
+      code: 'STATEMENT_INVALID',
+      message: `subject must be exactly ${expected.name} with sha256 ${expected.digest.sha256}`,
+    });
+  }
+  return statement;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  try {
+    return canonicalJson(a) === canonicalJson(b);
+  } catch {
+    return false;
+  }
+}
+
+/** Unsigned top-level projections of the API record must match what is signed. */
+function checkRecordFields(record: Record<string, unknown>, statement: Statement, problems: Problem[]): void {
+  if (record.predicate_type !== undefined && record.predicate_type !== statement.predicateType) {
+    problems.push({
+      code: 'RECORD_MISMATCH',
+      message: 'predicate_type differs from the signed predicateType',
+    });
+  }
+  if (record.predicate !== undefined && !sameJson(record.predicate, statement.predicate)) {
+    problems.push({ code: 'RECORD_MISMATCH', message: 'predicate differs from the signed predicate' });
+  }
+}
+
+/**
+ * Verifies a fetched attestation record offline: `{envelope, digest, …}` as the API returns it
+ * (further fields are allowed; `predicate_type`/`predicate`, when present, must match the signed
+ * statement). Every independent check runs, so the result lists all problems; `ok` is true only
+ * when there are none. Never throws for bad input; see `assertVerified` for throwing.
+ */
+export function verifyRecord(record: unknown, trust: Trust): VerificationResult {
+  const problems: Problem[] = [];
+  const fail = (message: string): VerificationResult => ({
+    ok: false,
+    problems: [{ code: 'MALFORMED_ENVELOPE', message }],
+  });
+  if (!isObject(record)) return fail('record is not an object');
+  const shape = envelopeShapeProblem(record.envelope);
+  if (shape !== undefined) return fail(shape);
+  // Shape checked just above.
+  const envelope = record.envelope as DsseEnvelope;
+
+  if (typeof record.digest !== 'string' || !DIGEST_PATTERN.test(record.digest)) {
+    problems.push({ code: 'MALFORMED_ENVELOPE', message: 'digest is not sha256:<64 lower-case hex>' });
+  } else {
+    let actual: string | undefined;
+    try {
+      actual = envelopeDigest(envelope);
+    } catch {
+      actual = undefined; // not canonicalizable JSON: cannot be the stored envelope
+    }
+    if (actual !== record.digest) {
+      problems.push({
+        code: 'DIGEST_MISMATCH',
+        message: `digest ${record.digest} does not match the envelope (${actual ?? 'not canonicalizable'})`,
+      });
+    }
+  }
+
+  const payload = decodeBase64Strict(envelope.payload);
+  if (payload === undefined) {
+    problems.push({ code: 'MALFORMED_ENVELOPE', message: 'payload is not standard base64' });
+    return { ok: false, problems };
+  }
+
+  const keyId = checkSignatures(envelope, payload, trustedKeys(trust, problems), problems);
+  const result: VerificationResult = { ok: false, problems };
+  if (keyId !== undefined) result.keyId = keyId;
+
+  if (envelope.payloadType !== IN_TOTO_PAYLOAD_TYPE) {
+    problems.push({
+      code: 'PAYLOAD_TYPE_UNSUPPORTED',
+      message: `payloadType ${envelope.payloadType} is not ${IN_TOTO_PAYLOAD_TYPE}`,
+    });
+    return result;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(payload.toString('utf8'));
+  } catch {
+    problems.push({ code: 'STATEMENT_INVALID', message: 'payload is not JSON' });
+    return result;
+  }
+  const statement = checkStatement(parsed, problems);
+  if (statement !== undefined) {
+    result.statement = statement;
+    result.predicateType = statement.predicateType;
+    checkRecordFields(record, statement, problems);
+  }
+  result.ok = problems.length === 0 && keyId !== undefined;
+  return result;
+}
+
+/** Throws `VerificationError` (code of the first problem) unless the result is ok. */
+export function assertVerified(
+  result: VerificationResult,
+): asserts result is VerificationResult & { ok: true } {
+  const [first, ...rest] = result.problems;
+  if (first !== undefined) throw new VerificationError([first, ...rest]);
+  if (!result.ok) {
+    throw new VerificationError([{ code: 'SIGNATURE_INVALID', message: 'no trusted signature' }]);
+  }
+}

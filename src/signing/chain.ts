@@ -1,0 +1,89 @@
+import type { X509Certificate } from 'node:crypto';
+
+/** Why a chain is not acceptable; mapped to their own codes by the loader and the verifier. */
+export type ChainFailure = 'BROKEN' | 'UNTRUSTED' | 'EXPIRED' | 'NOT_YET_VALID';
+
+export type ChainResult =
+  { ok: true; anchor: X509Certificate } | { ok: false; failure: ChainFailure; message: string };
+
+/** Far beyond any real PKI; bounds the work an attacker-supplied chain can cause. */
+const MAX_CHAIN_LENGTH = 8;
+
+/**
+ * Validates `chain` (leaf first, then intermediates in order) against `anchors` at time `at`:
+ * every link is named by and signed by the next certificate, every issuer is a CA, the path ends at
+ * an anchor (the anchor may also be in the chain, or be the leaf itself when pinned), and every
+ * certificate on the path, anchor included, is within its validity period at `at`.
+ *
+ * Linkage and trust are checked before time so that a chain which is both foreign and expired
+ * reports the more fundamental problem. No revocation checking: the vault has no CRL/OCSP source;
+ * short-lived cert-manager certificates are the mitigation.
+ */
+export function validateChain(
+  chain: readonly X509Certificate[],
+  anchors: readonly X509Certificate[],
+  at: Date,
+): ChainResult {
+  if (chain.length === 0) return { ok: false, failure: 'BROKEN', message: 'certificate chain is empty' };
+  if (chain.length > MAX_CHAIN_LENGTH) {
+    return { ok: false, failure: 'BROKEN', message: `certificate chain longer than ${MAX_CHAIN_LENGTH}` };
+  }
+  const path: X509Certificate[] = [];
+  let anchor: X509Certificate | undefined;
+  for (let i = 0; i < chain.length && anchor === undefined; i++) {
+    const cert = chain[i] as X509Certificate;
+    path.push(cert);
+    const pinned = anchors.find((a) => a.raw.equals(cert.raw));
+    if (pinned !== undefined) {
+      anchor = pinned;
+      break;
+    }
+    anchor = anchors.find((a) => a.ca && cert.checkIssued(a) && cert.verify(a.publicKey));
+    if (anchor !== undefined) {
+      path.push(anchor);
+      break;
+    }
+    const next = chain[i + 1];
+    if (next === undefined) {
+      return {
+        ok: false,
+        failure: 'UNTRUSTED',
+        message: `chain ending at "${name(cert.subject)}" (issuer "${name(cert.issuer)}") does not lead to a trust anchor`,
+      };
+    }
+    if (!next.ca || !cert.checkIssued(next) || !cert.verify(next.publicKey)) {
+      return {
+        ok: false,
+        failure: 'BROKEN',
+        message: `"${name(cert.subject)}" is not issued and signed by the next certificate "${name(next.subject)}"`,
+      };
+    }
+  }
+  if (anchor === undefined) {
+    // Unreachable: the loop either finds an anchor or returns; kept so the type narrows honestly.
+    return { ok: false, failure: 'UNTRUSTED', message: 'no trust anchor' };
+  }
+  const when = at.getTime();
+  for (const cert of path) {
+    if (when < cert.validFromDate.getTime()) {
+      return {
+        ok: false,
+        failure: 'NOT_YET_VALID',
+        message: `certificate "${name(cert.subject)}" is not valid before ${cert.validFromDate.toISOString()}`,
+      };
+    }
+    if (when > cert.validToDate.getTime()) {
+      return {
+        ok: false,
+        failure: 'EXPIRED',
+        message: `certificate "${name(cert.subject)}" expired at ${cert.validToDate.toISOString()}`,
+      };
+    }
+  }
+  return { ok: true, anchor };
+}
+
+/** Node prints distinguished names one attribute per line; messages want one line. */
+function name(dn: string): string {
+  return dn.replaceAll('\n', ', ');
+}

@@ -1,0 +1,24 @@
+export { validateChain, type ChainFailure, type ChainResult } from './chain.ts';
+export { SigningError, type SigningErrorCode } from './errors.ts';
+export { createKeySigner, type KeySigner, type KeySignerOptions } from './key-signer.ts';
+export { parseCertificates, parsePrivateKey } from './pem.ts';
+export { createSignerRegistry, type SignerRegistry } from './registry.ts';
+export {
+  algorithmOf,
+  certificateRef,
+  digestOf,
+  keyIdOf,
+  signatureMetadata,
+  verifyWith,
+  type SignatureAlgorithm,
+  type SignatureMetadata,
+  type Signer,
+} from './signer.ts';
+export {
+  loadSignerFromFiles,
+  signerFromPem,
+  signerFromTlsSecretData,
+  type LoadOptions,
+  type TlsFiles,
+  type TlsMaterial,
+} from './tls.ts';

@@ -1,0 +1,84 @@
+import { createPublicKey, sign, type KeyObject, type X509Certificate } from 'node:crypto';
+import { validateChain } from './chain.ts';
+import { SigningError } from './errors.ts';
+import { algorithmOf, digestOf, keyIdOf, type Signer } from './signer.ts';
+
+export interface KeySignerOptions {
+  privateKey: KeyObject;
+  /** Leaf first, then intermediates (the content of `tls.crt`). */
+  certificateChain?: readonly X509Certificate[];
+  /** Roots the chain must lead to (the content of `ca.crt`); checked at load time when given. */
+  caCertificates?: readonly X509Certificate[];
+  /** Time the chain is checked at; defaults to now. */
+  at?: Date;
+}
+
+/** A signer over a local key, plus the CA certificates it was loaded with (for publishing trust). */
+export interface KeySigner extends Signer {
+  readonly caCertificates: readonly X509Certificate[];
+}
+
+/**
+ * Builds a signer from an already parsed key. Everything that can be wrong with the material is
+ * checked here, once, so that `sign` never fails for configuration reasons at attestation time:
+ * supported key type, key matches the leaf, chain links up to `caCertificates` and is in date.
+ */
+export function createKeySigner(options: KeySignerOptions): KeySigner {
+  const { privateKey, certificateChain = [], caCertificates = [] } = options;
+  if (privateKey.type !== 'private') {
+    throw new SigningError('UNSUPPORTED_KEY_TYPE', `expected a private key, got a ${privateKey.type} key`);
+  }
+  const algorithm = algorithmOf(privateKey);
+  if (algorithm === undefined) {
+    const curve = privateKey.asymmetricKeyDetails?.namedCurve;
+    throw new SigningError(
+      'UNSUPPORTED_KEY_TYPE',
+      `unsupported key type ${privateKey.asymmetricKeyType ?? 'unknown'}${curve ? ` (${curve})` : ''}: ` +
+        'only ECDSA P-256 and Ed25519 are accepted',
+    );
+  }
+  const publicKey = createPublicKey(privateKey);
+  const spki = publicKey.export({ type: 'spki', format: 'der' });
+  const leaf = certificateChain[0];
+  if (leaf !== undefined && !leaf.publicKey.export({ type: 'spki', format: 'der' }).equals(spki)) {
+    throw new SigningError(
+      'KEY_CERT_MISMATCH',
+      `private key does not match the leaf certificate "${leaf.subject.replaceAll('\n', ', ')}"`,
+    );
+  }
+  // tls.crt must be leaf first, each certificate issued by the next: C2PA x5chain and verifiers
+  // rely on that order, and a misordered bundle should fail here, not in a customer's validator.
+  for (let i = 0; i + 1 < certificateChain.length; i++) {
+    const cert = certificateChain[i] as X509Certificate;
+    const issuer = certificateChain[i + 1] as X509Certificate;
+    if (!issuer.ca || !cert.checkIssued(issuer) || !cert.verify(issuer.publicKey)) {
+      throw new SigningError(
+        'CHAIN_INVALID',
+        `tls.crt certificate #${i + 1} is not issued by certificate #${i + 2} (expected leaf first, then issuers)`,
+      );
+    }
+  }
+  if (leaf !== undefined && caCertificates.length > 0) {
+    const result = validateChain(certificateChain, caCertificates, options.at ?? new Date());
+    if (!result.ok) {
+      const code =
+        result.failure === 'EXPIRED'
+          ? 'CERTIFICATE_EXPIRED'
+          : result.failure === 'NOT_YET_VALID'
+            ? 'CERTIFICATE_NOT_YET_VALID'
+            : 'CHAIN_INVALID';
+      throw new SigningError(code, result.message);
+    }
+  }
+  // Hoisted so the hot path is exactly one crypto.sign call on a pre-parsed KeyObject.
+  const digest = digestOf(algorithm);
+  const signer: KeySigner = {
+    keyId: keyIdOf(publicKey),
+    algorithm,
+    publicKey,
+    caCertificates: Object.freeze([...caCertificates]),
+    ...(leaf !== undefined ? { certificateChain: Object.freeze([...certificateChain]) } : {}),
+    sign: (data: Buffer): Buffer => sign(digest, data, privateKey),
+  };
+  return Object.freeze(signer);
+}

@@ -1,0 +1,95 @@
+import { hash, verify, type KeyObject, type X509Certificate } from 'node:crypto';
+
+/** The two signature schemes the vault issues and accepts; names follow the KMS/sigstore style. */
+export type SignatureAlgorithm = 'ECDSA_P256_SHA256' | 'ED25519';
+
+/**
+ * Signs bytes with one key. Deliberately synchronous: every key the vault uses is a local
+ * KeyObject (service Secret or customer Secret), where `crypto.sign` costs tens of microseconds and
+ * a promise round trip through the libuv pool would cost as much again per call; a synchronous
+ * signer also keeps statement → envelope → digest one pure function. A remote (KMS/HSM) signer
+ * would need its own async interface at the edge, not a wider one here.
+ *
+ * Invariants: `keyId` is `keyIdOf(publicKey)`; `publicKey` is the key of `certificateChain[0]`
+ * when a chain is present; ECDSA signatures are ASN.1 DER (what DSSE verifiers such as cosign and
+ * securesystemslib expect), Ed25519 signatures are the 64 raw bytes.
+ */
+export interface Signer {
+  readonly keyId: string;
+  readonly algorithm: SignatureAlgorithm;
+  readonly publicKey: KeyObject;
+  /** Leaf first, then intermediates; the root (`ca.crt`) is not part of it. */
+  readonly certificateChain?: readonly X509Certificate[];
+  sign(data: Buffer): Buffer;
+}
+
+/** Signature metadata as the API and the AIBOM expose it (snake_case like the rest of the API). */
+export interface SignatureMetadata {
+  algorithm: SignatureAlgorithm;
+  key_id: string;
+  /** `sha256:<hex>` of the leaf certificate's DER, when the signer has a certificate. */
+  cert_chain_ref?: string;
+}
+
+/**
+ * Key id: `sha256:` + hex SHA-256 of the DER SubjectPublicKeyInfo of the public key. Anyone holding
+ * the public key or the certificate recomputes it (`openssl pkey -pubin -outform DER | sha256sum`),
+ * and it does not change when the certificate is renewed for the same key.
+ */
+export function keyIdOf(publicKey: KeyObject): string {
+  return `sha256:${hash('sha256', publicKey.export({ type: 'spki', format: 'der' }))}`;
+}
+
+/** `sha256:<hex>` of a certificate's DER encoding (what `openssl x509 -outform DER | sha256sum` prints). */
+export function certificateRef(cert: X509Certificate): string {
+  return `sha256:${hash('sha256', cert.raw)}`;
+}
+
+/**
+ * The scheme a key signs with, or undefined for keys the vault does not support. Works on public
+ * and private keys; P-256 is named `prime256v1` by OpenSSL.
+ */
+export function algorithmOf(key: KeyObject): SignatureAlgorithm | undefined {
+  if (key.asymmetricKeyType === 'ed25519') return 'ED25519';
+  if (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1') {
+    return 'ECDSA_P256_SHA256';
+  }
+  return undefined;
+}
+
+/** Digest argument of `crypto.sign`/`crypto.verify`: Ed25519 hashes internally and takes none. */
+export function digestOf(algorithm: SignatureAlgorithm): 'sha256' | null {
+  return algorithm === 'ED25519' ? null : 'sha256';
+}
+
+/**
+ * Verifies a signature made by a `Signer` (Node's default encodings: DER for ECDSA); false, never
+ * a throw, for garbage signatures.
+ */
+export function verifyWith(
+  algorithm: SignatureAlgorithm,
+  publicKey: KeyObject,
+  data: Buffer,
+  signature: Buffer,
+): boolean {
+  try {
+    return verify(digestOf(algorithm), data, publicKey, signature);
+  } catch {
+    return false;
+  }
+}
+
+const metadataCache = new WeakMap<Signer, SignatureMetadata>();
+
+/** Metadata of a signer; computed once per signer because it hashes the certificate. */
+export function signatureMetadata(signer: Signer): SignatureMetadata {
+  let meta = metadataCache.get(signer);
+  if (meta === undefined) {
+    const leaf = signer.certificateChain?.[0];
+    meta = { algorithm: signer.algorithm, key_id: signer.keyId };
+    if (leaf !== undefined) meta.cert_chain_ref = certificateRef(leaf);
+    Object.freeze(meta);
+    metadataCache.set(signer, meta);
+  }
+  return meta;
+}

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { AttestError, canonicalJson, jcsSha256Hex } from '../../../src/attest/index.ts';
+
+describe('RFC 8785 canonical JSON', () => {
+  it('sorts members by UTF-16 code units and drops whitespace (RFC 8785 §3.2.3 example order)', () => {
+    const value = {
+      '\u20ac': 'Euro Sign',
+      '\r': 'Carriage Return',
+      '\ufb33': 'Hebrew Letter Dalet With Dagesh',
+      '1': 'One',
+      '\ud83d\ude00': 'Emoji: Grinning Face',
+      '\u0080': 'Control',
+      '\u00f6': 'Latin Small Letter O With Diaeresis',
+    };
+    // RFC 8785 §3.2.3: the sorted order of these property names ("1" is not hoisted as in JS objects).
+    expect(canonicalJson(value)).toBe(
+      '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis",' +
+        '"\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
+    );
+  });
+
+  it('serialises numbers the ECMAScript way (RFC 8785 §3.2.2.3)', () => {
+    expect(canonicalJson([1e21, 1e-7, -0, 0.000001, Number('333333333.33333329'), 1.0, 4.5])).toBe(
+      '[1e+21,1e-7,0,0.000001,333333333.3333333,1,4.5]',
+    );
+  });
+
+  it('escapes strings minimally', () => {
+    expect(canonicalJson({ s: '\u0000\u001f"\\/\u007f€' })).toBe('{"s":"\\u0000\\u001f\\"\\\\/\u007f€"}');
+  });
+
+  it('omits undefined members but rejects non-JSON values', () => {
+    expect(canonicalJson({ b: 1, a: undefined })).toBe('{"b":1}');
+    for (const bad of [undefined, NaN, -Infinity, 10n, Symbol('x'), new Uint8Array(1), [1, undefined]]) {
+      expect(() => canonicalJson(bad)).toThrow(AttestError);
+    }
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(() => canonicalJson(cyclic)).toThrow(AttestError);
+  });
+
+  it('hashes the canonical UTF-8 bytes', () => {
+    // echo -n '{"a":1,"b":[true,null]}' | sha256sum
+    expect(jcsSha256Hex({ b: [true, null], a: 1 })).toBe(
+      '1cc69c7fa23616ca2ec3ee70d24390a6225c8832db8a4c814c7e0e7f942f8668',
+    );
+  });
+});
