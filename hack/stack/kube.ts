@@ -67,7 +67,7 @@ function kubeconfigFor(server: string, caData: string, user: string, token: stri
   );
 }
 
-export async function startKube(root: string, tools: Tools, crdDir: string): Promise<Kube> {
+export async function startKube(root: string, tools: Tools, crdDir: string, rbacFile: string): Promise<Kube> {
   const dir = join(root, 'kube');
   const certDir = join(dir, 'pki');
   await mkdir(certDir, { recursive: true });
@@ -189,9 +189,28 @@ export async function startKube(root: string, tools: Tools, crdDir: string): Pro
   try {
     await kubectl(['apply', '--server-side', '-f', crdDir]);
     await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
+    // RBAC of the service, and the stack's static-token user `aibom-vault` standing in for its
+    // ServiceAccount (no pods here), bound to the same roles.
+    await kubectl(['apply', '--server-side', '-f', rbacFile]);
+    await kubectl([
+      'create',
+      'clusterrolebinding',
+      'aibom-vault-stack-user',
+      '--clusterrole=aibom-vault-controller',
+      '--user=aibom-vault',
+    ]);
+    await kubectl([
+      'create',
+      'rolebinding',
+      'aibom-vault-stack-user',
+      '-n',
+      'aibom-vault-system',
+      '--role=aibom-vault-leader-election',
+      '--user=aibom-vault',
+    ]);
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new StartError('crds', `kubectl apply -f ${crdDir} failed`, e.stderr ?? e.message);
+    throw new StartError('crds', `applying ${crdDir} and ${rbacFile} failed`, e.stderr ?? e.message);
   }
   return { procs, server, kubeconfig, kubeconfigs, tokens, caFile };
 }

@@ -6,6 +6,7 @@ import { startKube, type StackUser } from './kube.ts';
 import { startMinio } from './minio.ts';
 import { startPostgres } from './postgres.ts';
 import { freePort, startProcess, stopProcess, waitReady, type Proc } from './proc.ts';
+import { createSignerSecret } from './signer.ts';
 import { ensureTools, type Tools } from './tools.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -54,7 +55,9 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
     const bucket = process.env.S3_BUCKET ?? 'aibom-vault';
     // The three servers are independent: start them concurrently.
     const [kube, postgres, minio] = await Promise.all([
-      timed('kubernetes', () => startKube(root, tools, join(repoRoot, 'crds'))).then((k) => {
+      timed('kubernetes', () =>
+        startKube(root, tools, join(repoRoot, 'crds'), join(repoRoot, 'manifests/rbac.yaml')),
+      ).then((k) => {
         procs.push(...k.procs);
         return k;
       }),
@@ -67,7 +70,9 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
         return m;
       }),
     ]);
+    const { trustAnchor } = await timed('signer', () => createSignerSecret(root, kube.kubeconfig));
     const env: Record<string, string> = {
+      SERVICE_TRUST_ANCHOR: trustAnchor,
       KUBECONFIG: kube.kubeconfig,
       DATABASE_URL: postgres.url,
       S3_ENDPOINT: minio.endpoint,

@@ -1,10 +1,13 @@
+import { ConfigError } from '../config/index.ts';
 import { CliError, type Command } from './command.ts';
+import { verifyCommand } from './verify.ts';
 
 /**
  * Command table of service-ctl. Each command is a module exporting a `Command`; this file only
  * dispatches on the leading words (`aibom generate`, `attestation export`, ...).
  */
 const commands: Command[] = [
+  verifyCommand,
   {
     path: ['version'],
     summary: 'print the service-ctl version',
@@ -44,7 +47,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.error(`service-ctl: ${err.message}`);
       return err.exitCode;
     }
-    console.error(`service-ctl: ${(err as Error).message ?? String(err)}`);
-    return 1;
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    const usage = code.startsWith('ERR_PARSE_ARGS') || err instanceof ConfigError;
+    console.error(`service-ctl: ${(err as Error).message.split('\n').join('; ')}`);
+    return usage ? 2 : 1;
   }
 }

@@ -113,6 +113,38 @@ export const schema = {
     default: '1',
     parse: flag,
   },
+  SIGNER_SECRET: {
+    description:
+      'kubernetes.io/tls Secret (`name` in POD_NAMESPACE, or `namespace/name`) holding the service signer: tls.crt, tls.key, ca.crt',
+    default: 'aibom-vault-signer',
+    parse: str,
+  },
+  SIGNER_CERT_FILE: {
+    description: 'signer certificate chain PEM file (instead of SIGNER_SECRET)',
+    parse: str,
+  },
+  SIGNER_KEY_FILE: { description: 'signer private key PEM file (instead of SIGNER_SECRET)', parse: str },
+  SIGNER_CA_FILE: { description: 'signer CA bundle PEM file (instead of SIGNER_SECRET)', parse: str },
+  CUSTOMER_SIGNER_SECRET: {
+    description:
+      'name of the kubernetes.io/tls Secret a namespace may create to sign its attestations with its own key',
+    default: 'aibom-vault-customer-signer',
+    parse: str,
+  },
+  SCITT_BACKEND: {
+    description:
+      "transparency backend: local (the service's own RFC 9162 log, dry run) or scrapi (remote SCRAPI service)",
+    default: 'local',
+    parse: oneOf('local', 'scrapi'),
+  },
+  SCITT_URL: {
+    description: 'base URL of the remote SCRAPI transparency service (SCITT_BACKEND=scrapi)',
+    parse: url,
+  },
+  SERVICE_TRUST_ANCHOR: {
+    description: 'CA certificate PEM file service-ctl trusts when verifying signatures and C2PA manifests',
+    parse: str,
+  },
   SERVICE_API_URL: {
     description: 'base URL of the sidecar API, used by service-ctl',
     default: 'http://127.0.0.1:8080',

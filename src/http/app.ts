@@ -1,10 +1,22 @@
+import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../log/index.ts';
+import type { Vault } from '../vault/index.ts';
+import type { Authorizer } from './auth/authorizer.ts';
+import { installAuth } from './auth/plugin.ts';
+import { installErrorHandling } from './error-handler.ts';
+import { problemSchema } from './problem.ts';
+import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
 
 export interface AppDeps {
   readonly logger: Logger;
+  readonly vault: Vault;
+  readonly authorizer: Authorizer;
+  readonly listNamespaces: () => Promise<string[]>;
   /** Resolves when every dependency the API needs answers; drives /readyz. */
   readonly ready?: () => Promise<void>;
+  /** Largest accepted request body; queries are small. */
+  readonly bodyLimit?: number;
 }
 
 /**
@@ -13,9 +25,37 @@ export interface AppDeps {
  */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger = deps.logger;
-  const app = Fastify({ loggerInstance });
-  app.get('/healthz', () => ({ status: 'ok' }));
-  app.get('/readyz', async (_req, reply) => {
+  const app = Fastify({
+    loggerInstance,
+    bodyLimit: deps.bodyLimit ?? 64 * 1024,
+    // Strict validation: unknown fields are errors (not silently removed), no type coercion of bodies.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true } },
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  installErrorHandling(app);
+  // JSON only: a text/plain body is a client mistake (415), not a string to validate.
+  app.removeContentTypeParser('text/plain');
+  for (const schema of [problemSchema, ...attestationSchemas]) app.addSchema(schema);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'aibom-vault API',
+        version: 'v1',
+        description:
+          'Attestation vault and AI Bill of Materials. Errors are RFC 9457 problem+json with a stable `code`.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+    refResolver: {
+      buildLocalReference: (json, _base, _frag, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+    },
+  });
+  installAuth(app, deps.authorizer);
+
+  app.get('/healthz', { config: { public: true }, schema: { hide: true } }, () => ({ status: 'ok' }));
+  app.get('/readyz', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
     try {
       await deps.ready?.();
       return { status: 'ready' };
@@ -23,6 +63,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return reply.code(503).send({ status: 'not ready', reason: (err as Error).message });
     }
   });
+  app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, () => app.swagger());
+
+  attestationRoutes(app, deps);
   await app.ready();
   return app;
 }

@@ -1,0 +1,168 @@
+import type { PolicyPackRef, RunSpec, StepSpec } from '../api/run.ts';
+import { AibomError } from './errors.ts';
+import type { AibomPolicy, PolicyPackOverride } from './types.ts';
+
+/** The pack recorded when neither the override, the run nor any step names one. */
+export const DEFAULT_POLICY_PACK = 'baseline';
+
+/** The version recorded for a pack whose reference carries none (or an empty one). */
+export const UNVERSIONED = 'unversioned';
+
+/**
+ * Guardrails recorded for the `baseline` pack (any version) when no reference in the spec lists
+ * any for it. Frozen: `service-ctl aibom generate` must reproduce the bytes stored for old runs, so
+ * changing this list changes the regenerated BOM of every run that relied on it. Sorted.
+ */
+export const BASELINE_GUARDRAILS: readonly string[] = Object.freeze([
+  'content-safety-filter',
+  'pii-redaction',
+  'prompt-injection-detection',
+  'secret-detection',
+]);
+
+const MAX_NAME = 253;
+const MAX_VERSION = 128;
+// No `@` (it separates the version), no whitespace, no control characters: a pack must print as
+// one unambiguous `PACK@VERSION` token, the form of policy subjects (`policy:<pack>@<version>`).
+const TOKEN = /^[^@\s\p{Cc}]+$/u;
+
+/** A pack as the BOM records it: both parts always present. */
+export interface ResolvedPack {
+  name: string;
+  version: string;
+}
+
+function checkName(name: string, where: string): void {
+  if (name.length === 0 || name.length > MAX_NAME || !TOKEN.test(name)) {
+    throw new AibomError(
+      'INVALID_POLICY_PACK',
+      `${where}: policy pack name ${JSON.stringify(name)} must be 1-${MAX_NAME} characters without '@', whitespace or control characters`,
+    );
+  }
+}
+
+function checkVersion(version: string, where: string): void {
+  if (version.length > MAX_VERSION || !TOKEN.test(version)) {
+    throw new AibomError(
+      'INVALID_POLICY_PACK',
+      `${where}: policy pack version ${JSON.stringify(version)} must be 1-${MAX_VERSION} characters without '@', whitespace or control characters`,
+    );
+  }
+}
+
+/**
+ * Parses `--policy-pack PACK[@VERSION]`. Rejects (AibomError INVALID_POLICY_PACK) an empty string,
+ * an empty pack or version (`@1`, `pack@`), more than one `@`, whitespace and control characters.
+ */
+export function parsePolicyPackRef(text: string): PolicyPackOverride {
+  const at = text.indexOf('@');
+  const name = at === -1 ? text : text.slice(0, at);
+  checkName(name, '--policy-pack');
+  if (at === -1) return { name };
+  const version = text.slice(at + 1);
+  if (version.length === 0) {
+    throw new AibomError('INVALID_POLICY_PACK', `--policy-pack ${JSON.stringify(text)}: empty version`);
+  }
+  checkVersion(version, '--policy-pack');
+  return { name, version };
+}
+
+/** The version a reference declares; the CRD allows `""`, which counts as none. */
+function declaredVersion(ref: { version?: string | undefined }, where: string): string | undefined {
+  if (ref.version === undefined || ref.version === '') return undefined;
+  checkVersion(ref.version, where);
+  return ref.version;
+}
+
+function stepRefs(spec: RunSpec): { step: StepSpec; ref: PolicyPackRef }[] {
+  return spec.steps.flatMap((step) =>
+    step.policyPack !== undefined ? [{ step, ref: step.policyPack }] : [],
+  );
+}
+
+/**
+ * The run's pack (`metadata.policy_pack` / `policy_pack_version`), first match wins:
+ * 1. the override; without a version it takes the version of the first reference in the spec with
+ *    the same name that has one (run-level, then steps in spec order), else UNVERSIONED;
+ * 2. `spec.policyPack`;
+ * 3. the first step (spec order) with a `policyPack`;
+ * 4. DEFAULT_POLICY_PACK.
+ * For 2 and 3 the version is the reference's own, else UNVERSIONED.
+ */
+export function resolveRunPack(spec: RunSpec, override?: PolicyPackOverride): ResolvedPack {
+  if (override !== undefined) {
+    checkName(override.name, 'policy pack override');
+    const own = declaredVersion(override, 'policy pack override');
+    if (own !== undefined) return { name: override.name, version: own };
+    const refs = [
+      ...(spec.policyPack !== undefined ? [spec.policyPack] : []),
+      ...stepRefs(spec).map((r) => r.ref),
+    ];
+    for (const ref of refs) {
+      const version = ref.name === override.name ? declaredVersion(ref, 'spec') : undefined;
+      if (version !== undefined) return { name: override.name, version };
+    }
+    return { name: override.name, version: UNVERSIONED };
+  }
+  const first = spec.policyPack ?? stepRefs(spec)[0]?.ref;
+  if (first === undefined) return { name: DEFAULT_POLICY_PACK, version: UNVERSIONED };
+  checkName(first.name, 'spec');
+  return { name: first.name, version: declaredVersion(first, 'spec') ?? UNVERSIONED };
+}
+
+/**
+ * The pack a reference in the spec stands for: its own version, else the run pack's version when
+ * the names match (a step saying `strict` in a run pinned to `strict@2` means `strict@2`), else
+ * UNVERSIONED.
+ */
+function resolveRef(ref: PolicyPackRef, runPack: ResolvedPack, where: string): ResolvedPack {
+  checkName(ref.name, where);
+  const version = declaredVersion(ref, where);
+  if (version !== undefined) return { name: ref.name, version };
+  return { name: ref.name, version: ref.name === runPack.name ? runPack.version : UNVERSIONED };
+}
+
+/** The pack governing a step: its own reference (resolved as above), else the run's pack. */
+export function resolveStepPack(step: StepSpec, runPack: ResolvedPack): ResolvedPack {
+  return step.policyPack !== undefined ? resolveRef(step.policyPack, runPack, `step ${step.id}`) : runPack;
+}
+
+const keyOf = (p: ResolvedPack): string => JSON.stringify([p.name, p.version]);
+
+const sortedUnique = (values: Iterable<string>): string[] =>
+  // Default sort compares UTF-16 code units, the order JCS uses for keys.
+  [...new Set(values)].sort();
+
+/**
+ * `components.policies[]`: one entry per distinct pack@version in use, the run's pack first, then
+ * the step packs in spec order of first use. Guardrails of an entry: the union of the `guardrails`
+ * of every reference in the spec (run-level and step-level) that resolves to that pack@version,
+ * sorted and deduplicated; BASELINE_GUARDRAILS for `baseline` when that union is empty. A run-level
+ * reference replaced by the override is not in use, but still contributes guardrails when it
+ * resolves to the same pack@version.
+ */
+export function policyComponents(spec: RunSpec, runPack: ResolvedPack): AibomPolicy[] {
+  const used = new Map<string, ResolvedPack>([[keyOf(runPack), runPack]]);
+  for (const step of spec.steps) {
+    const pack = resolveStepPack(step, runPack);
+    if (!used.has(keyOf(pack))) used.set(keyOf(pack), pack);
+  }
+  const declared = new Map<string, string[]>();
+  const refs = [
+    ...(spec.policyPack !== undefined ? [{ ref: spec.policyPack, where: 'spec' }] : []),
+    ...stepRefs(spec).map(({ step, ref }) => ({ ref, where: `step ${step.id}` })),
+  ];
+  for (const { ref, where } of refs) {
+    const key = keyOf(resolveRef(ref, runPack, where));
+    declared.set(key, [...(declared.get(key) ?? []), ...(ref.guardrails ?? [])]);
+  }
+  return [...used].map(([key, pack]) => {
+    const guardrails = sortedUnique(declared.get(key) ?? []);
+    return {
+      pack: pack.name,
+      version: pack.version,
+      guardrails:
+        guardrails.length === 0 && pack.name === DEFAULT_POLICY_PACK ? [...BASELINE_GUARDRAILS] : guardrails,
+    };
+  });
+}

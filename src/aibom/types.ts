@@ -1,0 +1,125 @@
+import type { Phase, RunSpec } from '../api/run.ts';
+
+/** The terminal phases a Run CR can end in; the AIBOM is built once the run reaches one of them. */
+export type TerminalPhase = Extract<Phase, 'Succeeded' | 'Failed'>;
+
+/** What the builder needs of a Run: the CR's metadata.uid, namespace and name, spec and terminal phase. */
+export interface AibomRun {
+  /** The Run's metadata.uid (a UUID); recorded in lower case. */
+  id: string;
+  namespace: string;
+  name: string;
+  spec: RunSpec;
+  phase: TerminalPhase;
+}
+
+/** `PACK[@VERSION]`, as `--policy-pack` takes it. */
+export interface PolicyPackOverride {
+  name: string;
+  version?: string;
+}
+
+export interface AibomInput {
+  run: AibomRun;
+  /**
+   * Ids of the attestations generated during the run, in vault (insert) order, excluding the
+   * AIBOM's own attestation (which signs these bytes, so cannot be listed in them).
+   */
+  attestationIds: readonly string[];
+  /** `service-ctl aibom generate --policy-pack`; wins over every pack recorded in the spec. */
+  policyPackOverride?: PolicyPackOverride;
+}
+
+/** A digest of a component: hex (lower case) SHA-256, without the `sha256:` prefix. */
+export interface AibomDigest {
+  alg: 'SHA-256';
+  content: string;
+}
+
+export interface AibomModel {
+  /** The step id. */
+  id: string;
+  type: 'model';
+  name: string;
+  provider: string;
+  version: string;
+  /** One entry: SHA-256 of the JCS of the step inputs (`{}` when the step has none). */
+  digests: AibomDigest[];
+  properties: {
+    step_id: string;
+    /** The step's own pack name, else the run's resolved pack name. */
+    policy_pack: string;
+    /** The spec's temperature, else DEFAULT_TEMPERATURE. */
+    temperature: number;
+  };
+}
+
+export interface AibomTool {
+  /** The step id. */
+  id: string;
+  type: 'tool';
+  name: string;
+  /** One entry: SHA-256 of the JCS of the step inputs (`{}` when the step has none). */
+  digests: AibomDigest[];
+  properties: {
+    step_id: string;
+    /** The spec's command, `[]` when it has none. */
+    command: string[];
+  };
+}
+
+export interface AibomPolicy {
+  pack: string;
+  version: string;
+  /** Sorted (UTF-16 code units, as JCS sorts keys), without duplicates. */
+  guardrails: string[];
+}
+
+export type AibomStatus = 'succeeded' | 'failed';
+
+/**
+ * The AIBOM payload: exactly the paths of the spec's "AIBOM payload" table, snake_case as written,
+ * every path always present (see docs/aibom.md for how each value is derived).
+ */
+export interface Aibom {
+  bom_format: 'CycloneDX';
+  spec_version: '1.5';
+  /** `urn:uuid:<uuid>`, a name-based UUIDv8 of the run id. */
+  serial_number: string;
+  metadata: {
+    run_id: string;
+    status: AibomStatus;
+    policy_pack: string;
+    policy_pack_version: string;
+    /** `sha256:<hex>` */
+    dag_digest: string;
+    /** `sha256:<hex>` */
+    input_digest: string;
+  };
+  components: {
+    models: AibomModel[];
+    tools: AibomTool[];
+    policies: AibomPolicy[];
+  };
+  trust: {
+    subjects: string[];
+    attestation_ids: string[];
+  };
+}
+
+/** The `summary` of the AIBOM's object-store metadata. */
+export interface AibomSummary {
+  models: number;
+  tools: number;
+  /** Sum over `components.policies[]` of their guardrail counts. */
+  guardrails: number;
+  /** `metadata.policy_pack`. */
+  policy_pack: string;
+}
+
+/** One node of the run DAG as it is hashed into `metadata.dag_digest`. */
+export interface DagNode {
+  id: string;
+  /** Sorted, without duplicates; ids are kept even when no step has them. */
+  dependsOn: string[];
+}

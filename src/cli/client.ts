@@ -1,0 +1,97 @@
+import { CliError } from './command.ts';
+
+/** Problem+json from the API, surfaced with its stable code. */
+export class ApiError extends CliError {
+  readonly status: number;
+  readonly code: string;
+  constructor(status: number, code: string, detail: string) {
+    super(`HTTP ${status} ${code}: ${detail}`);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export interface ClientOptions {
+  readonly baseUrl: string;
+  readonly token?: string;
+  readonly fetch?: typeof fetch;
+}
+
+/** Thin typed client of the /v1 API; the CLI's commands are built on it. */
+export class ApiClient {
+  private readonly baseUrl: string;
+  private readonly token: string | undefined;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(opts: ClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/$/, '');
+    this.token = opts.token;
+    this.fetchImpl = opts.fetch ?? fetch;
+  }
+
+  async request(
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    accept = 'application/json',
+  ): Promise<Response> {
+    const headers: Record<string, string> = { accept };
+    if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await this.fetchImpl(`${this.baseUrl}${path}`, {
+        method,
+        headers,
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+    } catch (err) {
+      throw new CliError(`cannot reach ${this.baseUrl}: ${(err as Error).message}`);
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      let code = 'HTTP_ERROR';
+      let detail = text.slice(0, 500);
+      try {
+        const p = JSON.parse(text) as { code?: string; detail?: string; title?: string };
+        code = p.code ?? code;
+        detail = p.detail ?? p.title ?? detail;
+      } catch {
+        /* not problem+json: keep the raw text */
+      }
+      throw new ApiError(res.status, code, detail);
+    }
+    return res;
+  }
+
+  async json<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+    return (await (await this.request(method, path, body)).json()) as T;
+  }
+
+  getAttestation(id: string): Promise<Record<string, unknown>> {
+    return this.json('GET', `/v1/attestations/${encodeURIComponent(id)}`);
+  }
+
+  getRun(id: string): Promise<Record<string, unknown>> {
+    return this.json('GET', `/v1/runs/${encodeURIComponent(id)}`);
+  }
+
+  /** Every record matching `filter`, streamed as NDJSON (flat memory on both ends). */
+  async *queryAll(filter: Record<string, unknown>): AsyncGenerator<Record<string, unknown>> {
+    const res = await this.request('POST', '/v1/attestations/query', filter, 'application/x-ndjson');
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let buffered = '';
+    for await (const chunk of res.body) {
+      buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+      let nl: number;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        if (line.trim() !== '') yield JSON.parse(line) as Record<string, unknown>;
+      }
+    }
+    if (buffered.trim() !== '') yield JSON.parse(buffered) as Record<string, unknown>;
+  }
+}

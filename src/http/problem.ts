@@ -1,0 +1,115 @@
+/**
+ * RFC 9457 problem details. Every error response of the API is one of these, with a stable `code`
+ * clients switch on (never the message) and, for input errors, JSON pointers to the bad fields.
+ */
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+export type ProblemCode =
+  | 'UNAUTHENTICATED'
+  | 'FORBIDDEN'
+  | 'NOT_FOUND'
+  | 'VALIDATION_FAILED'
+  | 'MALFORMED_JSON'
+  | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'NOT_ACCEPTABLE'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'CURSOR_INVALID'
+  | 'INVALID_TIME_WINDOW'
+  | 'UNSIGNED_EXPORT_BLOCKED'
+  | 'UPSTREAM_UNAVAILABLE'
+  | 'METHOD_NOT_ALLOWED'
+  | 'INTERNAL';
+
+export interface FieldProblem {
+  /** RFC 6901 pointer into the request (`/body/limit`, `/params/id`). */
+  readonly pointer: string;
+  readonly message: string;
+}
+
+export interface Problem {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+  readonly code: ProblemCode;
+  readonly detail?: string;
+  readonly instance?: string;
+  readonly errors?: readonly FieldProblem[];
+}
+
+const TITLES: Record<ProblemCode, string> = {
+  UNAUTHENTICATED: 'Authentication required',
+  FORBIDDEN: 'Forbidden',
+  NOT_FOUND: 'Not found',
+  VALIDATION_FAILED: 'Request validation failed',
+  MALFORMED_JSON: 'Malformed JSON body',
+  UNSUPPORTED_MEDIA_TYPE: 'Unsupported media type',
+  NOT_ACCEPTABLE: 'Not acceptable',
+  PAYLOAD_TOO_LARGE: 'Payload too large',
+  CURSOR_INVALID: 'Invalid cursor',
+  INVALID_TIME_WINDOW: 'Invalid time window',
+  UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
+  UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
+  METHOD_NOT_ALLOWED: 'Method not allowed',
+  INTERNAL: 'Internal error',
+};
+
+/** Thrown by routes and plugins; the error handler renders it. */
+export class ProblemError extends Error {
+  readonly status: number;
+  readonly code: ProblemCode;
+  readonly errors: readonly FieldProblem[] | undefined;
+  readonly headers: Readonly<Record<string, string>>;
+  constructor(
+    status: number,
+    code: ProblemCode,
+    detail: string,
+    extra: { errors?: FieldProblem[]; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(detail, extra.cause !== undefined ? { cause: extra.cause } : undefined);
+    this.name = 'ProblemError';
+    this.status = status;
+    this.code = code;
+    this.errors = extra.errors;
+    this.headers = extra.headers ?? {};
+  }
+}
+
+export function problem(
+  status: number,
+  code: ProblemCode,
+  detail?: string,
+  errors?: readonly FieldProblem[],
+): Problem {
+  return {
+    type: `https://vault.service.dev/problems/${code.toLowerCase().replaceAll('_', '-')}`,
+    title: TITLES[code],
+    status,
+    code,
+    ...(detail !== undefined ? { detail } : {}),
+    ...(errors !== undefined && errors.length > 0 ? { errors } : {}),
+  };
+}
+
+/** JSON Schema of a problem body, referenced by every route's error responses. */
+export const problemSchema = {
+  $id: 'Problem',
+  type: 'object',
+  required: ['type', 'title', 'status', 'code'],
+  properties: {
+    type: { type: 'string' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    code: { type: 'string' },
+    detail: { type: 'string' },
+    instance: { type: 'string' },
+    errors: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['pointer', 'message'],
+        properties: { pointer: { type: 'string' }, message: { type: 'string' } },
+      },
+    },
+  },
+} as const;

@@ -1,0 +1,171 @@
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
+import { isAllowed } from '../../auth/plugin.ts';
+import type { Authorizer } from '../../auth/authorizer.ts';
+import { toApiEnvelope } from '../../envelope.ts';
+import { ProblemError } from '../../problem.ts';
+import {
+  envelopeSchema,
+  problemResponses,
+  queryBodySchema,
+  queryPageSchema,
+  UUID_V7_PATTERN,
+} from '../../schemas.ts';
+
+export interface AttestationRouteDeps {
+  readonly vault: Vault;
+  readonly authorizer: Authorizer;
+  /** Distinct namespaces holding records (for callers allowed cluster-wide). */
+  readonly listNamespaces: () => Promise<string[]>;
+}
+
+interface QueryBody {
+  subject?: string;
+  run_id?: string;
+  step_id?: string;
+  artifact_digest?: string;
+  policy_pack?: { name: string; version?: string };
+  capability_token?: string;
+  kind?: AttestationKind;
+  from?: string;
+  to?: string;
+  namespaces?: string[];
+  limit?: number;
+  cursor?: string;
+}
+
+/**
+ * The namespaces a query may read: those asked for (or, when none are named, every namespace
+ * holding records) that the caller may `list` attestations in; the rest are reported, not hidden.
+ */
+async function visibleNamespaces(
+  deps: AttestationRouteDeps,
+  req: FastifyRequest,
+  asked: readonly string[] | undefined,
+): Promise<{ allowed: string[]; excluded: string[] }> {
+  const list = (namespace: string) =>
+    isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' });
+  let candidates: readonly string[];
+  if (asked !== undefined) {
+    candidates = asked;
+  } else {
+    candidates = await deps.listNamespaces();
+    if (await list('')) return { allowed: [...candidates], excluded: [] };
+  }
+  const decisions = await Promise.all(candidates.map(async (ns) => [ns, await list(ns)] as const));
+  return {
+    allowed: decisions.filter(([, ok]) => ok).map(([ns]) => ns),
+    excluded: decisions.filter(([, ok]) => !ok).map(([ns]) => ns),
+  };
+}
+
+function toFilter(body: QueryBody, namespaces: string[]): AttestationFilter {
+  const from = body.from !== undefined ? new Date(body.from) : undefined;
+  const to = body.to !== undefined ? new Date(body.to) : undefined;
+  if (from && to && from.getTime() >= to.getTime()) {
+    throw new ProblemError(400, 'INVALID_TIME_WINDOW', '`from` must be before `to`', {
+      errors: [{ pointer: '/body/from', message: 'must be before /body/to' }],
+    });
+  }
+  return {
+    namespaces,
+    ...(body.subject !== undefined ? { subject: body.subject } : {}),
+    ...(body.run_id !== undefined ? { runId: body.run_id.toLowerCase() } : {}),
+    ...(body.step_id !== undefined ? { stepId: body.step_id } : {}),
+    ...(body.artifact_digest !== undefined ? { artifactDigest: body.artifact_digest } : {}),
+    ...(body.policy_pack !== undefined ? { policyPack: body.policy_pack.name } : {}),
+    ...(body.policy_pack?.version !== undefined ? { policyVersion: body.policy_pack.version } : {}),
+    ...(body.capability_token !== undefined ? { capabilityTokenId: body.capability_token } : {}),
+    ...(body.kind !== undefined ? { kind: body.kind } : {}),
+    ...(from ? { from } : {}),
+    ...(to ? { to } : {}),
+  };
+}
+
+function wantsNdjson(req: FastifyRequest): boolean {
+  return (req.headers.accept ?? '').split(',').some((t) => t.trim().startsWith('application/x-ndjson'));
+}
+
+export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDeps): void {
+  app.get<{ Params: { id: string } }>(
+    '/v1/attestations/:id',
+    {
+      schema: {
+        summary: 'One attestation envelope',
+        params: {
+          type: 'object',
+          required: ['id'],
+          properties: { id: { type: 'string', pattern: UUID_V7_PATTERN, description: 'attestation UUIDv7' } },
+        },
+        response: { 200: { $ref: 'AttestationEnvelope#' }, ...problemResponses },
+      },
+    },
+    async (req) => {
+      const record = await deps.vault.get(req.params.id);
+      const notFound = new ProblemError(404, 'NOT_FOUND', `attestation ${req.params.id} not found`);
+      if (!record) throw notFound;
+      const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
+      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' })) return toApiEnvelope(record);
+      // Existence is only confirmed to callers who can see the namespace at all.
+      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
+        throw new ProblemError(
+          403,
+          'FORBIDDEN',
+          `not allowed to get attestations in namespace ${record.namespace}`,
+        );
+      }
+      throw notFound;
+    },
+  );
+
+  app.post<{ Body: QueryBody }>(
+    '/v1/attestations/query',
+    {
+      schema: {
+        summary: 'Filter attestations; keyset pages, or NDJSON with Accept: application/x-ndjson',
+        body: { $ref: 'AttestationQuery#' },
+        response: { 200: { $ref: 'AttestationPage#' }, ...problemResponses },
+      },
+    },
+    async (req, reply) => {
+      const body = req.body ?? {};
+      const { allowed, excluded } = await visibleNamespaces(deps, req, body.namespaces);
+      const filter = toFilter(body, allowed);
+      reply.header('x-excluded-namespaces', excluded.join(','));
+      if (wantsNdjson(req)) {
+        if (body.cursor !== undefined || body.limit !== undefined) {
+          throw new ProblemError(
+            400,
+            'VALIDATION_FAILED',
+            'NDJSON streams the whole result: omit limit and cursor',
+            {
+              errors: [
+                {
+                  pointer: body.cursor !== undefined ? '/body/cursor' : '/body/limit',
+                  message: 'not with NDJSON',
+                },
+              ],
+            },
+          );
+        }
+        const records = deps.vault.stream(filter);
+        async function* lines(): AsyncGenerator<string> {
+          for await (const r of records) yield `${JSON.stringify(toApiEnvelope(r))}\n`;
+        }
+        return reply.type('application/x-ndjson').send(Readable.from(lines(), { objectMode: false }));
+      }
+      const page = await deps.vault.query(filter, {
+        ...(body.limit !== undefined ? { limit: body.limit } : {}),
+        ...(body.cursor !== undefined ? { cursor: body.cursor } : {}),
+      });
+      return {
+        items: page.items.map((r) => toApiEnvelope(r)),
+        next_cursor: page.nextCursor,
+        excluded_namespaces: excluded,
+      };
+    },
+  );
+}
+
+export const attestationSchemas = [envelopeSchema, queryBodySchema, queryPageSchema];

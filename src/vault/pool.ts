@@ -1,0 +1,60 @@
+import pg from 'pg';
+
+/** NOLOGIN role created by migration 0001: SELECT/INSERT on the vault tables, nothing else. */
+export const VAULT_WRITER_ROLE = 'vault_writer';
+
+export interface VaultPoolOptions {
+  /** Role the sessions assume; `null` keeps the login role (only for tools that need the owner). */
+  readonly role?: string | null;
+  readonly max?: number;
+  readonly idleTimeoutMillis?: number;
+  readonly applicationName?: string;
+  /** Server-side limit on a session idling inside a transaction (default 60 s). */
+  readonly idleInTransactionTimeoutMs?: number;
+  /** Called when an idle pooled connection fails (e.g. PostgreSQL restarted). */
+  readonly onIdleError?: (err: Error) => void;
+}
+
+/**
+ * The runtime pool. Every session assumes `vault_writer` through the startup option
+ * `-c role=vault_writer`: it applies before the first query (no window in which a query runs as the
+ * login role), survives `RESET ALL`/`DISCARD ALL`, and a login that is not a member of the role
+ * fails at connect instead of at the first write.
+ *
+ * Sessions also use `plan_cache_mode=force_custom_plan`: queries are prepared by name (parse and
+ * analysis once per connection) but planned per call, because the selectivity of the array filters
+ * (`subjects @> ...`) differs by orders of magnitude between values and a generic plan would be wrong
+ * for some of them.
+ */
+export function createVaultPool(connectionString: string, options: VaultPoolOptions = {}): pg.Pool {
+  const url = new URL(connectionString);
+  const idleMs = options.idleInTransactionTimeoutMs ?? 60_000;
+  if (!Number.isInteger(idleMs) || idleMs < 0)
+    throw new TypeError('idleInTransactionTimeoutMs must be an integer ≥ 0');
+  // An `options` parameter in the URL would replace ours (pg lets the URL win): merge them.
+  const startup = [
+    url.searchParams.get('options') ?? '',
+    '-c plan_cache_mode=force_custom_plan',
+    // A client that dies or hangs inside an append would otherwise hold the chain head, and with it
+    // every writer, until TCP keepalive notices.
+    `-c idle_in_transaction_session_timeout=${idleMs}`,
+  ];
+  const role = options.role === undefined ? VAULT_WRITER_ROLE : options.role;
+  if (role !== null) {
+    if (!/^[a-z_][a-z0-9_]*$/.test(role)) throw new TypeError(`invalid role name ${role}`);
+    startup.push(`-c role=${role}`);
+  }
+  url.searchParams.delete('options');
+  const pool = new pg.Pool({
+    connectionString: url.toString(),
+    options: startup.filter((s) => s !== '').join(' '),
+    max: options.max ?? 10,
+    idleTimeoutMillis: options.idleTimeoutMillis ?? 30_000,
+    application_name: options.applicationName ?? 'aibom-vault',
+  });
+  // An idle client whose connection dies (server restart, terminated backend) is emitted here; with
+  // no listener Node would crash the process. The pool has already discarded that client and the
+  // next checkout reconnects, so report and carry on.
+  pool.on('error', (err) => options.onIdleError?.(err));
+  return pool;
+}

@@ -1,0 +1,256 @@
+import type pg from 'pg';
+import { type CursorCodec, fingerprint } from './cursor.ts';
+import { VaultError } from './errors.ts';
+import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
+import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
+
+/** All present fields are ANDed. */
+export interface AttestationFilter {
+  /** Namespaces the caller may read, from the auth layer. Empty means nothing is visible. */
+  readonly namespaces: readonly string[];
+  /** Exact subject string, e.g. `step:<run_id>:<step_id>`. */
+  readonly subject?: string;
+  /** Every attestation of the run (run, steps, artifacts). */
+  readonly runId?: string;
+  readonly stepId?: string;
+  /** `sha256:<hex>` of an artifact the statement is about. */
+  readonly artifactDigest?: string;
+  readonly policyPack?: string;
+  /** Only with `policyPack`. */
+  readonly policyVersion?: string;
+  readonly capabilityTokenId?: string;
+  readonly kind?: AttestationKind;
+  /** Half-open window on `created_at`: from ≤ created_at < to. */
+  readonly from?: Date;
+  readonly to?: Date;
+}
+
+export interface PageRequest {
+  /** Default 100; values above 1000 are capped at 1000. */
+  readonly limit?: number;
+  /** `nextCursor` of the previous page, for the same filter. */
+  readonly cursor?: string | null;
+}
+
+export interface Page {
+  readonly items: StoredAttestation[];
+  /** Null when no row followed this page at the time of the query. */
+  readonly nextCursor: string | null;
+}
+
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 1000;
+export const STREAM_BATCH = 1000;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** One attestation, or null when absent or outside `namespaces` (absence and denial look alike). */
+export async function getAttestation(
+  pool: pg.Pool,
+  id: string,
+  options: { namespaces?: readonly string[] } = {},
+): Promise<StoredAttestation | null> {
+  const key = id.toLowerCase();
+  if (!UUID.test(key)) return null;
+  const { rows } = await pool.query<AttestationRow>({
+    name: 'vault_get_by_id',
+    text: `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = $1::uuid`,
+    values: [key],
+  });
+  const row = rows[0];
+  if (row === undefined) return null;
+  if (options.namespaces !== undefined && !options.namespaces.includes(row.namespace)) return null;
+  return toStored(row);
+}
+
+/**
+ * One page in id order (= insert order). Keyset pagination: each page continues strictly after the
+ * previous page's last id, so pages stay correct while writers append (ids of later commits are
+ * always greater than every id visible before).
+ */
+export async function queryAttestations(
+  pool: pg.Pool,
+  cursors: CursorCodec,
+  filter: AttestationFilter,
+  page: PageRequest = {},
+): Promise<Page> {
+  validateFilter(filter);
+  const limit = pageLimit(page.limit);
+  const fp = filterFingerprint(filter);
+  const after = page.cursor == null ? null : cursors.decode(page.cursor, fp);
+  if (filter.namespaces.length === 0) return { items: [], nextCursor: null };
+  const rows = await selectBatch(pool, filter, after, null, limit + 1);
+  const items = rows.slice(0, limit).map(toStored);
+  const last = items.at(-1);
+  return {
+    items,
+    nextCursor: rows.length > limit && last !== undefined ? cursors.encode(last.id, fp) : null,
+  };
+}
+
+/**
+ * Every matching row in id order, fetched in keyset batches (one short query each, no long
+ * transaction), so memory stays flat at any result size. The stream ends at the chain head read
+ * when it starts: an export is a consistent prefix of the vault, not a moving target.
+ */
+export async function* streamAttestations(
+  pool: pg.Pool,
+  filter: AttestationFilter,
+  options: { batchSize?: number } = {},
+): AsyncGenerator<StoredAttestation, void, undefined> {
+  validateFilter(filter);
+  const batchSize = options.batchSize ?? STREAM_BATCH;
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new VaultError('INVALID_INPUT', 'batchSize must be ≥ 1');
+  if (filter.namespaces.length === 0) return;
+  const head = await pool.query<{ last_id: string | null }>({
+    name: 'vault_head_id',
+    text: 'SELECT last_id FROM vault_head',
+  });
+  const until = head.rows[0]?.last_id ?? null;
+  if (until === null) return;
+  let after: string | null = null;
+  for (;;) {
+    const rows = await selectBatch(pool, filter, after, until, batchSize);
+    for (const r of rows) yield toStored(r);
+    const last = rows.at(-1);
+    if (last === undefined || rows.length < batchSize) return;
+    after = last.id;
+  }
+}
+
+function pageLimit(limit: number | undefined): number {
+  if (limit === undefined) return DEFAULT_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new VaultError('INVALID_INPUT', 'limit must be a positive integer');
+  return Math.min(limit, MAX_LIMIT);
+}
+
+function validateFilter(f: AttestationFilter): void {
+  const bad = (why: string): never => {
+    throw new VaultError('INVALID_INPUT', `filter: ${why}`);
+  };
+  if (!Array.isArray(f.namespaces) || f.namespaces.some((n) => typeof n !== 'string')) {
+    bad('namespaces must be a list of strings');
+  }
+  if (f.runId !== undefined && !UUID.test(f.runId)) bad('runId must be a lowercase UUID');
+  if (f.policyVersion !== undefined && f.policyPack === undefined) bad('policyVersion needs policyPack');
+  if (f.kind !== undefined && !(ATTESTATION_KINDS as readonly string[]).includes(f.kind)) bad('unknown kind');
+  for (const [name, d] of [
+    ['from', f.from],
+    ['to', f.to],
+  ] as const) {
+    if (d !== undefined && !(d instanceof Date && Number.isFinite(d.getTime())))
+      bad(`${name} must be a valid Date`);
+  }
+}
+
+/** Everything but the namespaces: a cursor survives a change of the caller's permissions. */
+function filterFingerprint(f: AttestationFilter): string {
+  return fingerprint([
+    f.subject ?? null,
+    f.runId ?? null,
+    f.stepId ?? null,
+    f.artifactDigest ?? null,
+    f.policyPack ?? null,
+    f.policyVersion ?? null,
+    f.capabilityTokenId ?? null,
+    f.kind ?? null,
+    f.from?.toISOString() ?? null,
+    f.to?.toISOString() ?? null,
+  ]);
+}
+
+/** Up to this many namespaces, a namespace-only query runs one ordered index scan per namespace. */
+const LATERAL_MAX_NAMESPACES = 8;
+
+/**
+ * Builds the query for the filters present. The SQL text depends only on which filters are present
+ * (and on the namespace strategy), so each shape gets its own prepared-statement name.
+ *
+ * Namespaces are always filtered, and the plan must stay bounded however sparse or dense they are:
+ * - one namespace: `namespace = $1`, an ordered range scan of (namespace, id);
+ * - a few namespaces and no other indexed filter: one ordered (namespace, id) scan per namespace,
+ *   each limited, then merged, so a page reads at most namespaces × limit index entries (a filter
+ *   on the primary key scan would read the whole table for a rare namespace);
+ * - otherwise `namespace = ANY($1)` next to the selective filter, whose index finds the candidates.
+ */
+async function selectBatch(
+  pool: pg.Pool,
+  f: AttestationFilter,
+  after: string | null,
+  until: string | null,
+  limit: number,
+): Promise<AttestationRow[]> {
+  const selective =
+    f.subject !== undefined ||
+    f.runId !== undefined ||
+    f.stepId !== undefined ||
+    f.artifactDigest !== undefined ||
+    f.capabilityTokenId !== undefined ||
+    f.policyPack !== undefined;
+  const namespaces = [...new Set(f.namespaces)];
+  const mode =
+    namespaces.length === 1
+      ? 'one'
+      : !selective && namespaces.length <= LATERAL_MAX_NAMESPACES
+        ? 'lat'
+        : 'any';
+  const values: unknown[] = [mode === 'one' ? namespaces[0] : namespaces];
+  const where: string[] = [];
+  let shape = 0;
+  const add = (bit: number, clause: (p: string) => string, value: unknown): void => {
+    values.push(value);
+    where.push(clause(`$${values.length}`));
+    shape |= 1 << bit;
+  };
+  if (f.subject !== undefined) add(1, (p) => `subjects @> ARRAY[${p}::text]`, f.subject);
+  if (f.runId !== undefined) add(2, (p) => `run_id = ${p}::uuid`, f.runId);
+  if (f.stepId !== undefined) add(3, (p) => `step_id = ${p}::text`, f.stepId);
+  if (f.artifactDigest !== undefined)
+    add(4, (p) => `artifact_digests @> ARRAY[${p}::text]`, f.artifactDigest);
+  if (f.policyPack !== undefined) add(5, (p) => `policy_pack = ${p}::text`, f.policyPack);
+  if (f.policyVersion !== undefined) add(6, (p) => `policy_version = ${p}::text`, f.policyVersion);
+  if (f.capabilityTokenId !== undefined) {
+    add(7, (p) => `capability_token_ids @> ARRAY[${p}::text]`, f.capabilityTokenId);
+  }
+  if (f.kind !== undefined) add(8, (p) => `kind = ${p}::text`, f.kind);
+  // created_at never decreases along id (append assigns both under the head lock), so a time window
+  // is an id range: its bounds come from two probes of the (created_at, id) index and the main scan
+  // stays in id order. The created_at conditions keep the result exact regardless.
+  if (f.from !== undefined) {
+    add(
+      9,
+      (p) =>
+        `created_at >= ${p}::timestamptz AND id >= (SELECT id FROM attestations ` +
+        `WHERE created_at >= ${p}::timestamptz ORDER BY created_at, id LIMIT 1)`,
+      f.from,
+    );
+  }
+  if (f.to !== undefined) {
+    add(
+      10,
+      (p) =>
+        `created_at < ${p}::timestamptz AND id < COALESCE((SELECT id FROM attestations ` +
+        `WHERE created_at >= ${p}::timestamptz ORDER BY created_at, id LIMIT 1), 'ffffffff-ffff-ffff-ffff-ffffffffffff')`,
+      f.to,
+    );
+  }
+  if (after !== null) add(11, (p) => `id > ${p}::uuid`, after);
+  if (until !== null) add(12, (p) => `id <= ${p}::uuid`, until);
+  values.push(limit);
+  const lim = `$${values.length}`;
+  const rest = where.map((w) => ` AND ${w}`).join('');
+  const text =
+    mode === 'lat'
+      ? `SELECT a.* FROM unnest($1::text[]) AS n(ns) CROSS JOIN LATERAL (SELECT ${ATTESTATION_COLUMNS} ` +
+        `FROM attestations WHERE namespace = n.ns${rest} ORDER BY id LIMIT ${lim}) a ORDER BY a.id LIMIT ${lim}`
+      : `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE ` +
+        `${mode === 'one' ? 'namespace = $1::text' : 'namespace = ANY($1::text[])'}${rest} ORDER BY id LIMIT ${lim}`;
+  const { rows } = await pool.query<AttestationRow>({
+    name: `vault_q_${mode}_${shape.toString(16)}`,
+    text,
+    values,
+  });
+  return rows;
+}

@@ -1,0 +1,81 @@
+/** Kinds of attestation the vault stores (a CHECK constraint holds the same list). */
+export const ATTESTATION_KINDS = ['run', 'step', 'artifact', 'policy', 'capability', 'aibom'] as const;
+export type AttestationKind = (typeof ATTESTATION_KINDS)[number];
+
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/** Digest of the chain's first link: `sha256:` followed by 64 zeros. */
+export const GENESIS_DIGEST = `sha256:${'0'.repeat(64)}`;
+
+/**
+ * Who signed the envelope, stored verbatim in the `signature` JSONB column. Snake case on purpose:
+ * it is the shape of src/signing's `SignatureMetadata` and of the API's signature metadata.
+ */
+export interface SignatureMeta {
+  readonly algorithm: string;
+  readonly key_id: string;
+  /** Reference to the signer's certificate chain (`sha256:<hex>` of the leaf); absent for bare keys. */
+  readonly cert_chain_ref?: string | null;
+}
+
+/**
+ * A DSSE envelope as stored (JSONB). Structurally the same as src/attest's `DsseEnvelope`, which
+ * the vault does not import (it stores envelopes, it does not make them).
+ */
+export interface DsseEnvelope {
+  payload: string;
+  payloadType: string;
+  signatures: { keyid: string; sig: string }[];
+}
+
+/**
+ * One attestation to append. The vault assigns `id`, `seq`, `prevDigest` and `createdAt` inside
+ * the append critical section; nothing the caller signs may depend on them (the DSSE envelope and
+ * its in-toto statement never contain the vault id).
+ */
+export interface NewAttestation {
+  readonly namespace: string;
+  readonly runId?: string | null;
+  readonly stepId?: string | null;
+  readonly kind: AttestationKind;
+  /** `run:<run_id>`, `step:<run_id>:<step_id>`, `artifact:<run_id>:<name>`, `policy:<pack>@<version>`. */
+  readonly subjects: readonly string[];
+  /** `sha256:<hex>` digests of the artifacts the statement is about. */
+  readonly artifactDigests?: readonly string[];
+  readonly predicateType: string;
+  readonly policyPack?: string | null;
+  readonly policyVersion?: string | null;
+  readonly capabilityTokenIds?: readonly string[];
+  /** The signed DSSE envelope. It never contains the vault id, which is assigned at insert. */
+  readonly envelope: DsseEnvelope;
+  /** `sha256:<hex>` of the RFC 8785 canonical JSON of `envelope`, computed by the caller. */
+  readonly digest: string;
+  readonly signature: SignatureMeta;
+  readonly c2paManifestRef?: string | null;
+}
+
+export interface StoredAttestation {
+  /** UUIDv7, strictly increasing with `seq`. */
+  readonly id: string;
+  /** Insert order, gapless from 1. */
+  readonly seq: number;
+  readonly namespace: string;
+  readonly runId: string | null;
+  readonly stepId: string | null;
+  readonly kind: AttestationKind;
+  readonly subjects: readonly string[];
+  readonly artifactDigests: readonly string[];
+  readonly predicateType: string;
+  readonly policyPack: string | null;
+  readonly policyVersion: string | null;
+  readonly capabilityTokenIds: readonly string[];
+  readonly envelope: DsseEnvelope;
+  readonly digest: string;
+  /** Digest of the row before this one in `seq` order ({@link GENESIS_DIGEST} for seq 1). */
+  readonly prevDigest: string;
+  readonly signature: SignatureMeta;
+  readonly c2paManifestRef: string | null;
+  /** Millisecond precision; non-decreasing with `seq`. */
+  readonly createdAt: Date;
+}

@@ -1,0 +1,164 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GENESIS_DIGEST, isUuidV7, recordAudit, VaultError } from '../../../src/vault/index.ts';
+import { attestation, digestOf, setupVault, type TestVault } from './helpers.ts';
+
+describe('vault append', () => {
+  let t: TestVault;
+  beforeAll(async () => {
+    t = await setupVault('append');
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('stores a batch with ids, seq, chain links and one created_at, and reads it back', async () => {
+    const input = [
+      attestation({ stepId: null }),
+      attestation(),
+      attestation({ artifactDigests: [`sha256:${'a'.repeat(64)}`] }),
+    ];
+    const stored = await t.vault.append(input);
+    expect(stored.map((s) => s.seq)).toEqual([1, 2, 3]);
+    expect(stored[0]!.prevDigest).toBe(GENESIS_DIGEST);
+    expect(stored[1]!.prevDigest).toBe(input[0]!.digest);
+    expect(stored[2]!.prevDigest).toBe(input[1]!.digest);
+    expect(stored.every((s) => isUuidV7(s.id))).toBe(true);
+    expect(stored[0]!.id < stored[1]!.id && stored[1]!.id < stored[2]!.id).toBe(true);
+    expect(new Set(stored.map((s) => s.createdAt.getTime())).size).toBe(1);
+
+    for (const [i, s] of stored.entries()) {
+      const got = await t.vault.get(s.id);
+      expect(got).toEqual(s);
+      expect(got?.envelope).toEqual(input[i]!.envelope);
+      expect(digestOf(got!.envelope)).toBe(got!.digest);
+    }
+    expect(await t.vault.get(stored[0]!.id.toUpperCase())).toEqual(stored[0]);
+  });
+
+  it('get hides rows outside the caller namespaces and ignores malformed ids', async () => {
+    const [s] = await t.vault.append([attestation({ namespace: 'team-b' })]);
+    expect(await t.vault.get(s!.id, { namespaces: ['team-b'] })).toEqual(s);
+    expect(await t.vault.get(s!.id, { namespaces: ['team-a'] })).toBeNull();
+    expect(await t.vault.get(s!.id, { namespaces: [] })).toBeNull();
+    expect(await t.vault.get('not-a-uuid')).toBeNull();
+    expect(await t.vault.get('0190b6a4-0000-7000-8000-000000000000')).toBeNull();
+  });
+
+  it('is idempotent per envelope digest, across calls and within a batch', async () => {
+    const a = attestation();
+    const b = attestation();
+    const [first] = await t.vault.append([a]);
+    const again = await t.vault.append([a, b, b]);
+    expect(again[0]).toEqual(first);
+    expect(again[1]).toEqual(again[2]);
+    expect(again[1]!.seq).toBe(first!.seq + 1);
+    expect(again[1]!.prevDigest).toBe(a.digest);
+    const { rows } = await t.admin.query<{ n: string }>(
+      'SELECT count(*) AS n FROM attestations WHERE digest = $1',
+      [a.digest],
+    );
+    expect(rows[0]!.n).toBe('1');
+  });
+
+  it('runs the in-transaction hook atomically with the batch', async () => {
+    const before = await t.admin.query<{ last_seq: string }>('SELECT last_seq FROM vault_head');
+    const doomed = attestation();
+    await expect(
+      t.vault.append([doomed], {
+        inTransaction: async (client, inserted) => {
+          expect(inserted).toHaveLength(1);
+          await recordAudit(client, {
+            actor: 'test',
+            action: 'enqueue',
+            attestationIds: inserted.map((s) => s.id),
+          });
+          throw new Error('hook failed');
+        },
+      }),
+    ).rejects.toThrow('hook failed');
+    const after = await t.admin.query<{ last_seq: string }>('SELECT last_seq FROM vault_head');
+    expect(after.rows[0]!.last_seq).toBe(before.rows[0]!.last_seq);
+    const gone = await t.admin.query('SELECT 1 FROM attestations WHERE digest = $1', [doomed.digest]);
+    expect(gone.rowCount).toBe(0);
+    const audit = await t.admin.query(`SELECT 1 FROM audit_log WHERE action = 'enqueue'`);
+    expect(audit.rowCount).toBe(0);
+
+    let seen: string[] = [];
+    const [kept] = await t.vault.append([doomed], {
+      inTransaction: async (client, inserted) => {
+        seen = inserted.map((s) => s.id);
+        await recordAudit(client, { actor: 'test', action: 'enqueue', attestationIds: seen });
+      },
+    });
+    expect(seen).toEqual([kept!.id]);
+    expect(kept!.seq).toBe(Number(before.rows[0]!.last_seq) + 1);
+    const ok = await t.admin.query<{ attestation_ids: string[] }>(
+      `SELECT attestation_ids FROM audit_log WHERE action = 'enqueue'`,
+    );
+    expect(ok.rows).toEqual([{ attestation_ids: [kept!.id] }]);
+  });
+
+  it('stores strings that need COPY and array escaping exactly', async () => {
+    const tricky =
+      'tab\there, newline\nthere, cr\r, backslash \\ and "quotes", {braces}, comma, NULL, \\N, ünïcødé 🚀';
+    const input = attestation({
+      namespace: 'team-a',
+      stepId: tricky,
+      subjects: [tricky, 'NULL', '', 'plain'].filter((s) => s !== ''),
+      capabilityTokenIds: ['tok,1', 'tok"2', 'tok\\3'],
+      policyPack: `pack ${tricky}`,
+      policyVersion: '1.0.0',
+    });
+    const [s] = await t.vault.append([input]);
+    const got = await t.vault.get(s!.id);
+    expect(got).toEqual(s);
+    expect(got!.stepId).toBe(tricky);
+    expect(got!.subjects).toEqual([tricky, 'NULL', 'plain']);
+    expect(got!.capabilityTokenIds).toEqual(['tok,1', 'tok"2', 'tok\\3']);
+    expect(got!.policyPack).toBe(`pack ${tricky}`);
+  });
+
+  it('rejects malformed records before touching the database', async () => {
+    const good = attestation();
+    const cases = [
+      { ...good, digest: 'sha256:XYZ' },
+      { ...good, namespace: '' },
+      { ...good, subjects: [] },
+      { ...good, kind: 'nope' as 'run' },
+      { ...good, runId: null, stepId: 'x' },
+      { ...good, policyVersion: '1' },
+      { ...good, envelope: { payload: 'x' } as unknown as typeof good.envelope },
+    ];
+    for (const bad of cases) {
+      const err = await t.vault.append([good, bad]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(VaultError);
+      expect((err as VaultError).code).toBe('INVALID_INPUT');
+    }
+    const { rows } = await t.admin.query('SELECT 1 FROM attestations WHERE digest = $1', [good.digest]);
+    expect(rows).toHaveLength(0);
+  });
+
+  it('rolls the whole batch back when the database rejects one row', async () => {
+    const before = await t.admin.query<{ last_seq: string }>('SELECT last_seq FROM vault_head');
+    const good = attestation();
+    const bad = attestation({ stepId: 'nul\u0000byte' });
+    await expect(t.vault.append([good, bad])).rejects.toMatchObject({
+      code: expect.stringMatching(/^22/) as unknown,
+    });
+    const after = await t.admin.query<{ last_seq: string }>('SELECT last_seq FROM vault_head');
+    expect(after.rows[0]!.last_seq).toBe(before.rows[0]!.last_seq);
+    // The pool still works after the failed COPY.
+    const [s] = await t.vault.append([good]);
+    expect(s!.seq).toBe(Number(before.rows[0]!.last_seq) + 1);
+  });
+
+  it('keeps created_at non-decreasing and ids increasing across batches', async () => {
+    const { rows } = await t.admin.query<{ ok: boolean }>(`
+      SELECT bool_and(id > prev_id AND created_at >= prev_at) AS ok FROM (
+        SELECT id, created_at, lag(id) OVER w AS prev_id, lag(created_at) OVER w AS prev_at
+        FROM attestations WINDOW w AS (ORDER BY seq)) x WHERE prev_id IS NOT NULL`);
+    expect(rows[0]!.ok).toBe(true);
+    const chain = await t.vault.verifyChain({ digestOf });
+    expect(chain.ok).toBe(true);
+  });
+});
