@@ -22,7 +22,9 @@ export {
   BASELINE_GUARDRAILS,
   DEFAULT_POLICY_PACK,
   parsePolicyPackRef,
+  policyComponents,
   resolveRunPack,
+  resolveStepPack,
   UNVERSIONED,
   type ResolvedPack,
 } from './policy.ts';
