@@ -1,17 +1,72 @@
 #!/usr/bin/env node
+import { CoreV1Api } from '@kubernetes/client-node';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { s3BlobStore } from '../blob/store.ts';
 import { loadConfig } from '../config/index.ts';
-import { createLogger } from '../log/index.ts';
+import { startController } from '../controller/manager.ts';
+import { kubeClient } from '../controller/runtime/index.ts';
 import { runUntilSignal } from '../lifecycle.ts';
+import { createLogger } from '../log/index.ts';
 import { startOpsServer } from '../ops/server.ts';
-import { fatalConfig } from './common.ts';
+import { signerFromTlsSecretData } from '../signing/index.ts';
+import { namespaceSigners } from '../signing/namespace-signers.ts';
+import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom } from './common.ts';
 
 const config = fatalConfig(() => loadConfig('controller'));
 const logger = createLogger('controller', config.LOG_LEVEL);
 
 await runUntilSignal(logger, async () => {
-  const ops = await startOpsServer({ logger: logger.child({ component: 'ops' }), port: config.METRICS_PORT });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const kc = kubeConfigFrom(config);
+  const vault = await openVaultFrom(config, logger, 'aibom-vault-controller');
+  const blobs = s3BlobStore({
+    endpoint: config.S3_ENDPOINT!,
+    accessKey: config.S3_ACCESS_KEY!,
+    secretKey: config.S3_SECRET_KEY!,
+    bucket: config.S3_BUCKET,
+    region: config.S3_REGION,
+  });
+  const signer = await loadServiceSigner(config, kc);
+  logger.info({ keyId: signer.keyId, algorithm: signer.algorithm }, 'service signer loaded');
+  const core = kc.makeApiClient(CoreV1Api);
+  const envelopeSigner = namespaceSigners(
+    signer,
+    async (namespace) => {
+      try {
+        const s = await core.readNamespacedSecret({ namespace, name: config.CUSTOMER_SIGNER_SECRET });
+        return s.data ?? null;
+      } catch (err) {
+        if ((err as { code?: number }).code === 404) return null;
+        throw err;
+      }
+    },
+    (data) => signerFromTlsSecretData(data),
+  );
+  const controller = startController({
+    client: kubeClient(kc),
+    vault,
+    blobs,
+    runtimeSigner: signer,
+    envelopeSigner,
+    logger,
+    registry,
+    namespace: config.POD_NAMESPACE,
+    ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
+  });
+  const ops = await startOpsServer({
+    logger: logger.child({ component: 'ops' }),
+    port: config.METRICS_PORT,
+    registry,
+    ready: async () => {
+      await controller.ready();
+      await vault.pool.query('select 1');
+    },
+  });
   logger.info({ port: ops.port }, 'controller started');
   return async () => {
+    await controller.stop();
     await ops.close();
+    await vault.pool.end();
   };
 });

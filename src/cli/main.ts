@@ -1,5 +1,6 @@
 import { ConfigError } from '../config/index.ts';
 import { CliError, type Command } from './command.ts';
+import { driveCommand } from './drive.ts';
 import { verifyCommand } from './verify.ts';
 
 /**
@@ -8,6 +9,7 @@ import { verifyCommand } from './verify.ts';
  */
 const commands: Command[] = [
   verifyCommand,
+  driveCommand,
   {
     path: ['version'],
     summary: 'print the service-ctl version',

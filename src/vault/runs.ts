@@ -62,3 +62,21 @@ export async function getRun(pool: pg.Pool, id: string): Promise<RunRecord | nul
     updatedAt: r.updated_at,
   };
 }
+
+/**
+ * Ids of the attestations a run's AIBOM lists, in insert order: every record of the run made before
+ * its AIBOM attestation (all of them while there is none yet), the AIBOM's own excluded. The
+ * controller and `service-ctl aibom generate` both use this, so both list the same ids.
+ */
+export async function aibomAttestationIds(pool: pg.Pool, runId: string): Promise<string[]> {
+  const { rows } = await pool.query<{ id: string }>({
+    name: 'runs_aibom_attestation_ids',
+    text: `SELECT id FROM attestations
+           WHERE run_id = $1::uuid AND kind <> 'aibom'
+             AND seq < coalesce((SELECT min(seq) FROM attestations WHERE run_id = $1::uuid AND kind = 'aibom'),
+                                9223372036854775807)
+           ORDER BY seq`,
+    values: [runId],
+  });
+  return rows.map((r) => r.id);
+}

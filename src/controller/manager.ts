@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import { Histogram, type Registry } from 'prom-client';
+import type { Run } from '../api/run.ts';
+import type { BlobStore } from '../blob/store.ts';
+import type { Logger } from '../log/index.ts';
+import type { KeySigner, Signer } from '../signing/index.ts';
+import type { Vault } from '../vault/index.ts';
+import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
+import { reconcileRun } from './run/reconciler.ts';
+import {
+  eventRecorder,
+  Informer,
+  kubeLeaseStore,
+  kubeListerWatcher,
+  LeaderElector,
+  objectKey,
+  resourcePath,
+  runWorkers,
+  splitKey,
+  WorkQueue,
+  type KubeClient,
+} from './runtime/index.ts';
+
+export interface ControllerDeps {
+  readonly client: KubeClient;
+  readonly vault: Vault;
+  readonly blobs: BlobStore;
+  readonly runtimeSigner: KeySigner;
+  readonly envelopeSigner: (namespace: string) => Promise<Signer>;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  /** Namespace of the leader-election Lease. */
+  readonly namespace: string;
+  /** Pod name; a random suffix keeps two processes of one pod name apart. */
+  readonly podName?: string;
+  readonly workers?: number;
+  /** Shorter lease timings for tests. */
+  readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
+}
+
+export interface RunningController {
+  /** Ready = not leading (a warm standby), or leading with a synced informer. */
+  ready(): Promise<void>;
+  isLeader(): boolean;
+  stop(): Promise<void>;
+}
+
+/**
+ * Leader election → (while leading) Run informer → keyed work queue → reconcile workers. Only the
+ * leader reconciles; on lost leadership the term's signal stops the workers and the informer.
+ */
+export function startController(deps: ControllerDeps): RunningController {
+  const identity = `${deps.podName ?? 'controller'}-${randomBytes(3).toString('hex')}`;
+  const log = deps.logger.child({ component: 'controller', identity });
+  const pipeline = new Histogram({
+    name: 'aibom_pipeline_seconds',
+    help: 'Time from starting the AIBOM pipeline of a terminal Run to the AIBOM being recorded',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
+    registers: [deps.registry],
+  });
+  const events = eventRecorder({
+    client: deps.client,
+    reportingController: 'vault.service.dev/controller',
+    reportingInstance: identity,
+    logger: log,
+  });
+  const api = kubeRunApi(deps.client, events);
+  let informer: Informer<Run> | undefined;
+
+  const lead = async (signal: AbortSignal): Promise<void> => {
+    log.info('leading: starting the Run informer and workers');
+    const queue = new WorkQueue({ name: 'runs', registry: deps.registry });
+    const inf = new Informer<Run>({
+      name: 'runs',
+      listerWatcher: kubeListerWatcher<Run>(deps.client, resourcePath(RUN_TYPE)),
+      logger: log,
+      registry: deps.registry,
+    });
+    informer = inf;
+    const enqueue = (r: Run): void => queue.add(objectKey(r));
+    inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
+    inf.start();
+    try {
+      await inf.waitForSync(signal);
+      await runWorkers(
+        queue,
+        deps.workers ?? 4,
+        async (key) => {
+          const { namespace, name } = splitKey(key);
+          await reconcileRun(
+            {
+              api,
+              vault: deps.vault,
+              blobs: deps.blobs,
+              runtimeSigner: deps.runtimeSigner,
+              envelopeSigner: deps.envelopeSigner,
+              logger: log,
+              observePipeline: (s) => pipeline.observe(s),
+            },
+            namespace ?? '',
+            name,
+          );
+        },
+        { logger: log, registry: deps.registry, name: 'runs', signal },
+      );
+    } finally {
+      informer = undefined;
+      await inf.stop();
+      log.info('term ended: informer and workers stopped');
+    }
+  };
+
+  const elector = new LeaderElector({
+    store: kubeLeaseStore(deps.client, deps.namespace, 'aibom-vault-controller'),
+    identity,
+    logger: log,
+    registry: deps.registry,
+    onStartedLeading: lead,
+    ...(deps.lease
+      ? {
+          leaseDurationSeconds: deps.lease.durationSeconds,
+          renewDeadlineSeconds: deps.lease.renewDeadlineSeconds,
+          retryPeriodSeconds: deps.lease.retryPeriodSeconds,
+        }
+      : {}),
+  });
+  const stopping = new AbortController();
+  const running = elector
+    .run(stopping.signal)
+    .catch((err: unknown) => log.error({ err }, 'leader election ended'));
+  return {
+    ready: () =>
+      elector.isLeader() && informer && !informer.hasSynced()
+        ? Promise.reject(new Error('Run informer not synced'))
+        : Promise.resolve(),
+    isLeader: () => elector.isLeader(),
+    stop: async () => {
+      stopping.abort(new Error('shutdown'));
+      await running;
+    },
+  };
+}

@@ -1,0 +1,165 @@
+import type { Registry } from 'prom-client';
+import { workqueueMetrics } from './metrics.ts';
+import { defaultControllerRateLimiter, type RateLimiter } from './ratelimit.ts';
+
+export interface WorkQueueOptions {
+  /** Label of the queue's metrics (`workqueue_*{name}`). */
+  name?: string;
+  rateLimiter?: RateLimiter;
+  registry?: Registry;
+}
+
+/**
+ * A keyed work queue with client-go's semantics.
+ *
+ * Invariants:
+ * - A key is at most once in the queue (`dirty` = queued or to be re-queued): adding a queued key
+ *   is a no-op, so a burst of events for one object costs one reconcile.
+ * - A key is never handed to two workers at once (`processing`). Adding it while it is processing
+ *   only marks it dirty; `done()` puts it back so it is processed once more, after the current run.
+ * - Waiters exist only while the queue is empty; a new key goes straight to the oldest waiter.
+ * - After `shutDown()` nothing new is accepted; queued keys are still handed out when draining,
+ *   and `get()` returns undefined once the queue is empty.
+ */
+export class WorkQueue {
+  readonly name: string;
+  readonly #rateLimiter: RateLimiter;
+  readonly #metrics: ReturnType<typeof workqueueMetrics> | undefined;
+  #queue: string[] = [];
+  readonly #enqueuedAt = new Map<string, number>();
+  readonly #dirty = new Set<string>();
+  readonly #processing = new Set<string>();
+  readonly #waiters: Array<(key: string | undefined) => void> = [];
+  readonly #delayed = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
+  #shuttingDown = false;
+  #drained: Array<() => void> = [];
+
+  constructor(options: WorkQueueOptions = {}) {
+    this.name = options.name ?? 'default';
+    this.#rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter();
+    this.#metrics = options.registry ? workqueueMetrics(options.registry) : undefined;
+  }
+
+  get shuttingDown(): boolean {
+    return this.#shuttingDown;
+  }
+
+  /** Keys waiting for a worker (not those being processed or scheduled for later). */
+  len(): number {
+    return this.#queue.length;
+  }
+
+  add(key: string): void {
+    if (this.#shuttingDown || this.#dirty.has(key)) return;
+    this.#dirty.add(key);
+    this.#metrics?.adds.inc({ name: this.name });
+    if (this.#processing.has(key)) return; // done() re-queues it
+    this.#push(key);
+  }
+
+  /**
+   * Adds `key` after `ms`. Of several pending delays for one key the earliest wins, so a long
+   * backoff never postpones an explicit sooner request (and vice versa no duplicate timers pile up).
+   */
+  addAfter(key: string, ms: number): void {
+    if (this.#shuttingDown) return;
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
+    const at = Date.now() + ms;
+    const pending = this.#delayed.get(key);
+    if (pending !== undefined) {
+      if (pending.at <= at) return;
+      clearTimeout(pending.timer);
+    }
+    const timer = setTimeout(() => {
+      this.#delayed.delete(key);
+      this.add(key);
+    }, ms);
+    this.#delayed.set(key, { at, timer });
+  }
+
+  /** Adds `key` after its rate-limited backoff (one more failure of `key`). */
+  addRateLimited(key: string): void {
+    if (this.#shuttingDown) return;
+    this.#metrics?.retries.inc({ name: this.name });
+    this.addAfter(key, this.#rateLimiter.when(key));
+  }
+
+  /** Resets the backoff of `key`; call it when `key` was reconciled successfully. */
+  forget(key: string): void {
+    this.#rateLimiter.forget(key);
+  }
+
+  numRequeues(key: string): number {
+    return this.#rateLimiter.numRequeues(key);
+  }
+
+  /** The next key to process, or undefined once shut down and empty. Call `done(key)` after. */
+  get(): Promise<string | undefined> {
+    const key = this.#queue.shift();
+    if (key !== undefined) return Promise.resolve(this.#take(key));
+    if (this.#shuttingDown) return Promise.resolve(undefined);
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /** Ends processing of `key`; if it was added meanwhile it goes back into the queue. */
+  done(key: string): void {
+    if (!this.#processing.delete(key)) return;
+    if (this.#dirty.has(key)) this.#push(key);
+    this.#checkDrained();
+  }
+
+  /**
+   * Stops accepting keys and cancels delayed adds. With `drain` (default) workers still receive the
+   * keys already queued; without it those are dropped. Resolves when no key is queued or processing.
+   */
+  shutDown(options: { drain?: boolean } = {}): Promise<void> {
+    this.#shuttingDown = true;
+    for (const { timer } of this.#delayed.values()) clearTimeout(timer);
+    this.#delayed.clear();
+    if (options.drain === false) {
+      this.#queue = [];
+      this.#enqueuedAt.clear();
+      this.#dirty.clear(); // also keeps processing keys from coming back
+      this.#setDepth();
+    }
+    // Waiters only exist when the queue is empty: they would wait forever.
+    for (const w of this.#waiters.splice(0)) w(undefined);
+    const drained = new Promise<void>((resolve) => this.#drained.push(resolve));
+    this.#checkDrained();
+    return drained;
+  }
+
+  #push(key: string): void {
+    const waiter = this.#waiters.shift();
+    if (waiter !== undefined) {
+      waiter(this.#take(key, Date.now()));
+      return;
+    }
+    this.#queue.push(key);
+    this.#enqueuedAt.set(key, Date.now());
+    this.#setDepth();
+  }
+
+  #take(key: string, since = this.#enqueuedAt.get(key)): string {
+    this.#enqueuedAt.delete(key);
+    this.#dirty.delete(key);
+    this.#processing.add(key);
+    if (this.#metrics && since !== undefined) {
+      this.#metrics.queueDuration.observe({ name: this.name }, (Date.now() - since) / 1000);
+    }
+    this.#setDepth();
+    return key;
+  }
+
+  #setDepth(): void {
+    this.#metrics?.depth.set({ name: this.name }, this.#queue.length);
+  }
+
+  #checkDrained(): void {
+    if (!this.#shuttingDown || this.#queue.length > 0 || this.#processing.size > 0) return;
+    for (const resolve of this.#drained.splice(0)) resolve();
+  }
+}
