@@ -76,7 +76,12 @@ export interface RunStatus {
   steps?: StepStatus[];
   artifacts?: Record<string, unknown>;
   attestations?: { count?: number; runAttestationId?: string; aibomAttestationId?: string };
-  transparency?: { state?: 'queued' | 'published' | 'failed'; queued?: number; published?: number; failed?: number };
+  transparency?: {
+    state?: 'queued' | 'published' | 'failed';
+    queued?: number;
+    published?: number;
+    failed?: number;
+  };
   observedGeneration?: number;
   conditions?: Condition[];
 }

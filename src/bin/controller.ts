@@ -53,6 +53,7 @@ await runUntilSignal(logger, async () => {
     registry,
     namespace: config.POD_NAMESPACE,
     ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
+    ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
   });
   const ops = await startOpsServer({
     logger: logger.child({ component: 'ops' }),

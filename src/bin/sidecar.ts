@@ -1,11 +1,12 @@
 #!/usr/bin/env node
+import { s3BlobStore } from '../blob/store.ts';
 import { loadConfig } from '../config/index.ts';
-import { createLogger } from '../log/index.ts';
-import { runUntilSignal } from '../lifecycle.ts';
 import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
+import { runUntilSignal } from '../lifecycle.ts';
+import { createLogger } from '../log/index.ts';
 import { listNamespaces } from '../vault/namespaces.ts';
-import { fatalConfig, kubeConfigFrom, openVaultFrom } from './common.ts';
+import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom } from './common.ts';
 
 const config = fatalConfig(() => loadConfig('sidecar'));
 const logger = createLogger('sidecar', config.LOG_LEVEL);
@@ -13,17 +14,30 @@ const logger = createLogger('sidecar', config.LOG_LEVEL);
 await runUntilSignal(logger, async () => {
   const vault = await openVaultFrom(config, logger, 'aibom-vault-sidecar');
   const kc = kubeConfigFrom(config);
+  const blobs = s3BlobStore({
+    endpoint: config.S3_ENDPOINT!,
+    accessKey: config.S3_ACCESS_KEY!,
+    secretKey: config.S3_SECRET_KEY!,
+    bucket: config.S3_BUCKET,
+    region: config.S3_REGION,
+  });
+  // The signer's CA is the trust anchor every outgoing C2PA manifest must chain to.
+  const signer = await loadServiceSigner(config, kc);
   const app = await buildApp({
     logger,
     vault,
+    blobs,
     authorizer: kubernetesAuthorizer(kc),
     listNamespaces: () => listNamespaces(vault.pool),
+    requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS,
+    trustAnchors: signer.caCertificates,
     ready: async () => {
       await vault.pool.query('select 1');
+      await blobs.ping();
     },
   });
   const address = await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
-  logger.info({ address }, 'sidecar listening');
+  logger.info({ address, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS }, 'sidecar listening');
   return async () => {
     await app.close();
     await vault.pool.end();

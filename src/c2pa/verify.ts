@@ -33,6 +33,8 @@ export interface VerifyManifestResult {
   signerKeyId?: string;
   /** Subject of the leaf certificate, one line. */
   signer?: string;
+  /** The x5chain leaf; its key is trusted only when `ok`. */
+  signerCertificate?: X509Certificate;
   claimGenerator?: string;
   title?: string;
   format?: string;
@@ -311,6 +313,7 @@ function checkSignature(
   const leaf = cose.chain[0] as X509Certificate;
   result.signerKeyId = keyIdOf(leaf.publicKey);
   result.signer = oneLine(leaf.subject);
+  result.signerCertificate = leaf;
   if (algorithmOf(leaf.publicKey) !== cose.algorithm) {
     result.problems.push({
       code: 'SIGNATURE_INVALID',

@@ -1,6 +1,8 @@
 import { ConfigError } from '../config/index.ts';
 import { CliError, type Command } from './command.ts';
+import { aibomFetchCommand, aibomGenerateCommand } from './aibom.ts';
 import { driveCommand } from './drive.ts';
+import { getCommand } from './get.ts';
 import { verifyCommand } from './verify.ts';
 
 /**
@@ -9,6 +11,9 @@ import { verifyCommand } from './verify.ts';
  */
 const commands: Command[] = [
   verifyCommand,
+  getCommand,
+  aibomGenerateCommand,
+  aibomFetchCommand,
   driveCommand,
   {
     path: ['version'],

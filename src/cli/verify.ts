@@ -2,6 +2,8 @@ import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { verifyRecord, type Trust } from '../attest/index.ts';
+import { loadConfig } from '../config/index.ts';
+import { verifyAibomDir } from './aibom.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, type Command } from './command.ts';
 import { apiOptions, clientFrom } from './options.ts';
@@ -96,9 +98,22 @@ export const verifyCommand: Command = {
         'cert-chain': { type: 'string' },
         'trust-anchor': { type: 'string' },
         json: { type: 'boolean', default: false },
+        aibom: { type: 'string' },
         ...apiOptions,
       },
     });
+    if (values.aibom !== undefined) {
+      const anchor = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
+      if (anchor === undefined)
+        throw new CliError('--aibom needs --trust-anchor <ca.crt> (or SERVICE_TRUST_ANCHOR)', 2);
+      const { lines, problems } = await verifyAibomDir(values.aibom, await readPem(anchor, 'trust anchor'));
+      for (const l of lines) process.stdout.write(`OK    ${l}\n`);
+      for (const p of problems) process.stdout.write(`FAIL  ${p}\n`);
+      process.stdout.write(
+        problems.length === 0 ? 'AIBOM verified\n' : `AIBOM NOT verified (${problems.length} problem(s))\n`,
+      );
+      return problems.length === 0 ? 0 : 1;
+    }
     if (positionals.length === 0) {
       throw new CliError(
         'usage: service-ctl verify <envelope.json|records.ndjson|attestation-id>... --key PEM',

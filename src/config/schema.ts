@@ -94,6 +94,10 @@ export const schema = {
     parse: str,
   },
   POD_NAME: { description: 'identity of this replica in leader election', parse: str },
+  WATCH_NAMESPACE: {
+    description: 'reconcile Runs of this namespace only; all namespaces when unset',
+    parse: str,
+  },
   HTTP_HOST: { description: 'sidecar listen address', default: '0.0.0.0', parse: str },
   HTTP_PORT: { description: 'sidecar listen port', default: '8080', parse: intIn(0, 65535) },
   METRICS_PORT: {

@@ -34,6 +34,10 @@ export interface ControllerDeps {
   /** Pod name; a random suffix keeps two processes of one pod name apart. */
   readonly podName?: string;
   readonly workers?: number;
+  /** Watch Runs of one namespace only (WATCH_NAMESPACE); all namespaces when unset. */
+  readonly watchNamespace?: string;
+  /** Name of the leader-election Lease (one per independent controller deployment). */
+  readonly leaseName?: string;
   /** Shorter lease timings for tests. */
   readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
 }
@@ -72,7 +76,10 @@ export function startController(deps: ControllerDeps): RunningController {
     const queue = new WorkQueue({ name: 'runs', registry: deps.registry });
     const inf = new Informer<Run>({
       name: 'runs',
-      listerWatcher: kubeListerWatcher<Run>(deps.client, resourcePath(RUN_TYPE)),
+      listerWatcher: kubeListerWatcher<Run>(
+        deps.client,
+        resourcePath(RUN_TYPE, { namespace: deps.watchNamespace }),
+      ),
       logger: log,
       registry: deps.registry,
     });
@@ -111,7 +118,7 @@ export function startController(deps: ControllerDeps): RunningController {
   };
 
   const elector = new LeaderElector({
-    store: kubeLeaseStore(deps.client, deps.namespace, 'aibom-vault-controller'),
+    store: kubeLeaseStore(deps.client, deps.namespace, deps.leaseName ?? 'aibom-vault-controller'),
     identity,
     logger: log,
     registry: deps.registry,

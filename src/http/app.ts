@@ -1,4 +1,6 @@
+import type { X509Certificate } from 'node:crypto';
 import swagger from '@fastify/swagger';
+import type { BlobStore } from '../blob/store.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../log/index.ts';
 import type { Vault } from '../vault/index.ts';
@@ -7,12 +9,18 @@ import { installAuth } from './auth/plugin.ts';
 import { installErrorHandling } from './error-handler.ts';
 import { problemSchema } from './problem.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
+import { runDetailSchema, runRoutes } from './routes/v1/runs.ts';
 
 export interface AppDeps {
   readonly logger: Logger;
   readonly vault: Vault;
   readonly authorizer: Authorizer;
   readonly listNamespaces: () => Promise<string[]>;
+  readonly blobs: BlobStore;
+  /** SERVICE_REQUIRE_SIGNED_EXPORTS */
+  readonly requireSignedExports: boolean;
+  /** CA certificates artifacts' C2PA manifests must chain to (the service signer's ca.crt). */
+  readonly trustAnchors: readonly X509Certificate[];
   /** Resolves when every dependency the API needs answers; drives /readyz. */
   readonly ready?: () => Promise<void>;
   /** Largest accepted request body; queries are small. */
@@ -35,7 +43,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.
   app.removeContentTypeParser('text/plain');
-  for (const schema of [problemSchema, ...attestationSchemas]) app.addSchema(schema);
+  for (const schema of [problemSchema, ...attestationSchemas, runDetailSchema]) app.addSchema(schema);
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -66,6 +74,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, () => app.swagger());
 
   attestationRoutes(app, deps);
+  runRoutes(app, deps);
   await app.ready();
   return app;
 }

@@ -114,6 +114,7 @@ export class Informer<T extends KubeObject> {
     return () => this.#handlers.delete(handler);
   }
 
+  /** Starts the list+watch loop (idempotent). An informer runs once: after `stop()`, make a new one. */
   start(): void {
     if (this.#loop) return;
     const abort = new AbortController();

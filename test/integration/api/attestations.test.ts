@@ -15,6 +15,7 @@ import {
   type Vault,
 } from '../../../src/vault/index.ts';
 import { listNamespaces } from '../../../src/vault/namespaces.ts';
+import { stackBlobs } from '../../helpers/blobs.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';
 import { runRecords } from '../../helpers/records.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -46,6 +47,9 @@ beforeAll(async () => {
     // The sidecar's own identity, which RBAC allows to create TokenReviews and SubjectAccessReviews.
     authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
     listNamespaces: () => listNamespaces(vault.pool),
+    blobs: stackBlobs(),
+    requireSignedExports: true,
+    trustAnchors: [],
   });
 });
 
