@@ -19,10 +19,12 @@ HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
+[[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
 ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
 
 log() { echo "ensure-tools: $*" >&2; }
+run() { echo "+ $*" >&2; "$@"; } # for the build logs
 die() { log "error: $*"; exit 1; }
 
 # ---- tool/group metadata -------------------------------------------------------------------
@@ -121,7 +123,6 @@ command -v go >/dev/null || die "go is not installed (need Go >= 1.26)"
 command -v flock >/dev/null || die "flock (util-linux) is not installed"
 
 mkdir -p "$CACHE"/{bin,go,go-build,src,logs,tmp}
-CACHE=$(cd "$CACHE" && pwd -P)
 
 export GOPATH=$CACHE/go
 export GOMODCACHE=$CACHE/go/pkg/mod
@@ -144,12 +145,16 @@ rm -rf "${CACHE:?}/tmp" && mkdir -p "$CACHE/tmp"
 trap 'rm -rf "${CACHE:?}/tmp"' EXIT
 
 # The checksum database: keep it when reachable; otherwise rely on the committed go.sum files.
-if [[ -z ${GOSUMDB:-} ]]; then
-  if ! curl -fsS -m 5 -o /dev/null https://sum.golang.org/latest 2>/dev/null; then
+# Probed once, before the first download/build.
+sumdb_checked=false
+check_sumdb() {
+  $sumdb_checked && return 0
+  sumdb_checked=true
+  if [[ -z ${GOSUMDB:-} ]] && ! curl -fsS -m 5 -o /dev/null https://sum.golang.org/latest 2>/dev/null; then
     log "sum.golang.org unreachable: GOSUMDB=off (hashes are checked against hack/go/*/go.sum)"
     export GOSUMDB=off
   fi
-fi
+}
 
 go_json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -n1; }
 
@@ -184,6 +189,7 @@ gen_module() {
   mod=$(group_module "$group") ver=$(group_module_version "$group")
   rm -rf "$dir" && mkdir -p "$dir"
   if [[ $group == etcd ]]; then cp "$HACK_DIR/go/etcd/main.go" "$dir/"; fi
+  echo "+ go mod download -json $mod@$ver"
   info=$(go mod download -json "$mod@$ver" </dev/null)
   gomod=$(go_json_field GoMod <<<"$info")
   [[ -f $gomod ]] || die "cannot download $mod@$ver: $info"
@@ -219,7 +225,7 @@ gen_module() {
   local p pkgs=()
   for t in $(group_tools "$group"); do pkgs+=("$(tool_package "$t")"); done
   for p in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
-    (cd "$dir" && GOOS=${p%/*} GOARCH=${p#*/} go list -deps "${pkgs[@]}" </dev/null >/dev/null)
+    (cd "$dir" && GOOS=${p%/*} GOARCH=${p#*/} run go list -deps "${pkgs[@]}" </dev/null >/dev/null)
   done
   # The pin must survive (it would only move if a dependency required a newer version).
   grep -qE "^[[:space:]]*(require[[:space:]]+)?$mod $ver([[:space:]]|\$)" "$dir/go.mod" ||
@@ -307,6 +313,7 @@ build_group() {
   logf=$CACHE/logs/$group-$ver.log
   tmp=$(mktemp -d "$CACHE/tmp/$group.XXXXXX")
   for t in "${todo[@]}"; do pkgs+=("$(tool_package "$t")"); done
+  check_sumdb
   log "building ${todo[*]} ($group $ver); log: $logf"
   start=$SECONDS
   # Not `if ! ( ... )`: errexit would be ignored inside the subshell.
@@ -315,12 +322,12 @@ build_group() {
   (
     set -euo pipefail
     exec </dev/null >"$logf" 2>&1
-    set -x
-    go version
+    echo "# $(date -u +%FT%TZ) building ${todo[*]}; GOSUMDB=${GOSUMDB:-} GOTOOLCHAIN=$GOTOOLCHAIN GOFLAGS=$GOFLAGS"
+    run go version
     prepare_module "$group" "$dir"
     cd "$dir"
     ldflags="-s -w$(group_ldflags "$group" "$dir")"
-    go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+    run go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
     for t in "${todo[@]}"; do verify_tool "$t" "$tmp/$t"; done
   )
   rc=$?
@@ -328,6 +335,9 @@ build_group() {
   if ((rc != 0)); then
     log "FAILED to build ${todo[*]} ($group $ver). Last lines of $logf:"
     tail -n 40 "$logf" | sed 's/^/    /' >&2
+    if grep -q 'requires go >=' "$logf"; then
+      log "hint: this Go ($(go env GOVERSION)) is too old; AIBOM_VAULT_GOTOOLCHAIN=auto lets go fetch a newer toolchain"
+    fi
     return 1
   fi
   for t in "${todo[@]}"; do
@@ -344,11 +354,12 @@ if $update_modules; then
     g=$(group_of "$t")
     [[ " ${groups[*]} " == *" $g "* ]] || groups+=("$g")
   done
+  check_sumdb
   for g in "${groups[@]}"; do
     log "regenerating hack/go/$g (log: $CACHE/logs/gen-$g.log)"
     d=$CACHE/tmp/gen-$g
     set +e
-    (set -euo pipefail; set -x; gen_module "$g" "$d") </dev/null >"$CACHE/logs/gen-$g.log" 2>&1
+    (set -euo pipefail; gen_module "$g" "$d") </dev/null >"$CACHE/logs/gen-$g.log" 2>&1
     rc=$?
     set -e
     if ((rc != 0)); then

@@ -10,6 +10,7 @@ import {
   toCycloneDx,
   validateCycloneDx,
   type Aibom,
+  type AibomRun,
 } from '../aibom/index.ts';
 import { verifyManifest } from '../c2pa/index.ts';
 import { loadConfig } from '../config/index.ts';
@@ -60,16 +61,13 @@ export const aibomGenerateCommand: Command = {
     try {
       const run = await getRun(vault.pool, values.run.toLowerCase());
       if (!run) throw new CliError(`run ${values.run} not found`);
-      const phase =
-        run.phase === 'Succeeded' || run.phase === 'Failed'
-          ? (run.phase as 'Succeeded' | 'Failed')
-          : undefined;
+      const phase = run.phase === 'Succeeded' ? 'Succeeded' : run.phase === 'Failed' ? 'Failed' : undefined;
       if (phase === undefined) {
         throw new CliError(
           `run ${values.run} is ${run.phase ?? 'not started'}: an AIBOM exists only for succeeded or failed runs`,
         );
       }
-      const aibomRun = { id: run.id, namespace: run.namespace, name: run.name, spec: run.spec, phase };
+      const aibomRun: AibomRun = { id: run.id, namespace: run.namespace, name: run.name, spec: run.spec, phase };
       let bom: Aibom;
       try {
         ({ bom } = await computeAibom(vault, aibomRun, override));
