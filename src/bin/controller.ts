@@ -52,6 +52,7 @@ await runUntilSignal(logger, async () => {
     logger,
     registry,
     namespace: config.POD_NAMESPACE,
+    leaseName: config.LEADER_ELECTION_LEASE,
     ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
     ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
   });

@@ -94,6 +94,11 @@ export const schema = {
     parse: str,
   },
   POD_NAME: { description: 'identity of this replica in leader election', parse: str },
+  LEADER_ELECTION_LEASE: {
+    description: 'name of the coordination.k8s.io Lease (in POD_NAMESPACE) controller replicas elect a leader on',
+    default: 'aibom-vault-controller',
+    parse: str,
+  },
   WATCH_NAMESPACE: {
     description: 'reconcile Runs of this namespace only; all namespaces when unset',
     parse: str,
