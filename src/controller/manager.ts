@@ -144,6 +144,8 @@ export function startController(deps: ControllerDeps): RunningController {
     stop: async () => {
       stopping.abort(new Error('shutdown'));
       await running;
+      // Pending event counts (series) are written before the process exits.
+      await events.close();
     },
   };
 }
