@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The main job: start the local stack (control plane, PostgreSQL, MinIO, controller, sidecar), create
+# the sample Run, drive it to Succeeded as a pipeline would, then fetch its AIBOM through the API and
+# verify it offline (digest, runtime signature, C2PA manifest against the stack's CA, attestation ids).
+# The stack keeps running afterwards: `source .stack/env` to use it, `npm run stack -- down` to stop.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash hack/install.sh
+export PATH="$PWD/node_modules/.bin:$PATH"
+npm run --silent stack -- up
+# shellcheck disable=SC1091
+source .stack/env
+
+ns=demo
+kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
+name="sample-run-$(date +%s)"
+sed "s/name: sample-run$/name: $name/" manifests/samples/run.yaml | kubectl apply -n "$ns" -f - >/dev/null
+echo "== created Run $ns/$name; driving it through its steps"
+service-ctl run drive "$ns/$name"
+kubectl wait -n "$ns" "run/$name" --for=condition=AIBOMReady --timeout=120s >/dev/null
+run_id=$(kubectl get run -n "$ns" "$name" -o jsonpath='{.metadata.uid}')
+echo
+kubectl get runs -n "$ns" "$name"
+echo
+kubectl get attestations -n "$ns" -l "vault.service.dev/run=$name"
+out=".stack/aibom-$run_id"
+echo
+service-ctl aibom fetch --run "$run_id" --out "$out"
+service-ctl verify --aibom "$out"
+echo
+echo "== AIBOM of run $run_id ($out/aibom.json):"
+node -e 'process.stdout.write(JSON.stringify(JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")),null,2)+"\n")' "$out/aibom.json"
+echo
+echo "stack is still up: source .stack/env; npm run stack -- down to stop it"

@@ -1,0 +1,351 @@
+/**
+ * End to end on the real stack: Runs driven by a pipeline (SSA under its own field manager), the
+ * controller (in-process, scoped to this test's namespace) attesting steps and emitting the AIBOM,
+ * then every place the result must show up, checked by independent tools where they exist.
+ */
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import { Reader } from '@contentauth/c2pa-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { readFile } from 'node:fs/promises';
+import type { Run } from '../../../src/api/run.ts';
+import { validateCycloneDx } from '../../../src/aibom/index.ts';
+import { envelopeDigest } from '../../../src/attest/index.ts';
+import { driveRun } from '../../../src/cli/drive.ts';
+import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { buildApp } from '../../../src/http/app.ts';
+import { kubernetesAuthorizer } from '../../../src/http/auth/authorizer.ts';
+import { generateDevPki } from '../../../src/signing/dev-pki.ts';
+import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
+import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
+import { listNamespaces } from '../../../src/vault/namespaces.ts';
+import { repoRoot } from '../../../hack/stack/stack.ts';
+import { stackBlobs } from '../../helpers/blobs.ts';
+import { createNamespace } from '../../helpers/rbac.ts';
+import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+
+const run = promisify(execFile);
+const ns = uniqueName('e2e');
+const group = 'vault.service.dev';
+let vault: Vault;
+let dbUrl: string;
+let signer: KeySigner;
+let caPem: string;
+let controller: RunningController;
+let app: FastifyInstance;
+let apiUrl: string;
+
+async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 120_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const runs = () => kubeConfig('admin').makeApiClient(CustomObjectsApi);
+const getRun = async (name: string) =>
+  (await runs().getNamespacedCustomObject({
+    group,
+    version: 'v1',
+    namespace: ns,
+    plural: 'runs',
+    name,
+  })) as Run;
+
+async function createSampleRun(name: string): Promise<Run> {
+  const sample = parseYaml(await readFile(`${repoRoot}/manifests/samples/run.yaml`, 'utf8')) as Run;
+  sample.metadata = { ...sample.metadata, name, namespace: ns };
+  return (await runs().createNamespacedCustomObject({
+    group,
+    version: 'v1',
+    namespace: ns,
+    plural: 'runs',
+    body: sample,
+  })) as Run;
+}
+
+const aibomReady = (r: Run) => r.status?.conditions?.find((c) => c.type === 'AIBOMReady')?.status === 'True';
+
+async function cli(args: string[], env: Record<string, string> = {}) {
+  return run(process.execPath, [`${repoRoot}/src/bin/service-ctl.ts`, ...args], {
+    env: { ...process.env, SERVICE_API_URL: apiUrl, SERVICE_TOKEN: stack().kube.tokens.admin, ...env },
+  });
+}
+
+beforeAll(async () => {
+  dbUrl = await freshDatabase('e2e');
+  await migrate(dbUrl);
+  vault = await openVault(createVaultPool(dbUrl));
+  const pki = await generateDevPki();
+  caPem = pki['ca.crt'];
+  signer = signerFromPem(pki);
+  await createNamespace(ns);
+  controller = startController({
+    client: kubeClient(kubeConfig('aibom-vault')),
+    vault,
+    blobs: stackBlobs(),
+    runtimeSigner: signer,
+    envelopeSigner: () => Promise.resolve(signer),
+    logger: pino({ level: 'silent' }),
+    registry: new Registry(),
+    namespace: 'aibom-vault-system',
+    leaseName: `e2e-${randomBytes(3).toString('hex')}`,
+    watchNamespace: ns,
+    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+  });
+  app = await buildApp({
+    logger: pino({ level: 'silent' }),
+    vault,
+    blobs: stackBlobs(),
+    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
+    listNamespaces: () => listNamespaces(vault.pool),
+    requireSignedExports: true,
+    trustAnchors: signer.caCertificates,
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  apiUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await controller?.stop();
+  await app?.close();
+  await vault?.pool.end();
+});
+
+describe('a Run driven to Succeeded', () => {
+  let done: Run;
+  let runId: string;
+
+  beforeAll(async () => {
+    const created = await createSampleRun('ok');
+    runId = created.metadata.uid;
+    await driveRun(kubeClient(kubeConfig('admin')), ns, 'ok');
+    done = await waitFor('AIBOMReady', async () => {
+      const r = await getRun('ok');
+      return aibomReady(r) ? r : undefined;
+    });
+  });
+
+  it('has its AIBOM record on status.artifacts.aibom with every field of the spec table', () => {
+    const meta = done.status?.artifacts?.aibom as Record<string, unknown>;
+    for (const f of [
+      'kind',
+      'run_id',
+      'status',
+      'trust_subjects',
+      'attestation_ids',
+      'summary',
+      'c2pa_manifest',
+      'signature',
+    ]) {
+      expect(meta, f).toHaveProperty(f);
+    }
+    expect(meta).toMatchObject({ kind: 'aibom', run_id: runId, status: 'succeeded' });
+    expect(meta.summary).toEqual({ models: 1, tools: 2, guardrails: 4, policy_pack: 'baseline' });
+    expect(meta.signature).toMatchObject({ algorithm: 'ECDSA_P256_SHA256', key_id: signer.keyId });
+    expect(meta.transparency).toBeUndefined();
+    expect(done.status?.conditions?.find((c) => c.type === 'Attested')).toMatchObject({ status: 'True' });
+  });
+
+  it('stored the AIBOM, its C2PA sidecar and the metadata beside it in MinIO, and the record in Postgres', async () => {
+    const meta = done.status?.artifacts?.aibom as {
+      key: string;
+      digest: string;
+      c2pa_manifest: { key: string };
+    };
+    const blobs = stackBlobs();
+    const bytes = (await blobs.get(meta.key))!;
+    expect(`sha256:${createHash('sha256').update(bytes).digest('hex')}`).toBe(meta.digest);
+    const stat = await blobs.stat(meta.key);
+    expect(stat?.metadata).toMatchObject({ kind: 'aibom', 'run-id': runId, status: 'succeeded' });
+    expect(await blobs.get(meta.c2pa_manifest.key)).not.toBeNull();
+    const beside = JSON.parse(
+      (await blobs.get(meta.key.replace(/aibom\.json$/, 'aibom.meta.json')))!.toString('utf8'),
+    ) as unknown;
+    expect(beside).toEqual(done.status?.artifacts?.aibom);
+    const { rows } = await vault.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM artifacts WHERE run_id = $1`,
+      [runId],
+    );
+    expect(rows[0]!.n).toBe('1');
+  });
+
+  it('has an Attestation resource per vault record, owned by the Run, listed by kubectl', async () => {
+    const { stdout } = await run(stack().tools.kubectl, [
+      `--kubeconfig=${stack().kube.kubeconfigs.admin}`,
+      'get',
+      'attestations',
+      '-n',
+      ns,
+      '-l',
+      'vault.service.dev/run=ok',
+      '-o',
+      'json',
+    ]);
+    const items = (
+      JSON.parse(stdout) as {
+        items: { spec: { id: string; digest: string }; metadata: { ownerReferences: { uid: string }[] } }[];
+      }
+    ).items;
+    const stored = await vault.query({ namespaces: [ns], runId }, { limit: 1000 });
+    expect(items.map((i) => i.spec.id).sort()).toEqual(stored.items.map((a) => a.id).sort());
+    // 3 capability + 3 step + 2 policy + 1 run + 1 aibom
+    expect(items).toHaveLength(10);
+    for (const i of items) expect(i.metadata.ownerReferences[0]!.uid).toBe(runId);
+    for (const a of stored.items) expect(envelopeDigest(a.envelope)).toBe(a.digest);
+    const table = await run(stack().tools.kubectl, [
+      `--kubeconfig=${stack().kube.kubeconfigs.admin}`,
+      'get',
+      'runs',
+      '-n',
+      ns,
+      'ok',
+    ]);
+    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+10\s/);
+  });
+
+  it('serves the run detail with artifacts.aibom through the API and service-ctl get', async () => {
+    const { stdout } = await cli(['get', '--run', runId]);
+    const detail = JSON.parse(stdout) as {
+      artifacts: { aibom: unknown };
+      steps: { artifacts?: unknown }[];
+      phase: string;
+    };
+    expect(detail.phase).toBe('Succeeded');
+    expect(detail.artifacts.aibom).toEqual(done.status?.artifacts?.aibom);
+    expect(detail.steps.at(-1)?.artifacts).toMatchObject({ aibom: { $ref: '#/artifacts/aibom' } });
+  });
+
+  it('regenerates the identical AIBOM with service-ctl aibom generate, and a valid CycloneDX 1.5 view', async () => {
+    const meta = done.status?.artifacts?.aibom as { digest: string; key: string };
+    const { stdout } = await cli(['aibom', 'generate', '--run', runId], { DATABASE_URL: dbUrl });
+    const { canonicalJson } = await import('../../../src/attest/index.ts');
+    const regenerated = Buffer.from(canonicalJson(JSON.parse(stdout)));
+    expect(`sha256:${createHash('sha256').update(regenerated).digest('hex')}`).toBe(meta.digest);
+    const cdx = await cli(['aibom', 'generate', '--run', runId, '--format', 'cyclonedx'], {
+      DATABASE_URL: dbUrl,
+    });
+    expect(await validateCycloneDx(cdx.stdout)).toEqual([]);
+    const unknown = await cli(['aibom', 'generate', '--run', '00000000-0000-4000-8000-000000000000'], {
+      DATABASE_URL: dbUrl,
+    }).catch((e: { code: number; stderr: string }) => e);
+    expect(unknown).toMatchObject({ code: 1 });
+    expect((unknown as { stderr: string }).stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('has a C2PA manifest c2pa-rs reports as Trusted, and Invalid after one changed byte', async () => {
+    const meta = done.status?.artifacts?.aibom as { key: string; c2pa_manifest: { key: string } };
+    const bytes = (await stackBlobs().get(meta.key))!;
+    const store = (await stackBlobs().get(meta.c2pa_manifest.key))!;
+    const read = async (asset: Buffer) =>
+      (
+        await Reader.fromManifestDataAndAsset(
+          store,
+          { buffer: asset, mimeType: 'application/json' },
+          { trust: { trust_anchors: caPem }, verify: { verify_trust: true } },
+        )
+      ).json() as {
+        validation_state: string;
+        validation_results?: { activeManifest?: { failure: { code: string }[] } };
+      };
+    expect((await read(bytes)).validation_state).toBe('Trusted');
+    const tampered = Buffer.from(bytes);
+    tampered.writeUInt8(tampered.readUInt8(10) ^ 1, 10);
+    const bad = await read(tampered);
+    expect(bad.validation_state).toBe('Invalid');
+    expect(bad.validation_results?.activeManifest?.failure.map((f) => f.code)).toContain(
+      'assertion.dataHash.mismatch',
+    );
+  });
+
+  it('downloads and verifies offline with service-ctl aibom fetch + verify --aibom', async () => {
+    const dir = `${stack().root}/fetch-${runId}`;
+    await cli(['aibom', 'fetch', '--run', runId, '--out', dir]);
+    const anchor = `${stack().root}/e2e-ca.crt`;
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(anchor, caPem);
+    const ok = await cli(['verify', '--aibom', dir, '--trust-anchor', anchor]);
+    expect(ok.stdout).toContain('AIBOM verified');
+    const { rows } = await vault.pool.query<{ action: string; manifest_digest: string }>(
+      `SELECT action, manifest_digest FROM audit_log WHERE object LIKE $1`,
+      [`%${runId}%`],
+    );
+    expect(rows.some((r) => r.action === 'artifact.download' && /^sha256:/.test(r.manifest_digest))).toBe(
+      true,
+    );
+    // A different trust anchor: the same files no longer verify.
+    await writeFile(anchor, (await generateDevPki())['ca.crt']);
+    const bad = await cli(['verify', '--aibom', dir, '--trust-anchor', anchor]).catch(
+      (e: { code: number; stdout: string }) => e,
+    );
+    expect(bad).toMatchObject({ code: 1 });
+  });
+});
+
+describe('a Run driven to Failed', () => {
+  it('still gets an AIBOM, with status failed and the failing step attested', async () => {
+    const created = await createSampleRun('broken');
+    await driveRun(kubeClient(kubeConfig('admin')), ns, 'broken', { fail: 'summarise' });
+    const done = await waitFor('AIBOMReady', async () => {
+      const r = await getRun('broken');
+      return aibomReady(r) ? r : undefined;
+    });
+    expect(done.status?.artifacts?.aibom).toMatchObject({ status: 'failed', run_id: created.metadata.uid });
+    const steps = await vault.query({ namespaces: [ns], runId: created.metadata.uid, kind: 'step' });
+    expect(steps.items.map((s) => s.stepId)).toEqual(['retrieve', 'summarise']);
+  });
+});
+
+describe('deleting a Run', () => {
+  it('is held by the finalizer until recorded, then the Run and its Attestations go', async () => {
+    await createSampleRun('gone');
+    await driveRun(kubeClient(kubeConfig('admin')), ns, 'gone');
+    await runs().deleteNamespacedCustomObject({
+      group,
+      version: 'v1',
+      namespace: ns,
+      plural: 'runs',
+      name: 'gone',
+    });
+    await waitFor('deletion', async () => {
+      try {
+        await getRun('gone');
+        return undefined;
+      } catch {
+        return true;
+      }
+    });
+    const { rows } = await vault.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = 'gone' AND r.namespace = $1`,
+      [ns],
+    );
+    expect(rows[0]!.n).toBe('1');
+    // Garbage collection by the real kube-controller-manager removes the owned Attestations.
+    await waitFor('attestation GC', async () => {
+      const list = (await runs().listNamespacedCustomObject({
+        group,
+        version: 'v1',
+        namespace: ns,
+        plural: 'attestations',
+        labelSelector: 'vault.service.dev/run=gone',
+      })) as { items: unknown[] };
+      return list.items.length === 0 ? true : undefined;
+    });
+    await kubeConfig('admin').makeApiClient(CoreV1Api).readNamespace({ name: ns });
+  });
+});
