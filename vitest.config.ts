@@ -11,6 +11,8 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           environment: 'node',
+          // Unit tests first, then the integration project with its own worker limit.
+          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -19,6 +21,7 @@ export default defineConfig({
           include: ['test/integration/**/*.test.ts', 'test/conformance/**/*.test.ts'],
           environment: 'node',
           globalSetup: ['test/global-setup.ts'],
+          sequence: { groupOrder: 1 },
           // Servers are shared and the machine has 2 cores: generous per-test time, no timing asserts.
           testTimeout: 120_000,
           hookTimeout: 300_000,

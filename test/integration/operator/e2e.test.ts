@@ -314,6 +314,10 @@ describe('a Run driven to Failed', () => {
 describe('deleting a Run', () => {
   it('is held by the finalizer until recorded, then the Run and its Attestations go', async () => {
     await createSampleRun('gone');
+    // Deletion is held once the controller has seen the Run and added its finalizer.
+    await waitFor('finalizer', async () =>
+      ((await getRun('gone')).metadata.finalizers ?? []).includes('vault.service.dev/aibom') ? true : undefined,
+    );
     await driveRun(kubeClient(kubeConfig('admin')), ns, 'gone');
     await runs().deleteNamespacedCustomObject({
       group,
