@@ -20,6 +20,26 @@ import type { Vault } from '../vault/index.ts';
 import { aibomAttestationIds } from '../vault/runs.ts';
 
 export const CLAIM_GENERATOR = 'aibom-vault/0.1.0';
+
+/** Which dependency a pipeline step failed on: the Run's condition reason says it. */
+export type PipelineFailure = 'VaultUnavailable' | 'ObjectStoreUnavailable';
+
+export class PipelineError extends Error {
+  readonly reason: PipelineFailure;
+  constructor(reason: PipelineFailure, cause: unknown) {
+    super((cause as Error)?.message ?? String(cause), { cause });
+    this.name = 'PipelineError';
+    this.reason = reason;
+  }
+}
+
+async function on<T>(reason: PipelineFailure, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw err instanceof PipelineError ? err : new PipelineError(reason, err);
+  }
+}
 export const AIBOM_MEDIA_TYPE = 'application/json';
 
 export interface AibomPipelineDeps {
@@ -69,6 +89,22 @@ export function aibomKeys(namespace: string, runId: string) {
   };
 }
 
+/** The metadata record that won (ours or an earlier writer's), as JSON beside the blob: idempotent. */
+async function writeMetadataBeside(
+  deps: AibomPipelineDeps,
+  run: AibomRun,
+  record: ArtifactRecord,
+): Promise<void> {
+  await on('ObjectStoreUnavailable', () =>
+    deps.blobs.put(
+      aibomKeys(run.namespace, run.id).meta,
+      Buffer.from(JSON.stringify(record.metadata, null, 2)),
+      'application/json',
+      { kind: 'aibom-metadata', 'run-id': run.id },
+    ),
+  );
+}
+
 /** Builds the AIBOM of a run from the vault: the same bytes for the controller and the CLI. */
 export async function computeAibom(
   vault: Vault,
@@ -90,9 +126,16 @@ export async function computeAibom(
  * adopts the stored record. Returns that record.
  */
 export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promise<ArtifactRecord> {
-  const existing = await getArtifact(deps.vault.pool, run.id, 'aibom');
-  if (existing) return existing;
-  const { bom, bytes, digest } = await computeAibom(deps.vault, run);
+  const existing = await on('VaultUnavailable', () => getArtifact(deps.vault.pool, run.id, 'aibom'));
+  if (existing) {
+    // A crash (or an object-store outage) after the record was inserted may have kept the copy
+    // beside the blob from being written: repair it.
+    if (!(await on('ObjectStoreUnavailable', () => deps.blobs.stat(aibomKeys(run.namespace, run.id).meta)))) {
+      await writeMetadataBeside(deps, run, existing);
+    }
+    return existing;
+  }
+  const { bom, bytes, digest } = await on('VaultUnavailable', () => computeAibom(deps.vault, run));
   const sha256 = digest.slice('sha256:'.length);
   const signature = deps.signer.sign(bytes).toString('base64');
   const manifest = buildManifest({
@@ -121,7 +164,7 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
     policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
     c2paManifestRef: `s3://${deps.blobs.bucket}/${sidecarKey}`,
   });
-  const { ids } = await appendOnce(deps.vault, `aibom:${run.id}`, [record]);
+  const { ids } = await on('VaultUnavailable', () => appendOnce(deps.vault, `aibom:${run.id}`, [record]));
   const sig = signatureMetadata(deps.signer);
   const metadata: AibomMetadata = {
     kind: 'aibom',
@@ -155,24 +198,17 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
     namespace: run.namespace,
     run_name: run.name,
   };
-  const stored = await recordArtifact(deps.vault.pool, {
-    runId: run.id,
-    kind: 'aibom',
-    namespace: run.namespace,
-    objectKey: keys.blob,
-    digest,
-    metadata: metadata as unknown as Record<string, unknown>,
-  });
-  // Beside the blob, the record that won (ours or an earlier writer's): idempotent content.
-  await deps.blobs.put(
-    keys.meta,
-    Buffer.from(JSON.stringify(stored.record.metadata, null, 2)),
-    'application/json',
-    {
-      kind: 'aibom-metadata',
-      'run-id': run.id,
-    },
+  const stored = await on('VaultUnavailable', () =>
+    recordArtifact(deps.vault.pool, {
+      runId: run.id,
+      kind: 'aibom',
+      namespace: run.namespace,
+      objectKey: keys.blob,
+      digest,
+      metadata: metadata as unknown as Record<string, unknown>,
+    }),
   );
+  await writeMetadataBeside(deps, run, stored.record);
   deps.logger.info(
     { digest, created: stored.created, attestations: bom.trust.attestation_ids.length },
     'AIBOM recorded',

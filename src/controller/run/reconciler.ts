@@ -2,7 +2,7 @@ import type { Condition, Run, RunStatus } from '../../api/run.ts';
 import { aibomRunOf } from '../../aibom/index.ts';
 import type { BlobStore } from '../../blob/store.ts';
 import type { Logger } from '../../log/index.ts';
-import { recordAibom } from '../../pipeline/aibom.ts';
+import { PipelineError, recordAibom } from '../../pipeline/aibom.ts';
 import type { KeySigner, Signer } from '../../signing/index.ts';
 import { getArtifact, type ArtifactRecord } from '../../vault/artifacts.ts';
 import { appendOnce } from '../../vault/claims.ts';
@@ -61,7 +61,9 @@ async function stage<T>(reason: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw err instanceof StageError ? err : new StageError(reason, err);
+    if (err instanceof StageError) throw err;
+    // The pipeline knows which dependency failed; its reason is more precise than the stage's.
+    throw new StageError(err instanceof PipelineError ? err.reason : reason, err);
   }
 }
 
