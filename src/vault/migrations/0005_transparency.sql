@@ -86,7 +86,11 @@ CREATE TRIGGER scitt_log_head_advance
 -- a worker that dies leaves the job claimable again when the lease ends.
 CREATE TABLE transparency_jobs (
   id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-  attestation_id uuid NOT NULL REFERENCES attestations (id),
+  -- References attestations(id), checked by transparency_jobs_reference below rather than by a
+  -- declarative FOREIGN KEY: attestations are never updated or deleted, so an insert-time check is
+  -- the same guarantee, and a foreign key would make `TRUNCATE attestations` fail with 0A000
+  -- before the vault's append-only trigger can refuse it with 23001.
+  attestation_id uuid NOT NULL,
   state text NOT NULL DEFAULT 'queued',
   attempts integer NOT NULL DEFAULT 0,
   last_error text,
@@ -112,6 +116,21 @@ CREATE TABLE transparency_jobs (
 );
 -- The claim query: due queued jobs in due order.
 CREATE INDEX transparency_jobs_due ON transparency_jobs (next_attempt_at, id) WHERE state = 'queued';
+
+CREATE FUNCTION transparency_jobs_reference() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM attestations a WHERE a.id = NEW.attestation_id) THEN
+    RAISE EXCEPTION 'attestation % does not exist', NEW.attestation_id
+      USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER transparency_jobs_reference
+  BEFORE INSERT ON transparency_jobs
+  FOR EACH ROW EXECUTE FUNCTION transparency_jobs_reference();
 
 CREATE FUNCTION transparency_jobs_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$

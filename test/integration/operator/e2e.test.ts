@@ -316,7 +316,9 @@ describe('deleting a Run', () => {
     await createSampleRun('gone');
     // Deletion is held once the controller has seen the Run and added its finalizer.
     await waitFor('finalizer', async () =>
-      ((await getRun('gone')).metadata.finalizers ?? []).includes('vault.service.dev/aibom') ? true : undefined,
+      ((await getRun('gone')).metadata.finalizers ?? []).includes('vault.service.dev/aibom')
+        ? true
+        : undefined,
     );
     await driveRun(kubeClient(kubeConfig('admin')), ns, 'gone');
     await runs().deleteNamespacedCustomObject({

@@ -1,0 +1,235 @@
+import type { X509Certificate } from 'node:crypto';
+import type pg from 'pg';
+import type { DsseEnvelope } from '../attest/dsse.ts';
+import type { Logger } from '../log/index.ts';
+import type { Signer } from '../signing/signer.ts';
+import { buildSignedStatement } from './cose.ts';
+import type { DidX509Policy } from './did-x509.ts';
+import { isTransparencyError, TransparencyError } from './errors.ts';
+import {
+  claim,
+  complete,
+  DEFAULT_RETRY_POLICY,
+  enqueue,
+  fail,
+  getJob,
+  renewLease,
+  requeue,
+  setStatement,
+  type ClaimedJob,
+  type Publication,
+  type RetryPolicy,
+  type TransparencyJob,
+} from './jobs.ts';
+import type { LocalLog } from './local-log.ts';
+import type { ScrapiClient } from './scrapi-client.ts';
+
+/**
+ * The domain side of publication (the sigstore-js split: scrapi-client.ts speaks the wire,
+ * this owns retries, conflicts and state). One job = extract → sign → submit → store:
+ *
+ * 1. the statement: the one already fixed on the job, or a new one built from the vault record
+ *    (the envelope's digest is recomputed and must equal the stored digest) and fixed on the job
+ *    before it is submitted, so every later attempt submits the same bytes;
+ * 2. submit to the backend: `local` appends to this service's log (a dry run: nothing leaves the
+ *    service), `scrapi` registers with a remote transparency service (published);
+ * 3. store entry id, log index, receipt and backend on the job, which makes it immutable.
+ *
+ * At-least-once: a worker may die between 2 and 3, and the next attempt submits the same
+ * statement again; the local log and SCRAPI services answer a known statement with its existing
+ * entry, so nothing is registered twice.
+ */
+
+export type PublishBackend =
+  | { readonly kind: 'local'; readonly log: LocalLog }
+  | { readonly kind: 'scrapi'; readonly client: ScrapiClient };
+
+/** What the publisher needs of a vault record (a `StoredAttestation` fits). */
+export interface AttestationToPublish {
+  readonly id: string;
+  readonly envelope: DsseEnvelope;
+  /** `sha256:<hex>` as stored; must match the envelope. */
+  readonly digest: string;
+}
+
+export interface PublisherDeps {
+  readonly pool: pg.Pool;
+  readonly backend: PublishBackend;
+  /** Signs statements: the service signer, with its certificate chain. */
+  readonly signer: Signer;
+  /** Roots of the signer (`ca.crt`): the issuing one goes into x5chain and is pinned by did:x509. */
+  readonly caCertificates?: readonly X509Certificate[];
+  /** Loads an attestation by id, across namespaces (e.g. `(id) => vault.get(id)`). */
+  readonly loadAttestation: (id: string) => Promise<AttestationToPublish | null>;
+  readonly issuerPolicy?: DidX509Policy;
+  /** Where verifiers can fetch the envelope (header 260), e.g. `${apiUrl}/v1/attestations/${id}`. */
+  readonly payloadLocation?: (attestationId: string) => string | undefined;
+  readonly policy?: RetryPolicy;
+  readonly logger?: Logger;
+  /** After a job is published (update CR status, AIBOM metadata, emit an Event). Errors are logged. */
+  readonly onPublished?: (job: TransparencyJob) => void | Promise<void>;
+  /** After a job is left failed for good. Errors are logged. */
+  readonly onFailed?: (job: TransparencyJob) => void | Promise<void>;
+}
+
+export interface Publisher {
+  /**
+   * Works one claimed job to its next state. Never throws for the job's own failures (they are
+   * recorded on the job); returns the job as stored afterwards, or null when the lease was lost.
+   */
+  process(job: ClaimedJob, options?: { signal?: AbortSignal }): Promise<TransparencyJob | null>;
+  /**
+   * Publishes one attestation now (POST /v1/attestations/scitt): enqueues it if needed, takes the
+   * job unless a worker holds it, and works it synchronously. Returns the job as it stands: published
+   * with its receipt, or queued (another worker holds it / it will be retried) or failed.
+   */
+  publishNow(attestationId: string, options?: { signal?: AbortSignal }): Promise<TransparencyJob>;
+}
+
+const SQLSTATE_FOREIGN_KEY_VIOLATION = '23503';
+
+export function createPublisher(deps: PublisherDeps): Publisher {
+  const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
+  const log = deps.logger?.child({ component: 'transparency-publisher' });
+
+  const notify = async (hook: PublisherDeps['onPublished'], job: TransparencyJob): Promise<void> => {
+    if (hook === undefined) return;
+    try {
+      await hook(job);
+    } catch (err) {
+      log?.error({ err, jobId: job.id }, 'transparency hook failed');
+    }
+  };
+
+  const statementFor = async (job: ClaimedJob): Promise<Buffer> => {
+    if (job.statement !== null) return job.statement;
+    const attestation = await deps.loadAttestation(job.attestationId);
+    if (attestation === null) {
+      throw new TransparencyError(
+        'ATTESTATION_NOT_FOUND',
+        `attestation ${job.attestationId} is not in the vault`,
+        {
+          retryable: false,
+        },
+      );
+    }
+    const location = deps.payloadLocation?.(attestation.id);
+    const built = buildSignedStatement({
+      attestationId: attestation.id,
+      envelope: attestation.envelope,
+      digest: attestation.digest,
+      signer: deps.signer,
+      ...(deps.caCertificates !== undefined ? { caCertificates: deps.caCertificates } : {}),
+      ...(deps.issuerPolicy !== undefined ? { issuerPolicy: deps.issuerPolicy } : {}),
+      ...(location !== undefined ? { payloadLocation: location } : {}),
+    });
+    // The first statement stored wins; an earlier attempt's may come back instead of ours.
+    return setStatement(deps.pool, job, built.bytes);
+  };
+
+  const submit = async (statement: Buffer, signal: AbortSignal | undefined): Promise<Publication> => {
+    if (deps.backend.kind === 'local') {
+      const entry = await deps.backend.log.append(statement);
+      return { backend: 'local', entryId: entry.entryId, logIndex: entry.index, receipt: entry.receipt };
+    }
+    const registration = await deps.backend.client.register(
+      statement,
+      signal !== undefined ? { signal } : {},
+    );
+    return {
+      backend: 'scrapi',
+      entryId: registration.entryId,
+      logIndex: registration.leafIndex,
+      receipt: registration.receipt,
+    };
+  };
+
+  const process = async (
+    job: ClaimedJob,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<TransparencyJob | null> => {
+    // Keep the lease while a slow remote is polled; a lost lease ends the heartbeat.
+    const heartbeat = setInterval(
+      () => {
+        renewLease(deps.pool, job, policy).catch((err: unknown) => {
+          log?.warn({ err, jobId: job.id }, 'could not renew the transparency job lease');
+        });
+      },
+      Math.max(1_000, Math.floor(policy.leaseMs / 3)),
+    );
+    heartbeat.unref();
+    try {
+      const statement = await statementFor(job);
+      const publication = await submit(statement, options.signal);
+      const done = await complete(deps.pool, job, publication);
+      if (done === null) {
+        log?.info(
+          { jobId: job.id },
+          'transparency job lease lost before completion; the new holder finishes it',
+        );
+        return null;
+      }
+      log?.info(
+        { jobId: done.id, attestationId: done.attestationId, backend: done.backend, entryId: done.entryId },
+        'attestation published to the transparency log',
+      );
+      await notify(deps.onPublished, done);
+      return done;
+    } catch (err) {
+      if (isTransparencyError(err, 'LEASE_LOST')) return null;
+      const typed = isTransparencyError(err) ? err : undefined;
+      // Unknown errors (a database hiccup, a bug) are retried: the cap bounds them.
+      const failed = await fail(deps.pool, job, `${typed?.code ?? 'ERROR'}: ${(err as Error).message}`, {
+        policy,
+        permanent: typed !== undefined && !typed.retryable,
+        ...(typed?.retryAfterMs !== undefined ? { retryAfterMs: typed.retryAfterMs } : {}),
+      });
+      if (failed === null) return null;
+      const level = failed.state === 'failed' ? 'error' : 'warn';
+      log?.[level](
+        {
+          err,
+          jobId: job.id,
+          attempts: failed.attempts,
+          state: failed.state,
+          nextAttemptAt: failed.nextAttemptAt,
+        },
+        'transparency publication attempt failed',
+      );
+      if (failed.state === 'failed') await notify(deps.onFailed, failed);
+      return failed;
+    } finally {
+      clearInterval(heartbeat);
+    }
+  };
+
+  return {
+    process,
+
+    async publishNow(attestationId, options = {}) {
+      let queued: { id: string }[];
+      try {
+        queued = await enqueue(deps.pool, [attestationId]);
+      } catch (err) {
+        if ((err as { code?: string }).code === SQLSTATE_FOREIGN_KEY_VIOLATION) {
+          throw new TransparencyError(
+            'ATTESTATION_NOT_FOUND',
+            `attestation ${attestationId} is not in the vault`,
+            {
+              retryable: false,
+            },
+          );
+        }
+        throw err;
+      }
+      const jobId = queued[0]!.id;
+      let job = await getJob(deps.pool, { id: jobId });
+      if (job === null) throw new Error(`transparency job ${jobId} vanished`);
+      if (job.state === 'published') return job;
+      if (job.state === 'failed') job = (await requeue(deps.pool, job.id)) ?? job;
+      const [claimed] = await claim(deps.pool, 1, { policy, jobIds: [jobId], skipBackoff: true });
+      if (claimed === undefined) return (await getJob(deps.pool, { id: jobId })) ?? job;
+      return (await process(claimed, options)) ?? (await getJob(deps.pool, { id: jobId })) ?? job;
+    },
+  };
+}
