@@ -1,0 +1,159 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "aibom-vault.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Fully qualified app name. With the release named like the chart (`helm install aibom-vault ...`)
+it is `aibom-vault`, so objects are named as in manifests/rbac.yaml (aibom-vault-controller, ...).
+Truncated to 63 characters (the Service name is a DNS label).
+*/}}
+{{- define "aibom-vault.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "aibom-vault.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "aibom-vault.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "aibom-vault.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "aibom-vault.labels" -}}
+helm.sh/chart: {{ include "aibom-vault.chart" . }}
+{{ include "aibom-vault.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: aibom-vault
+{{- end }}
+
+{{- define "aibom-vault.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "aibom-vault.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "aibom-vault.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) }}
+{{- end }}
+
+{{- define "aibom-vault.databaseSecretName" -}}
+{{- default (printf "%s-database" (include "aibom-vault.fullname" .)) .Values.database.secretName }}
+{{- end }}
+
+{{- define "aibom-vault.s3SecretName" -}}
+{{- default (printf "%s-s3" (include "aibom-vault.fullname" .)) .Values.s3.secretName }}
+{{- end }}
+
+{{- define "aibom-vault.signerSecretName" -}}
+{{- default (printf "%s-signer" (include "aibom-vault.fullname" .)) .Values.signer.secretName }}
+{{- end }}
+
+{{- define "aibom-vault.leaseName" -}}
+{{- default (printf "%s-controller" (include "aibom-vault.fullname" .)) .Values.controller.leaseName }}
+{{- end }}
+
+{{/* A boolean value as the "1" / "0" the service's flag parser expects. */}}
+{{- define "aibom-vault.flag" -}}
+{{- if or (eq (toString .) "true") (eq (toString .) "1") }}1{{ else }}0{{ end }}
+{{- end }}
+
+{{/*
+Environment shared by both containers. Each process validates every key of the schema, so both get
+the same configuration; only the listen ports differ (set per container).
+*/}}
+{{- define "aibom-vault.env" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "aibom-vault.databaseSecretName" . }}
+      key: {{ .Values.database.secretKey }}
+{{- if .Values.s3.endpoint }}
+- name: S3_ENDPOINT
+  value: {{ .Values.s3.endpoint | quote }}
+{{- else }}
+- name: S3_ENDPOINT
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "aibom-vault.s3SecretName" . }}
+      key: {{ .Values.s3.endpointKey }}
+{{- end }}
+- name: S3_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "aibom-vault.s3SecretName" . }}
+      key: {{ .Values.s3.accessKeyKey }}
+- name: S3_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "aibom-vault.s3SecretName" . }}
+      key: {{ .Values.s3.secretKeyKey }}
+- name: S3_BUCKET
+  value: {{ .Values.s3.bucket | quote }}
+- name: S3_REGION
+  value: {{ .Values.s3.region | quote }}
+- name: SIGNER_SECRET
+  value: {{ include "aibom-vault.signerSecretName" . | quote }}
+- name: CUSTOMER_SIGNER_SECRET
+  value: {{ .Values.signer.customerSecretName | quote }}
+- name: SERVICE_REQUIRE_SIGNED_EXPORTS
+  value: {{ include "aibom-vault.flag" .Values.requireSignedExports | quote }}
+- name: SERVICE_TRANSPARENCY_WRITER
+  value: {{ include "aibom-vault.flag" .Values.transparency.writer | quote }}
+- name: SCITT_BACKEND
+  value: {{ .Values.transparency.backend | quote }}
+{{- if .Values.transparency.url }}
+- name: SCITT_URL
+  value: {{ .Values.transparency.url | quote }}
+{{- end }}
+{{- if .Values.transparency.token.secretName }}
+- name: SCITT_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.transparency.token.secretName }}
+      key: {{ .Values.transparency.token.secretKey }}
+{{- end }}
+{{- if .Values.transparency.logSecretName }}
+- name: SCITT_LOG_SECRET
+  value: {{ .Values.transparency.logSecretName | quote }}
+{{- end }}
+{{- if .Values.transparency.logIssuer }}
+- name: SCITT_LOG_ISSUER
+  value: {{ .Values.transparency.logIssuer | quote }}
+{{- end }}
+- name: LEADER_ELECTION_LEASE
+  value: {{ include "aibom-vault.leaseName" . | quote }}
+{{- if .Values.controller.watchNamespace }}
+- name: WATCH_NAMESPACE
+  value: {{ .Values.controller.watchNamespace | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "aibom-vault.volumeMounts" -}}
+# readOnlyRootFilesystem: the only writable path is an in-memory /tmp.
+- name: tmp
+  mountPath: /tmp
+{{- end }}
