@@ -1,4 +1,4 @@
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { generateDevPki, toSecretData } from '../../src/signing/dev-pki.ts';
@@ -21,6 +21,7 @@ export async function createSignerSecret(
     namespace,
     body: { metadata: { name }, type: 'kubernetes.io/tls', data: toSecretData(pki) },
   });
+  await mkdir(root, { recursive: true });
   const trustAnchor = join(root, 'ca.crt');
   await writeFile(trustAnchor, pki['ca.crt']);
   return { trustAnchor };

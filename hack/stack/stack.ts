@@ -71,6 +71,8 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       }),
     ]);
     const { trustAnchor } = await timed('signer', () => createSignerSecret(root, kube.kubeconfig));
+    // The local transparency log signs receipts with its own key.
+    await createSignerSecret(join(root, 'scitt-log'), kube.kubeconfig, 'aibom-vault-system', 'aibom-vault-scitt-log');
     const env: Record<string, string> = {
       SERVICE_TRUST_ANCHOR: trustAnchor,
       KUBECONFIG: kube.kubeconfig,
@@ -108,7 +110,15 @@ async function startServices(
   kubeconfig: string,
 ): Promise<{ procs: Proc[]; apiUrl: string }> {
   const [httpPort, metricsPort] = [await freePort(), await freePort()];
-  const common = { ...process.env, ...env, KUBECONFIG: kubeconfig, POD_NAMESPACE: 'aibom-vault-system' };
+  const apiUrl = `http://127.0.0.1:${httpPort}`;
+  const common = {
+    SCITT_LOG_SECRET: 'aibom-vault-scitt-log',
+    SCITT_LOG_ISSUER: apiUrl,
+    ...process.env,
+    ...env,
+    KUBECONFIG: kubeconfig,
+    POD_NAMESPACE: 'aibom-vault-system',
+  };
   const node = process.execPath;
   const controller = await startProcess({
     name: 'controller',
@@ -124,7 +134,6 @@ async function startServices(
     env: { ...common, HTTP_HOST: '127.0.0.1', HTTP_PORT: String(httpPort) },
     logFile: join(root, 'sidecar.log'),
   });
-  const apiUrl = `http://127.0.0.1:${httpPort}`;
   await Promise.all([
     waitReady(controller, async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok, 60_000),
     waitReady(sidecar, async () => (await fetch(`${apiUrl}/readyz`)).ok, 60_000),

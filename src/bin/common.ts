@@ -2,6 +2,8 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { loadSignerFromFiles, signerFromTlsSecretData, type KeySigner } from '../signing/index.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
+import type { TransparencyJob } from '../transparency/jobs.ts';
+import { setupTransparency, type Transparency } from '../transparency/setup.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../vault/index.ts';
 
 /** Loads configuration or exits 2 with the whole list of problems on stderr (no stack trace). */
@@ -55,9 +57,44 @@ export async function loadServiceSigner(config: Config, kc: KubeConfig): Promise
       ...(config.SIGNER_CA_FILE !== undefined ? { caFile: config.SIGNER_CA_FILE } : {}),
     });
   }
-  const [namespace, name] = config.SIGNER_SECRET.includes('/')
-    ? (config.SIGNER_SECRET.split('/', 2) as [string, string])
-    : [config.POD_NAMESPACE, config.SIGNER_SECRET];
+  return signerFromSecret(config, kc, config.SIGNER_SECRET);
+}
+
+/** A signer from a kubernetes.io/tls Secret named `name` (in POD_NAMESPACE) or `namespace/name`. */
+export async function signerFromSecret(config: Config, kc: KubeConfig, ref: string): Promise<KeySigner> {
+  const [namespace, name] = ref.includes('/')
+    ? (ref.split('/', 2) as [string, string])
+    : [config.POD_NAMESPACE, ref];
   const secret = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace, name });
   return signerFromTlsSecretData(secret.data ?? {});
+}
+
+/**
+ * The transparency wiring both processes share (SERVICE_TRANSPARENCY_WRITER=1 or a sidecar serving
+ * the local log): the log key from SCITT_LOG_SECRET (the service signer when unset).
+ */
+export async function transparencyFrom(
+  config: Config,
+  kc: KubeConfig,
+  vault: Vault,
+  signer: KeySigner,
+  logger: Logger,
+  onPublished?: (job: TransparencyJob) => void | Promise<void>,
+): Promise<Transparency> {
+  const logSigner =
+    config.SCITT_LOG_SECRET !== undefined
+      ? await signerFromSecret(config, kc, config.SCITT_LOG_SECRET)
+      : signer;
+  return setupTransparency({
+    vault,
+    signer,
+    caCertificates: signer.caCertificates,
+    logSigner,
+    issuer: config.SCITT_LOG_ISSUER,
+    backend: config.SCITT_BACKEND,
+    ...(config.SCITT_URL !== undefined ? { scittUrl: config.SCITT_URL } : {}),
+    ...(config.SCITT_TOKEN !== undefined ? { scittToken: config.SCITT_TOKEN } : {}),
+    logger: logger.child({ component: 'transparency' }),
+    ...(onPublished ? { onPublished } : {}),
+  });
 }

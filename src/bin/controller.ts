@@ -10,7 +10,7 @@ import { createLogger } from '../log/index.ts';
 import { startOpsServer } from '../ops/server.ts';
 import { signerFromTlsSecretData } from '../signing/index.ts';
 import { namespaceSigners } from '../signing/namespace-signers.ts';
-import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom } from './common.ts';
+import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom, transparencyFrom } from './common.ts';
 
 const config = fatalConfig(() => loadConfig('controller'));
 const logger = createLogger('controller', config.LOG_LEVEL);
@@ -43,7 +43,13 @@ await runUntilSignal(logger, async () => {
     },
     (data) => signerFromTlsSecretData(data),
   );
+  let touch: (attestationId: string) => Promise<void> = () => Promise.resolve();
+  const transparency = config.SERVICE_TRANSPARENCY_WRITER
+    ? await transparencyFrom(config, kc, vault, signer, logger, (job) => touch(job.attestationId))
+    : undefined;
+  if (transparency) logger.info({ backend: config.SCITT_BACKEND }, 'transparency writer on');
   const controller = startController({
+    ...(transparency ? { transparency } : {}),
     client: kubeClient(kc),
     vault,
     blobs,
@@ -56,6 +62,7 @@ await runUntilSignal(logger, async () => {
     ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
     ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
   });
+  touch = (id) => controller.touchAttestation(id);
   const ops = await startOpsServer({
     logger: logger.child({ component: 'ops' }),
     port: config.METRICS_PORT,

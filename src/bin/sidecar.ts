@@ -6,7 +6,7 @@ import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
 import { runUntilSignal } from '../lifecycle.ts';
 import { createLogger } from '../log/index.ts';
 import { listNamespaces } from '../vault/namespaces.ts';
-import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom } from './common.ts';
+import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom, transparencyFrom } from './common.ts';
 
 const config = fatalConfig(() => loadConfig('sidecar'));
 const logger = createLogger('sidecar', config.LOG_LEVEL);
@@ -23,7 +23,11 @@ await runUntilSignal(logger, async () => {
   });
   // The signer's CA is the trust anchor every outgoing C2PA manifest must chain to.
   const signer = await loadServiceSigner(config, kc);
+  // Always wired: the sidecar serves this deployment's local log over SCRAPI and answers
+  // POST /v1/attestations/scitt; only the controller enqueues (SERVICE_TRANSPARENCY_WRITER).
+  const transparency = await transparencyFrom(config, kc, vault, signer, logger);
   const app = await buildApp({
+    transparency,
     logger,
     vault,
     blobs,

@@ -67,7 +67,13 @@ export const aibomGenerateCommand: Command = {
           `run ${values.run} is ${run.phase ?? 'not started'}: an AIBOM exists only for succeeded or failed runs`,
         );
       }
-      const aibomRun: AibomRun = { id: run.id, namespace: run.namespace, name: run.name, spec: run.spec, phase };
+      const aibomRun: AibomRun = {
+        id: run.id,
+        namespace: run.namespace,
+        name: run.name,
+        spec: run.spec,
+        phase,
+      };
       let bom: Aibom;
       try {
         ({ bom } = await computeAibom(vault, aibomRun, override));

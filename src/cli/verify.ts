@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { verifyRecord, type Trust } from '../attest/index.ts';
 import { loadConfig } from '../config/index.ts';
 import { verifyAibomDir } from './aibom.ts';
+import { loadLogKeys, receiptProblems } from './receipts.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, type Command } from './command.ts';
 import { apiOptions, clientFrom } from './options.ts';
@@ -99,6 +100,7 @@ export const verifyCommand: Command = {
         'trust-anchor': { type: 'string' },
         json: { type: 'boolean', default: false },
         aibom: { type: 'string' },
+        'log-keys': { type: 'string' },
         ...apiOptions,
       },
     });
@@ -121,6 +123,7 @@ export const verifyCommand: Command = {
       );
     }
     const trust = await trustFrom(values);
+    const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : undefined;
     let client: ApiClient | undefined;
     const records: { source: string; record: unknown }[] = [];
     for (const p of positionals) {
@@ -137,6 +140,14 @@ export const verifyCommand: Command = {
     let failed = 0;
     for (const { source, record } of records) {
       const result = verifyRecord(record, trust);
+      // With --log-keys, the SCITT receipt is part of the verdict.
+      if (logKeys) {
+        for (const p of receiptProblems(record as Record<string, unknown>, logKeys)) {
+          const [code, ...rest] = p.split(': ');
+          result.problems.push({ code: code as never, message: rest.join(': ') });
+          result.ok = false;
+        }
+      }
       const id = (record as { id?: unknown }).id;
       const label = typeof id === 'string' ? id : source;
       if (!result.ok) failed++;
@@ -145,7 +156,9 @@ export const verifyCommand: Command = {
           `${JSON.stringify({ id: label, ok: result.ok, predicate_type: result.predicateType, key_id: result.keyId, problems: result.problems })}\n`,
         );
       } else if (result.ok) {
-        process.stdout.write(`OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}\n`);
+        process.stdout.write(
+          `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${logKeys ? '  receipt ok' : ''}\n`,
+        );
       } else {
         for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
       }

@@ -146,6 +146,21 @@ export const schema = {
     default: 'local',
     parse: oneOf('local', 'scrapi'),
   },
+  SCITT_LOG_SECRET: {
+    description:
+      'kubernetes.io/tls Secret (in POD_NAMESPACE, or `namespace/name`) with the key the local transparency log signs receipts with; the service signer when unset',
+    parse: str,
+  },
+  SCITT_LOG_ISSUER: {
+    description: 'identity of the local transparency log, the `iss` of its receipts (e.g. its public base URL)',
+    default: 'aibom-vault',
+    parse: str,
+  },
+  SCITT_TOKEN: {
+    description: 'bearer token sent to the remote SCRAPI service (SCITT_BACKEND=scrapi)',
+    parse: str,
+    secret: true,
+  },
   SCITT_URL: {
     description: 'base URL of the remote SCRAPI transparency service (SCITT_BACKEND=scrapi)',
     parse: url,

@@ -4,6 +4,8 @@ import type { Run } from '../api/run.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
+import type { Transparency } from '../transparency/setup.ts';
+import { createWorker } from '../transparency/worker.ts';
 import type { Vault } from '../vault/index.ts';
 import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
 import { reconcileRun } from './run/reconciler.ts';
@@ -38,11 +40,15 @@ export interface ControllerDeps {
   readonly watchNamespace?: string;
   /** Name of the leader-election Lease (one per independent controller deployment). */
   readonly leaseName?: string;
+  /** SERVICE_TRANSPARENCY_WRITER=1: enqueue with every append, run the SCITT worker, reflect state. */
+  readonly transparency?: Transparency;
   /** Shorter lease timings for tests. */
   readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
 }
 
 export interface RunningController {
+  /** Re-reconcile the Run an attestation belongs to (e.g. after its SCITT job was published). */
+  touchAttestation(attestationId: string): Promise<void>;
   /** Ready = not leading (a warm standby), or leading with a synced informer. */
   ready(): Promise<void>;
   isLeader(): boolean;
@@ -70,6 +76,7 @@ export function startController(deps: ControllerDeps): RunningController {
   });
   const api = kubeRunApi(deps.client, events);
   let informer: Informer<Run> | undefined;
+  let activeQueue: WorkQueue | undefined;
 
   const lead = async (signal: AbortSignal): Promise<void> => {
     log.info('leading: starting the Run informer and workers');
@@ -84,6 +91,7 @@ export function startController(deps: ControllerDeps): RunningController {
       registry: deps.registry,
     });
     informer = inf;
+    activeQueue = queue;
     const enqueue = (r: Run): void => queue.add(objectKey(r));
     inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
     inf.start();
@@ -94,7 +102,7 @@ export function startController(deps: ControllerDeps): RunningController {
         deps.workers ?? 4,
         async (key) => {
           const { namespace, name } = splitKey(key);
-          await reconcileRun(
+          return reconcileRun(
             {
               api,
               vault: deps.vault,
@@ -103,6 +111,9 @@ export function startController(deps: ControllerDeps): RunningController {
               envelopeSigner: deps.envelopeSigner,
               logger: log,
               observePipeline: (s) => pipeline.observe(s),
+              ...(deps.transparency
+                ? { transparency: { onAppend: deps.transparency.enqueueInTransaction } }
+                : {}),
             },
             namespace ?? '',
             name,
@@ -112,6 +123,7 @@ export function startController(deps: ControllerDeps): RunningController {
       );
     } finally {
       informer = undefined;
+      activeQueue = undefined;
       await inf.stop();
       log.info('term ended: informer and workers stopped');
     }
@@ -135,15 +147,35 @@ export function startController(deps: ControllerDeps): RunningController {
   const running = elector
     .run(stopping.signal)
     .catch((err: unknown) => log.error({ err }, 'leader election ended'));
+  // The SCITT worker runs in every replica (jobs are claimed with SKIP LOCKED), leader or not.
+  const worker = deps.transparency
+    ? createWorker({
+        pool: deps.vault.pool,
+        publisher: deps.transparency.publisher,
+        logger: log.child({ component: 'scitt-worker' }),
+      })
+        .run(stopping.signal)
+        .catch((err: unknown) => log.error({ err }, 'transparency worker ended'))
+    : Promise.resolve();
   return {
     ready: () =>
       elector.isLeader() && informer && !informer.hasSynced()
         ? Promise.reject(new Error('Run informer not synced'))
         : Promise.resolve(),
     isLeader: () => elector.isLeader(),
+    touchAttestation: async (attestationId) => {
+      const queue = activeQueue;
+      if (!queue) return;
+      const { rows } = await deps.vault.pool.query<{ namespace: string; name: string }>(
+        'SELECT r.namespace, r.name FROM attestations a JOIN runs r ON r.id = a.run_id WHERE a.id = $1',
+        [attestationId],
+      );
+      if (rows[0]) queue.add(`${rows[0].namespace}/${rows[0].name}`);
+    },
     stop: async () => {
       stopping.abort(new Error('shutdown'));
       await running;
+      await worker;
       // Pending event counts (series) are written before the process exits.
       await events.close();
     },

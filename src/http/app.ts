@@ -4,7 +4,11 @@ import type { BlobStore } from '../blob/store.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../log/index.ts';
 import type { Vault } from '../vault/index.ts';
+import type { Transparency } from '../transparency/setup.ts';
+import { registerScrapiRoutes } from '../transparency/scrapi-routes.ts';
 import type { Authorizer } from './auth/authorizer.ts';
+import { isAllowed } from './auth/plugin.ts';
+import { ProblemError } from './problem.ts';
 import { installAuth } from './auth/plugin.ts';
 import { installErrorHandling } from './error-handler.ts';
 import { problemSchema } from './problem.ts';
@@ -21,6 +25,11 @@ export interface AppDeps {
   readonly requireSignedExports: boolean;
   /** CA certificates artifacts' C2PA manifests must chain to (the service signer's ca.crt). */
   readonly trustAnchors: readonly X509Certificate[];
+  /**
+   * The transparency subsystem: POST /v1/attestations/scitt publishes through it, and the sidecar
+   * serves its local log over SCRAPI (/entries, /.well-known/scitt-keys).
+   */
+  readonly transparency?: Transparency;
   /** Resolves when every dependency the API needs answers; drives /readyz. */
   readonly ready?: () => Promise<void>;
   /** Largest accepted request body; queries are small. */
@@ -75,6 +84,30 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   attestationRoutes(app, deps);
   runRoutes(app, deps);
+  if (deps.transparency) {
+    // Registering a statement in this service's own log is a cluster-wide right.
+    await registerScrapiRoutes(app, {
+      log: deps.transparency.log,
+      trustAnchors: [...deps.trustAnchors],
+      authorize: async (req, action) => {
+        if (action === 'read') return;
+        if (
+          !(await isAllowed(deps.authorizer, req, {
+            namespace: '',
+            verb: 'create',
+            resource: 'attestations',
+            subresource: 'scitt',
+          }))
+        ) {
+          throw new ProblemError(
+            403,
+            'FORBIDDEN',
+            'registering statements needs create on attestations/scitt',
+          );
+        }
+      },
+    });
+  }
   await app.ready();
   return app;
 }

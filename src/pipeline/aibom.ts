@@ -16,7 +16,8 @@ import type { KeySigner } from '../signing/index.ts';
 import { signatureMetadata } from '../signing/index.ts';
 import { getArtifact, recordArtifact, type ArtifactRecord } from '../vault/artifacts.ts';
 import { appendOnce } from '../vault/claims.ts';
-import type { Vault } from '../vault/index.ts';
+import type { PoolClient } from 'pg';
+import type { StoredAttestation, Vault } from '../vault/index.ts';
 import { aibomAttestationIds } from '../vault/runs.ts';
 
 export const CLAIM_GENERATOR = 'aibom-vault/0.1.0';
@@ -48,6 +49,8 @@ export interface AibomPipelineDeps {
   /** The runtime trust signer (signs the AIBOM bytes, the C2PA claim and the AIBOM attestation). */
   readonly signer: KeySigner;
   readonly logger: Logger;
+  /** Runs in the transaction of the AIBOM attestation's append (SERVICE_TRANSPARENCY_WRITER=1: enqueue). */
+  readonly onAppend?: (client: PoolClient, inserted: readonly StoredAttestation[]) => Promise<void>;
 }
 
 /** The spec's AIBOM object-store metadata record, as stored in Postgres and beside the blob. */
@@ -164,7 +167,7 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
     policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
     c2paManifestRef: `s3://${deps.blobs.bucket}/${sidecarKey}`,
   });
-  const { ids } = await on('VaultUnavailable', () => appendOnce(deps.vault, `aibom:${run.id}`, [record]));
+  const { ids } = await on('VaultUnavailable', () => appendOnce(deps.vault, `aibom:${run.id}`, [record], deps.onAppend ? { onAppend: deps.onAppend } : {}));
   const sig = signatureMetadata(deps.signer);
   const metadata: AibomMetadata = {
     kind: 'aibom',

@@ -381,6 +381,8 @@ export interface TransparencyView {
   log_index?: number;
   receipt?: string;
   receipt_media_type?: 'application/cose';
+  /** The signed statement (COSE_Sign1, base64) the receipt is over: what a verifier checks it against. */
+  statement?: string;
   published_at?: string;
   attempts: number;
   last_error?: string;
@@ -395,6 +397,7 @@ export function transparencyView(job: TransparencyJob): TransparencyView {
     if (job.logIndex !== null) view.log_index = job.logIndex;
     view.receipt = job.receipt.toString('base64');
     view.receipt_media_type = 'application/cose';
+    if (job.statement !== null) view.statement = job.statement.toString('base64');
     if (job.publishedAt !== null) view.published_at = job.publishedAt.toISOString();
   }
   if (job.state !== 'published' && job.lastError !== null) view.last_error = job.lastError;

@@ -1,3 +1,4 @@
+import type { PoolClient } from 'pg';
 import type { NewAttestation, StoredAttestation } from './types.ts';
 import type { Vault } from './index.ts';
 
@@ -13,6 +14,10 @@ export async function appendOnce(
   vault: Vault,
   key: string,
   records: readonly NewAttestation[],
+  options: {
+    /** More work that must commit with the records (e.g. enqueue transparency jobs). */
+    onAppend?: (client: PoolClient, inserted: readonly StoredAttestation[]) => Promise<void>;
+  } = {},
 ): Promise<{ ids: string[]; created: boolean; stored: StoredAttestation[] }> {
   const existing = await claimedIds(vault, key);
   if (existing) return { ids: existing, created: false, stored: [] };
@@ -24,6 +29,7 @@ export async function appendOnce(
           text: 'INSERT INTO attestation_claims (key, attestation_ids) VALUES ($1, $2::uuid[])',
           values: [key, inserted.map((s) => s.id)],
         });
+        await options.onAppend?.(client, inserted);
       },
     });
     return { ids: stored.map((s) => s.id), created: true, stored };

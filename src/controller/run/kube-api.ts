@@ -88,5 +88,20 @@ export function kubeRunApi(client: KubeClient, events: EventRecorder): RunApi {
       }
     },
     event: (run, type, reason, note) => events.event(run, type, reason, note),
+    async attestationTransparency(run: Run) {
+      const list = await client.request<{
+        items: { spec: { id: string }; status?: { transparency?: unknown } }[];
+      }>({
+        method: 'GET',
+        path: resourcePath(ATTESTATION_TYPE, { namespace: run.metadata.namespace }),
+        query: { labelSelector: `vault.service.dev/run=${run.metadata.name}` },
+      });
+      return new Map(list.items.map((i) => [i.spec.id, i.status?.transparency]));
+    },
+    async applyAttestationStatus(run: Run, id: string, status: Record<string, unknown>) {
+      await applyStatus(client, ATTESTATION_TYPE, { namespace: run.metadata.namespace, name: id }, status, {
+        fieldManager: FIELD_MANAGER,
+      });
+    },
   };
 }

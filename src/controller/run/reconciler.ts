@@ -6,7 +6,9 @@ import { PipelineError, recordAibom } from '../../pipeline/aibom.ts';
 import type { KeySigner, Signer } from '../../signing/index.ts';
 import { getArtifact, type ArtifactRecord } from '../../vault/artifacts.ts';
 import { appendOnce } from '../../vault/claims.ts';
+import type { PoolClient } from 'pg';
 import type { StoredAttestation, Vault } from '../../vault/index.ts';
+import { getJobsByAttestation, transparencyView, type TransparencyJob } from '../../transparency/jobs.ts';
 import { upsertRun } from '../../vault/runs.ts';
 import { conditionsEqual, setCondition } from '../runtime/index.ts';
 import { ConditionTypes, FINALIZER, Reasons } from './reasons.ts';
@@ -23,6 +25,9 @@ export interface RunApi {
   /** Creates the Attestation resource of a vault record (owned by the run); existing = success. */
   ensureAttestation(run: Run, record: AttestationSummary): Promise<void>;
   event(run: Run, type: 'Normal' | 'Warning', reason: string, note: string): Promise<void>;
+  /** `status.transparency` of the run's Attestation resources, by attestation id. */
+  attestationTransparency(run: Run): Promise<Map<string, unknown>>;
+  applyAttestationStatus(run: Run, id: string, status: Record<string, unknown>): Promise<void>;
 }
 
 export interface AttestationSummary {
@@ -45,6 +50,13 @@ export interface RunReconcilerDeps {
   readonly now?: () => Date;
   /** Observes the terminal-phase → AIBOM-recorded pipeline latency (seconds). */
   readonly observePipeline?: (seconds: number) => void;
+  /**
+   * SERVICE_TRANSPARENCY_WRITER=1: enqueue a SCITT job with every appended attestation (same
+   * transaction), and reconcile the jobs' state onto the Attestation and Run status.
+   */
+  readonly transparency?: {
+    readonly onAppend: (client: PoolClient, inserted: readonly StoredAttestation[]) => Promise<void>;
+  };
 }
 
 /** A failure with the condition reason that explains it on the Run. */
@@ -76,7 +88,11 @@ const TERMINAL = new Set(['Succeeded', 'Failed']);
  * crash at any point is repaired by the next reconcile. Errors set a condition with the reason, emit
  * a Warning event and are rethrown for a rate-limited retry.
  */
-export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, name: string): Promise<void> {
+export async function reconcileRun(
+  deps: RunReconcilerDeps,
+  namespace: string,
+  name: string,
+): Promise<{ requeueAfterMs?: number } | void> {
   const now = deps.now ?? (() => new Date());
   let run = await deps.api.get(namespace, name);
   if (!run) return;
@@ -100,7 +116,12 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
     if (terminal) batches.push(terminalBatch(run, signer, now()));
     for (const batch of batches) {
       const res = await stage(Reasons.VaultUnavailable, () =>
-        appendOnce(deps.vault, batch.key, batch.records),
+        appendOnce(
+          deps.vault,
+          batch.key,
+          batch.records,
+          deps.transparency ? { onAppend: deps.transparency.onAppend } : {},
+        ),
       );
       if (res.created) {
         const what = batch.key.startsWith('step:') ? `step ${batch.key.split(':')[2]}` : 'run and policies';
@@ -119,7 +140,13 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
       );
       aibom = await stage(Reasons.PipelineFailed, () =>
         recordAibom(
-          { vault: deps.vault, blobs: deps.blobs, signer: deps.runtimeSigner, logger: log },
+          {
+            vault: deps.vault,
+            blobs: deps.blobs,
+            signer: deps.runtimeSigner,
+            logger: log,
+            ...(deps.transparency ? { onAppend: deps.transparency.onAppend } : {}),
+          },
           aibomRunOf(run),
         ),
       );
@@ -157,12 +184,80 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
     throw err;
   }
 
-  const status = desiredStatus(run, stored, aibom, terminal, now());
-  if (!statusEqual(run.status, status)) await deps.api.applyStatus(run, status);
+  let transparency: TransparencyState | undefined;
+  if (deps.transparency) {
+    transparency = await stage(Reasons.VaultUnavailable, () => reconcileTransparency(deps, run, stored));
+    // Records made before the writer was switched on have no job: nothing to report yet.
+    if (transparency.summary.queued + transparency.summary.published + transparency.summary.failed === 0) {
+      transparency = undefined;
+    }
+  }
+  const status = desiredStatus(run, stored, aibom, terminal, now(), transparency);
+  if (!statusEqual(run.status, status)) {
+    await deps.api.applyStatus(run, status);
+    if (transparency?.summary.state === 'published' && run.status?.transparency?.state !== 'published') {
+      await deps.api.event(
+        run,
+        'Normal',
+        'TransparencyPublished',
+        `${transparency.summary.published} attestation(s) anchored in the transparency log`,
+      );
+    }
+  }
   if (deleting && (!terminal || aibom)) {
     await deps.api.removeFinalizer(run);
     log.info('finalizer removed: attestations and AIBOM are recorded');
   }
+  // Jobs still queued: look again soon (a worker in another replica cannot enqueue this run).
+  if (transparency && transparency.summary.queued > 0) return { requeueAfterMs: 2000 };
+}
+
+interface TransparencyState {
+  summary: { state: 'queued' | 'published' | 'failed'; queued: number; published: number; failed: number };
+  /** The AIBOM attestation's job, as the AIBOM metadata's `transparency` entry. */
+  aibom?: Record<string, unknown>;
+}
+
+/** Attestation CR status for a job (camelCase like the rest of the CR). */
+function crTransparency(job: TransparencyJob): Record<string, unknown> {
+  return {
+    state: job.state,
+    jobId: job.id,
+    attempts: job.attempts,
+    ...(job.entryId !== null ? { entryId: job.entryId } : {}),
+    ...(job.logIndex !== null ? { logIndex: job.logIndex } : {}),
+    ...(job.backend !== null ? { backend: job.backend } : {}),
+    ...(job.lastError !== null && job.state !== 'published'
+      ? { lastError: job.lastError.slice(0, 4000) }
+      : {}),
+  };
+}
+
+/** Jobs → Attestation statuses (written only when changed) → the run's summary. */
+async function reconcileTransparency(
+  deps: RunReconcilerDeps,
+  run: Run,
+  stored: readonly StoredAttestation[],
+): Promise<TransparencyState> {
+  const jobs = await getJobsByAttestation(
+    deps.vault.pool,
+    stored.map((a) => a.id),
+  );
+  const current = await deps.api.attestationTransparency(run);
+  const counts = { queued: 0, published: 0, failed: 0 };
+  let aibom: Record<string, unknown> | undefined;
+  for (const a of stored) {
+    const job = jobs.get(a.id);
+    if (!job) continue;
+    counts[job.state]++;
+    const desired = crTransparency(job);
+    if (JSON.stringify(current.get(a.id) ?? null) !== JSON.stringify(desired)) {
+      await deps.api.applyAttestationStatus(run, a.id, { transparency: desired });
+    }
+    if (a.kind === 'aibom') aibom = transparencyView(job) as unknown as Record<string, unknown>;
+  }
+  const state = counts.failed > 0 ? 'failed' : counts.queued > 0 ? 'queued' : 'published';
+  return { summary: { state, ...counts }, ...(aibom ? { aibom } : {}) };
 }
 
 async function runAttestations(vault: Vault, namespace: string, runId: string): Promise<StoredAttestation[]> {
@@ -214,6 +309,7 @@ function desiredStatus(
   aibom: ArtifactRecord | null,
   terminal: boolean,
   now: Date,
+  transparency?: TransparencyState,
 ): RunStatus {
   const gen = run.metadata.generation;
   const finished = (run.status?.steps ?? []).filter(isFinished).length;
@@ -242,7 +338,17 @@ function desiredStatus(
   const runRecord = stored.find((a) => a.kind === 'run');
   const aibomRecord = stored.find((a) => a.kind === 'aibom');
   return {
-    ...(aibom ? { artifacts: { aibom: aibom.metadata } } : {}),
+    ...(aibom
+      ? {
+          artifacts: {
+            aibom: {
+              ...aibom.metadata,
+              ...(transparency?.aibom ? { transparency: transparency.aibom } : {}),
+            },
+          },
+        }
+      : {}),
+    ...(transparency && stored.length > 0 ? { transparency: transparency.summary } : {}),
     attestations: {
       count: stored.length,
       ...(runRecord ? { runAttestationId: runRecord.id } : {}),
@@ -269,6 +375,7 @@ function statusEqual(current: RunStatus | undefined, desired: RunStatus): boolea
     conditionsEqual(current?.conditions, desired.conditions) &&
     JSON.stringify(current?.attestations ?? {}) === JSON.stringify(desired.attestations ?? {}) &&
     JSON.stringify(current?.artifacts ?? {}) === JSON.stringify(desired.artifacts ?? {}) &&
+    JSON.stringify(current?.transparency ?? {}) === JSON.stringify(desired.transparency ?? {}) &&
     current?.observedGeneration === desired.observedGeneration
   );
 }

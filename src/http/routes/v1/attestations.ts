@@ -3,7 +3,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { toApiEnvelope } from '../../envelope.ts';
+import { toApiEnvelope, type ApiEnvelope } from '../../envelope.ts';
+import type { Transparency } from '../../../transparency/setup.ts';
+import { getJobsByAttestation, transparencyView } from '../../../transparency/jobs.ts';
+import type { StoredAttestation } from '../../../vault/index.ts';
 import { ProblemError } from '../../problem.ts';
 import {
   envelopeSchema,
@@ -16,6 +19,7 @@ import {
 export interface AttestationRouteDeps {
   readonly vault: Vault;
   readonly authorizer: Authorizer;
+  readonly transparency?: Transparency;
   /** Distinct namespaces holding records (for callers allowed cluster-wide). */
   readonly listNamespaces: () => Promise<string[]>;
 }
@@ -87,6 +91,21 @@ function wantsNdjson(req: FastifyRequest): boolean {
   return (req.headers.accept ?? '').split(',').some((t) => t.trim().startsWith('application/x-ndjson'));
 }
 
+/** Envelopes with their `transparency` field: the SCITT job id while queued, the receipt once published. */
+async function withTransparency(
+  deps: AttestationRouteDeps,
+  records: readonly StoredAttestation[],
+): Promise<ApiEnvelope[]> {
+  const jobs = await getJobsByAttestation(
+    deps.vault.pool,
+    records.map((r) => r.id),
+  );
+  return records.map((r) => {
+    const job = jobs.get(r.id);
+    return toApiEnvelope(r, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
+  });
+}
+
 export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDeps): void {
   app.get<{ Params: { id: string } }>(
     '/v1/attestations/:id',
@@ -106,7 +125,8 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       const notFound = new ProblemError(404, 'NOT_FOUND', `attestation ${req.params.id} not found`);
       if (!record) throw notFound;
       const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
-      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' })) return toApiEnvelope(record);
+      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' }))
+        return (await withTransparency(deps, [record]))[0]!;
       // Existence is only confirmed to callers who can see the namespace at all.
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
         throw new ProblemError(
@@ -150,8 +170,19 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
           );
         }
         const records = deps.vault.stream(filter);
+        // Transparency state is joined per batch of 500 records: one query each, memory stays flat.
         async function* lines(): AsyncGenerator<string> {
-          for await (const r of records) yield `${JSON.stringify(toApiEnvelope(r))}\n`;
+          let batch: StoredAttestation[] = [];
+          const flush = async () =>
+            (await withTransparency(deps, batch)).map((e) => `${JSON.stringify(e)}\n`).join('');
+          for await (const r of records) {
+            batch.push(r);
+            if (batch.length === 500) {
+              yield await flush();
+              batch = [];
+            }
+          }
+          if (batch.length > 0) yield await flush();
         }
         return reply.type('application/x-ndjson').send(Readable.from(lines(), { objectMode: false }));
       }
@@ -160,12 +191,86 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         ...(body.cursor !== undefined ? { cursor: body.cursor } : {}),
       });
       return {
-        items: page.items.map((r) => toApiEnvelope(r)),
+        items: await withTransparency(deps, page.items),
         next_cursor: page.nextCursor,
         excluded_namespaces: excluded,
       };
     },
   );
+
+  app.post<{ Body: { id: string } }>(
+    '/v1/attestations/scitt',
+    {
+      schema: {
+        summary: 'Push one envelope to the configured SCITT backend; returns the receipt and log position',
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['id'],
+          properties: { id: { type: 'string', pattern: UUID_V7_PATTERN, description: 'attestation UUIDv7' } },
+        },
+        response: {
+          200: { $ref: 'ScittResult#' },
+          202: { $ref: 'ScittResult#' },
+          ...problemResponses,
+        },
+      },
+    },
+    async (req, reply) => {
+      const record = await deps.vault.get(req.body.id);
+      const notFound = new ProblemError(404, 'NOT_FOUND', `attestation ${req.body.id} not found`);
+      if (!record) throw notFound;
+      const ns = record.namespace;
+      if (
+        !(await isAllowed(deps.authorizer, req, {
+          namespace: ns,
+          verb: 'create',
+          resource: 'attestations',
+          subresource: 'scitt',
+        }))
+      ) {
+        if (
+          await isAllowed(deps.authorizer, req, { namespace: ns, verb: 'list', resource: 'attestations' })
+        ) {
+          throw new ProblemError(
+            403,
+            'FORBIDDEN',
+            `not allowed to create attestations/scitt in namespace ${ns}`,
+          );
+        }
+        throw notFound;
+      }
+      if (!deps.transparency) {
+        throw new ProblemError(503, 'UPSTREAM_UNAVAILABLE', 'no transparency backend is configured', {
+          headers: { 'retry-after': '60' },
+        });
+      }
+      const job = await deps.transparency.publisher.publishNow(record.id);
+      const view = transparencyView(job);
+      return reply.code(job.state === 'published' ? 200 : 202).send({
+        attestation_id: record.id,
+        status: job.state,
+        ...(job.entryId !== null ? { entry_id: job.entryId } : {}),
+        ...(job.logIndex !== null ? { log_index: job.logIndex } : {}),
+        ...(view.receipt !== undefined ? { receipt: view.receipt } : {}),
+        transparency: view,
+      });
+    },
+  );
 }
 
-export const attestationSchemas = [envelopeSchema, queryBodySchema, queryPageSchema];
+const scittResultSchema = {
+  $id: 'ScittResult',
+  type: 'object',
+  required: ['attestation_id', 'status', 'transparency'],
+  properties: {
+    attestation_id: { type: 'string' },
+    status: { type: 'string', enum: ['queued', 'published', 'failed'] },
+    entry_id: { type: 'string' },
+    log_index: { type: 'integer', description: 'position of the entry in the log' },
+    receipt: { type: 'string', description: 'COSE receipt (base64), RFC9162_SHA256 inclusion proof' },
+    transparency: { type: 'object', additionalProperties: true },
+  },
+} as const;
+
+export const attestationSchemas = [envelopeSchema, queryBodySchema, queryPageSchema, scittResultSchema];

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../../../blob/store.ts';
 import { C2PA_MEDIA_TYPE } from '../../../c2pa/index.ts';
 import { loadGuardedArtifact } from '../../export-guard.ts';
+import { getJob, transparencyView } from '../../../transparency/jobs.ts';
 import { getArtifact, listArtifacts } from '../../../vault/artifacts.ts';
 import type { Vault } from '../../../vault/index.ts';
 import { getRun, type RunRecord } from '../../../vault/runs.ts';
@@ -143,7 +144,13 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
       const run = await visibleRun(deps, req, req.params.id);
       const id = run.id;
       const artifacts: Record<string, Record<string, unknown>> = {};
-      for (const a of await listArtifacts(deps.vault.pool, id)) artifacts[a.kind] = a.metadata;
+      for (const a of await listArtifacts(deps.vault.pool, id)) artifacts[a.kind] = { ...a.metadata };
+      // The transparency entry changes (queued → published) while the record is immutable: joined here.
+      const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
+      if (typeof aibomAttestation === 'string') {
+        const job = await getJob(deps.vault.pool, { attestationId: aibomAttestation });
+        if (job) artifacts.aibom!.transparency = transparencyView(job);
+      }
       const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
       // The final step's output (or error) points at the BOM recorded for the run.
       const aibom = artifacts.aibom;
