@@ -94,7 +94,7 @@ tools=()
 for arg in "$@"; do
   case $arg in
     --update-modules) update_modules=true ;;
-    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $arg" ;;
     *) group_of "$arg" >/dev/null || die "unknown tool '$arg' (known: ${ALL_TOOLS[*]})"; tools+=("$arg") ;;
   esac
@@ -127,6 +127,7 @@ mkdir -p "$CACHE"/{bin,go,go-build,src,logs,tmp}
 export GOPATH=$CACHE/go
 export GOMODCACHE=$CACHE/go/pkg/mod
 export GOCACHE=$CACHE/go-build
+export GOTMPDIR=$CACHE/tmp # go's work dirs: an interrupted build's leftovers are removed below
 export GOFLAGS="-mod=mod -modcacherw"
 export GOTOOLCHAIN=${AIBOM_VAULT_GOTOOLCHAIN:-local}
 export GOWORK=off
@@ -183,7 +184,8 @@ upstream_replaces() {
   done
 }
 
-# Writes a fresh wrapper module for a group into dir (go.mod via `go mod tidy`).
+# Writes a fresh wrapper module for a group into dir: go.mod pinning the upstream module (with
+# its replace directives rewritten) and go.sum.
 gen_module() {
   local group=$1 dir=$2 mod ver info gomod goline t
   mod=$(group_module "$group") ver=$(group_module_version "$group")
@@ -229,20 +231,23 @@ gen_module() {
   done
   # The pin must survive (it would only move if a dependency required a newer version).
   grep -qE "^[[:space:]]*(require[[:space:]]+)?$mod $ver([[:space:]]|\$)" "$dir/go.mod" ||
-    die "go mod tidy moved $mod away from $ver in $dir/go.mod"
+    die "resolving dependencies moved $mod away from $ver in $dir/go.mod"
+}
+
+# Whether the committed wrapper module hack/go/<group> pins the version of versions.env.
+module_is_current() {
+  grep -qxF "// pin: $(group_module "$1")@$(group_module_version "$1")" "$HACK_DIR/go/$1/go.mod" 2>/dev/null
 }
 
 # Prepares the build directory of a group: the committed wrapper module when it matches
 # versions.env, otherwise a freshly generated one.
 prepare_module() {
-  local group=$1 dir=$2 mod ver
-  mod=$(group_module "$group") ver=$(group_module_version "$group")
-  if grep -qxF "// pin: $mod@$ver" "$HACK_DIR/go/$group/go.mod" 2>/dev/null; then
+  local group=$1 dir=$2
+  if module_is_current "$group"; then
     rm -rf "$dir" && mkdir -p "$dir"
     cp "$HACK_DIR/go/$group/go.mod" "$HACK_DIR/go/$group/go.sum" "$dir/"
     if [[ -f $HACK_DIR/go/$group/main.go ]]; then cp "$HACK_DIR/go/$group/main.go" "$dir/"; fi
   else
-    log "hack/go/$group/go.mod does not pin $mod@$ver: generating it (run --update-modules and commit)"
     gen_module "$group" "$dir"
   fi
 }
@@ -314,6 +319,10 @@ build_group() {
   tmp=$(mktemp -d "$CACHE/tmp/$group.XXXXXX")
   for t in "${todo[@]}"; do pkgs+=("$(tool_package "$t")"); done
   check_sumdb
+  if ! module_is_current "$group"; then
+    log "hack/go/$group/go.mod does not pin $(group_module "$group")@$(group_module_version "$group"):" \
+      "generating the module (run hack/ensure-tools.sh --update-modules $todo and commit hack/go/)"
+  fi
   log "building ${todo[*]} ($group $ver); log: $logf"
   start=$SECONDS
   # Not `if ! ( ... )`: errexit would be ignored inside the subshell.
