@@ -212,5 +212,18 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
     const e = err as { stderr?: string; message: string };
     throw new StartError('crds', `applying ${crdDir} and ${rbacFile} failed`, e.stderr ?? e.message);
   }
+  // "Established" is not "served": right after it the API server answers 429 "storage is
+  // (re)initializing" for a while. Ready means both resources list successfully.
+  await waitReady(
+    apiserver,
+    async () => {
+      for (const plural of ['runs', 'attestations']) {
+        const r = await httpsGet(`${server}/apis/vault.service.dev/v1/${plural}?limit=1`, tokens.admin);
+        if (r.status !== 200) return false;
+      }
+      return true;
+    },
+    60_000,
+  );
   return { procs, server, kubeconfig, kubeconfigs, tokens, caFile };
 }

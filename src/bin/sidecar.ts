@@ -1,5 +1,7 @@
 #!/usr/bin/env node
+import { readFile } from 'node:fs/promises';
 import { s3BlobStore } from '../blob/store.ts';
+import { parseCertificates } from '../signing/index.ts';
 import { loadConfig } from '../config/index.ts';
 import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
@@ -26,8 +28,13 @@ await runUntilSignal(logger, async () => {
   // Always wired: the sidecar serves this deployment's local log over SCRAPI and answers
   // POST /v1/attestations/scitt; only the controller enqueues (SERVICE_TRANSPARENCY_WRITER).
   const transparency = await transparencyFrom(config, kc, vault, signer, logger);
+  const extra =
+    config.SCITT_TRUST_ANCHORS !== undefined
+      ? parseCertificates(await readFile(config.SCITT_TRUST_ANCHORS, 'utf8'), 'SCITT_TRUST_ANCHORS')
+      : [];
   const app = await buildApp({
     transparency,
+    scrapiTrustAnchors: [...signer.caCertificates, ...extra],
     logger,
     vault,
     blobs,

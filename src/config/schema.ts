@@ -95,7 +95,8 @@ export const schema = {
   },
   POD_NAME: { description: 'identity of this replica in leader election', parse: str },
   LEADER_ELECTION_LEASE: {
-    description: 'name of the coordination.k8s.io Lease (in POD_NAMESPACE) controller replicas elect a leader on',
+    description:
+      'name of the coordination.k8s.io Lease (in POD_NAMESPACE) controller replicas elect a leader on',
     default: 'aibom-vault-controller',
     parse: str,
   },
@@ -152,7 +153,8 @@ export const schema = {
     parse: str,
   },
   SCITT_LOG_ISSUER: {
-    description: 'identity of the local transparency log, the `iss` of its receipts (e.g. its public base URL)',
+    description:
+      'identity of the local transparency log, the `iss` of its receipts (e.g. its public base URL)',
     default: 'aibom-vault',
     parse: str,
   },
@@ -160,6 +162,11 @@ export const schema = {
     description: 'bearer token sent to the remote SCRAPI service (SCITT_BACKEND=scrapi)',
     parse: str,
     secret: true,
+  },
+  SCITT_TRUST_ANCHORS: {
+    description:
+      "PEM file of extra CA certificates whose signed statements this deployment's SCRAPI endpoint registers (other deployments publishing here); its own signer CA is always trusted",
+    parse: str,
   },
   SCITT_URL: {
     description: 'base URL of the remote SCRAPI transparency service (SCITT_BACKEND=scrapi)',

@@ -30,6 +30,11 @@ export interface AppDeps {
    * serves its local log over SCRAPI (/entries, /.well-known/scitt-keys).
    */
   readonly transparency?: Transparency;
+  /**
+   * Roots whose statements the SCRAPI endpoints accept for registration (other deployments'
+   * signer CAs); default `trustAnchors`.
+   */
+  readonly scrapiTrustAnchors?: readonly X509Certificate[];
   /** Resolves when every dependency the API needs answers; drives /readyz. */
   readonly ready?: () => Promise<void>;
   /** Largest accepted request body; queries are small. */
@@ -88,7 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Registering a statement in this service's own log is a cluster-wide right.
     await registerScrapiRoutes(app, {
       log: deps.transparency.log,
-      trustAnchors: [...deps.trustAnchors],
+      trustAnchors: [...(deps.scrapiTrustAnchors ?? deps.trustAnchors)],
       authorize: async (req, action) => {
         if (action === 'read') return;
         if (

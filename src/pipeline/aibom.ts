@@ -14,7 +14,7 @@ import { buildManifest, C2PA_MEDIA_TYPE } from '../c2pa/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner } from '../signing/index.ts';
 import { signatureMetadata } from '../signing/index.ts';
-import { getArtifact, recordArtifact, type ArtifactRecord } from '../vault/artifacts.ts';
+import { getArtifact, insertArtifact, type ArtifactRecord } from '../vault/artifacts.ts';
 import { appendOnce } from '../vault/claims.ts';
 import type { PoolClient } from 'pg';
 import type { StoredAttestation, Vault } from '../vault/index.ts';
@@ -153,10 +153,12 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
   const keys = aibomKeys(run.namespace, run.id);
   const sidecarKey = keys.sidecar(manifest.digest);
   const small = { kind: 'aibom', 'run-id': run.id, status: bom.metadata.status, digest };
-  await deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small);
-  await deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
-    ...small,
-    'manifest-digest': manifest.digest,
+  await on('ObjectStoreUnavailable', async () => {
+    await deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small);
+    await deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
+      ...small,
+      'manifest-digest': manifest.digest,
+    });
   });
 
   const statement = aibomStatement({ runId: run.id, bom, sha256 });
@@ -167,9 +169,8 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
     policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
     c2paManifestRef: `s3://${deps.blobs.bucket}/${sidecarKey}`,
   });
-  const { ids } = await on('VaultUnavailable', () => appendOnce(deps.vault, `aibom:${run.id}`, [record], deps.onAppend ? { onAppend: deps.onAppend } : {}));
   const sig = signatureMetadata(deps.signer);
-  const metadata: AibomMetadata = {
+  const metadataFor = (aibomAttestationId: string): AibomMetadata => ({
     kind: 'aibom',
     run_id: run.id,
     status: bom.metadata.status,
@@ -197,24 +198,34 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
     digest,
     size: bytes.length,
     media_type: AIBOM_MEDIA_TYPE,
-    aibom_attestation_id: ids[0]!,
+    aibom_attestation_id: aibomAttestationId,
     namespace: run.namespace,
     run_name: run.name,
-  };
-  const stored = await on('VaultUnavailable', () =>
-    recordArtifact(deps.vault.pool, {
-      runId: run.id,
-      kind: 'aibom',
-      namespace: run.namespace,
-      objectKey: keys.blob,
-      digest,
-      metadata: metadata as unknown as Record<string, unknown>,
+  });
+  // The AIBOM attestation, its claim and the metadata record commit together: after any crash
+  // either all three exist (and name the same sidecar) or none does and the retry starts over.
+  const { created } = await on('VaultUnavailable', () =>
+    appendOnce(deps.vault, `aibom:${run.id}`, [record], {
+      onAppend: async (client, inserted) => {
+        await deps.onAppend?.(client, inserted);
+        await insertArtifact(client, {
+          runId: run.id,
+          kind: 'aibom',
+          namespace: run.namespace,
+          objectKey: keys.blob,
+          digest,
+          metadata: metadataFor(inserted[0]!.id) as unknown as Record<string, unknown>,
+        });
+      },
     }),
   );
-  await writeMetadataBeside(deps, run, stored.record);
-  deps.logger.info(
-    { digest, created: stored.created, attestations: bom.trust.attestation_ids.length },
-    'AIBOM recorded',
-  );
-  return stored.record;
+  const stored = await on('VaultUnavailable', () => getArtifact(deps.vault.pool, run.id, 'aibom'));
+  if (!stored)
+    throw new PipelineError(
+      'VaultUnavailable',
+      new Error(`AIBOM of run ${run.id} is claimed but has no record`),
+    );
+  await writeMetadataBeside(deps, run, stored);
+  deps.logger.info({ digest, created, attestations: bom.trust.attestation_ids.length }, 'AIBOM recorded');
+  return stored;
 }

@@ -28,7 +28,10 @@ export interface Transparency {
   readonly log: LocalLog;
   readonly publisher: Publisher;
   /** For `append(..., { inTransaction })`: the job commits with its attestation, or neither does. */
-  readonly enqueueInTransaction: (client: pg.PoolClient, inserted: readonly { id: string }[]) => Promise<void>;
+  readonly enqueueInTransaction: (
+    client: pg.PoolClient,
+    inserted: readonly { id: string }[],
+  ) => Promise<void>;
 }
 
 /** Wires the local log, the chosen backend and the publisher from configuration. */

@@ -31,24 +31,19 @@ const toRecord = (r: ArtifactRow): ArtifactRecord => ({
 });
 
 /**
- * Records an artifact's metadata once per (run, kind). Returns the stored record, which is the
- * earlier one when another writer got there first: callers must use what this returns.
+ * Inserts an artifact record inside the caller's transaction (insert-once per run and kind); used
+ * where the record must commit atomically with the attestation that stands for it.
  */
-export async function recordArtifact(
-  pool: pg.Pool,
+export async function insertArtifact(
+  client: pg.PoolClient,
   a: Omit<ArtifactRecord, 'createdAt'>,
-): Promise<{ record: ArtifactRecord; created: boolean }> {
-  const ins = await pool.query<ArtifactRow>({
-    name: 'artifacts_insert',
+): Promise<void> {
+  await client.query({
+    name: 'artifacts_insert_tx',
     text: `INSERT INTO artifacts (run_id, kind, namespace, object_key, digest, metadata)
-           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, kind) DO NOTHING
-           RETURNING run_id, kind, namespace, object_key, digest, metadata, created_at`,
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, kind) DO NOTHING`,
     values: [a.runId, a.kind, a.namespace, a.objectKey, a.digest, a.metadata],
   });
-  if (ins.rows[0]) return { record: toRecord(ins.rows[0]), created: true };
-  const existing = await getArtifact(pool, a.runId, a.kind);
-  if (!existing) throw new Error(`artifact ${a.kind} of run ${a.runId} conflicted but is not readable`);
-  return { record: existing, created: false };
 }
 
 export async function getArtifact(

@@ -1,0 +1,316 @@
+/**
+ * Transparency end to end: deployment A (controller + API, SERVICE_TRANSPARENCY_WRITER=1,
+ * SCITT_BACKEND=scrapi) publishes to deployment B (a second sidecar serving its own local log over
+ * SCRAPI). B is down at first: A's jobs stay `queued` (visible on the Attestation resources and the
+ * Run), then B comes up and every job goes `published`, exactly once in B's log, with receipts
+ * that `service-ctl verify --log-keys` checks offline.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes, X509Certificate } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../../hack/stack/stack.ts';
+import { freePort } from '../../../hack/stack/proc.ts';
+import type { Run } from '../../../src/api/run.ts';
+import { driveRun } from '../../../src/cli/drive.ts';
+import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { buildApp } from '../../../src/http/app.ts';
+import { kubernetesAuthorizer } from '../../../src/http/auth/authorizer.ts';
+import { generateDevPki } from '../../../src/signing/dev-pki.ts';
+import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
+import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
+import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
+import { listNamespaces } from '../../../src/vault/namespaces.ts';
+import { stackBlobs } from '../../helpers/blobs.ts';
+import { createNamespace } from '../../helpers/rbac.ts';
+import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+
+const run = promisify(execFile);
+const ns = uniqueName('scitt-e2e');
+const group = 'vault.service.dev';
+const quiet = pino({ level: 'silent' });
+
+interface Deployment {
+  vault: Vault;
+  signer: KeySigner;
+  transparency: Transparency;
+  app: FastifyInstance;
+}
+
+let a: Deployment;
+let b: Deployment;
+let bPort: number;
+let controller: RunningController;
+let aUrl: string;
+
+async function deployment(
+  label: string,
+  backend: { kind: 'local' } | { kind: 'scrapi'; url: string },
+  pki: Awaited<ReturnType<typeof generateDevPki>>,
+  registrars: readonly string[] = [],
+): Promise<Deployment> {
+  const url = await freshDatabase(label);
+  await migrate(url);
+  const vault = await openVault(createVaultPool(url));
+  const signer = signerFromPem(pki);
+  const logSigner = signerFromPem(await generateDevPki());
+  const transparency = setupTransparency({
+    vault,
+    signer,
+    caCertificates: signer.caCertificates,
+    logSigner,
+    issuer: `urn:test:${label}`,
+    backend: backend.kind,
+    ...(backend.kind === 'scrapi' ? { scittUrl: backend.url, scittToken: stack().kube.tokens.admin } : {}),
+    logger: quiet,
+  });
+  const app = await buildApp({
+    logger: quiet,
+    vault,
+    blobs: stackBlobs(),
+    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
+    listNamespaces: () => listNamespaces(vault.pool),
+    requireSignedExports: true,
+    trustAnchors: signer.caCertificates,
+    // B registers statements signed under A's CA as well as its own.
+    scrapiTrustAnchors: [...signer.caCertificates, ...registrars.map((pem) => new X509Certificate(pem))],
+    transparency,
+  });
+  return { vault, signer, transparency, app };
+}
+
+async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 150_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+const crs = () => kubeConfig('admin').makeApiClient(CustomObjectsApi);
+const getRun = async () =>
+  (await crs().getNamespacedCustomObject({
+    group,
+    version: 'v1',
+    namespace: ns,
+    plural: 'runs',
+    name: 'anchored',
+  })) as Run;
+const attestationStates = async () => {
+  const list = (await crs().listNamespacedCustomObject({
+    group,
+    version: 'v1',
+    namespace: ns,
+    plural: 'attestations',
+  })) as {
+    items: { spec: { id: string }; status?: { transparency?: { state?: string; attempts?: number } } }[];
+  };
+  return list.items.map((i) => ({
+    id: i.spec.id,
+    state: i.status?.transparency?.state,
+    attempts: i.status?.transparency?.attempts,
+  }));
+};
+
+beforeAll(async () => {
+  bPort = await freePort();
+  const aPki = await generateDevPki();
+  b = await deployment('scitt_b', { kind: 'local' }, await generateDevPki(), [aPki['ca.crt']]);
+  a = await deployment('scitt_a', { kind: 'scrapi', url: `http://127.0.0.1:${bPort}` }, aPki);
+  await a.app.listen({ host: '127.0.0.1', port: 0 });
+  aUrl = `http://127.0.0.1:${(a.app.server.address() as AddressInfo).port}`;
+  await createNamespace(ns);
+  controller = startController({
+    client: kubeClient(kubeConfig('aibom-vault')),
+    vault: a.vault,
+    blobs: stackBlobs(),
+    runtimeSigner: a.signer,
+    envelopeSigner: () => Promise.resolve(a.signer),
+    logger: quiet,
+    registry: new Registry(),
+    namespace: 'aibom-vault-system',
+    leaseName: `scitt-${randomBytes(3).toString('hex')}`,
+    watchNamespace: ns,
+    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+    transparency: a.transparency,
+  });
+});
+
+afterAll(async () => {
+  await controller?.stop();
+  for (const d of [a, b]) {
+    await d?.app.close();
+    await d?.vault.pool.end();
+  }
+});
+
+describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', () => {
+  it('keeps jobs queued while the log is down, then publishes each once, and receipts verify offline', async () => {
+    const sample = {
+      apiVersion: `${group}/v1`,
+      kind: 'Run',
+      metadata: { name: 'anchored', namespace: ns },
+      spec: {
+        policyPack: { name: 'baseline', version: '1' },
+        steps: [
+          {
+            id: 'ask',
+            model: { name: 'm', provider: 'p', version: '1', temperature: 0 },
+            capabilities: [{ scope: 's', grantedBy: 'g' }],
+          },
+          { id: 'act', dependsOn: ['ask'], tool: { name: 't', command: ['t'] } },
+        ],
+      },
+    };
+    await crs().createNamespacedCustomObject({
+      group,
+      version: 'v1',
+      namespace: ns,
+      plural: 'runs',
+      body: sample,
+    });
+    await driveRun(kubeClient(kubeConfig('admin')), ns, 'anchored');
+
+    // 1 capability + 2 steps + 1 policy + 1 run + 1 AIBOM = 6 records.
+    // B is not listening: every record is stored, enqueued, and shown as queued after a failed attempt.
+    const queued = await waitFor('queued attestations', async () => {
+      const r = await getRun();
+      const states = await attestationStates();
+      const ready = r.status?.conditions?.some((c) => c.type === 'AIBOMReady' && c.status === 'True');
+      return ready &&
+        states.length === 6 &&
+        states.every((s) => s.state === 'queued' && (s.attempts ?? 0) >= 1)
+        ? { r, states }
+        : undefined;
+    });
+    expect(queued.r.status?.transparency).toMatchObject({ state: 'queued', queued: 6, published: 0 });
+    expect(
+      (queued.r.status?.artifacts?.aibom as { transparency?: { status: string } }).transparency?.status,
+    ).toBe('queued');
+
+    // B comes up on the port A publishes to.
+    await b.app.listen({ host: '127.0.0.1', port: bPort });
+    const published = await waitFor('published', async () => {
+      const r = await getRun();
+      return r.status?.transparency?.state === 'published' ? r : undefined;
+    });
+    expect(published.status?.transparency).toMatchObject({ published: 6, queued: 0, failed: 0 });
+    expect((await attestationStates()).every((s) => s.state === 'published')).toBe(true);
+    const aibomT = (published.status?.artifacts?.aibom as { transparency: Record<string, unknown> })
+      .transparency;
+    expect(aibomT).toMatchObject({ status: 'published', backend: 'scrapi', mode: 'published' });
+    expect(aibomT.entry_id).toEqual(expect.any(String));
+    expect(aibomT.receipt).toEqual(expect.any(String));
+
+    // Exactly one entry per attestation in B's log, whatever the retries.
+    expect((await b.transparency.log.treeHead()).size).toBe(6);
+
+    // Offline: envelopes from A's API, B's log keys, A's signer certificate.
+    const token = stack().kube.tokens.admin;
+    const res = await fetch(`${aUrl}/v1/attestations/query`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/x-ndjson',
+      },
+      body: JSON.stringify({ namespaces: [ns] }),
+    });
+    const ndjson = await res.text();
+    expect(ndjson.trim().split('\n')).toHaveLength(6);
+    const dir = stack().root;
+    const keys = Buffer.from(
+      await (
+        await fetch(`http://127.0.0.1:${bPort}/.well-known/scitt-keys`, {
+          headers: { authorization: `Bearer ${token}` },
+        })
+      ).arrayBuffer(),
+    );
+    await writeFile(`${dir}/${ns}.ndjson`, ndjson);
+    await writeFile(`${dir}/${ns}-keys.cbor`, keys);
+    await writeFile(`${dir}/${ns}-signer.pem`, a.signer.certificateChain![0]!.toString());
+    const cli = (args: string[]) =>
+      run(process.execPath, [`${repoRoot}/src/bin/service-ctl.ts`, 'verify', ...args]);
+    const ok = await cli([
+      `${dir}/${ns}.ndjson`,
+      '--key',
+      `${dir}/${ns}-signer.pem`,
+      '--log-keys',
+      `${dir}/${ns}-keys.cbor`,
+    ]);
+    expect(ok.stdout).toContain('6 verified, 0 failed');
+    expect(ok.stdout.match(/receipt ok/g)).toHaveLength(6);
+    // A receipt over a different statement is rejected.
+    const lines = ndjson
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { transparency: { statement: string } });
+    lines[0]!.transparency.statement = lines[1]!.transparency.statement;
+    await writeFile(`${dir}/${ns}-swapped.json`, JSON.stringify(lines[0]));
+    const bad = await cli([
+      `${dir}/${ns}-swapped.json`,
+      '--key',
+      `${dir}/${ns}-signer.pem`,
+      '--log-keys',
+      `${dir}/${ns}-keys.cbor`,
+    ]).catch((e: { code: number; stdout: string }) => e);
+    expect(bad).toMatchObject({ code: 1 });
+    expect((bad as { stdout: string }).stdout).toMatch(
+      /STATEMENT_MISMATCH|INCLUSION_PROOF_INVALID|RECEIPT_SIGNATURE_INVALID/,
+    );
+  }, 300_000);
+
+  it('POST /v1/attestations/scitt returns the receipt and log position, and refuses unknown ids', async () => {
+    const token = stack().kube.tokens.admin;
+    const ndjson = (await (
+      await fetch(`${aUrl}/v1/attestations/query`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ namespaces: [ns], limit: 1 }),
+      })
+    ).json()) as { items: { id: string }[] };
+    const id = ndjson.items[0]!.id;
+    const res = await a.app.inject({
+      method: 'POST',
+      url: '/v1/attestations/scitt',
+      headers: { authorization: `Bearer ${token}` },
+      payload: { id },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      attestation_id: id,
+      status: 'published',
+      log_index: expect.any(Number),
+      receipt: expect.any(String),
+    });
+    // Already published: the same entry, not a second one.
+    expect((await b.transparency.log.treeHead()).size).toBe(6);
+    const unknown = await a.app.inject({
+      method: 'POST',
+      url: '/v1/attestations/scitt',
+      headers: { authorization: `Bearer ${token}` },
+      payload: { id: '0190a5c8-1234-7abc-8def-0123456789ab' },
+    });
+    expect(unknown.statusCode).toBe(404);
+    const alice = await a.app.inject({
+      method: 'POST',
+      url: '/v1/attestations/scitt',
+      headers: { authorization: `Bearer ${stack().kube.tokens.alice}` },
+      payload: { id },
+    });
+    expect(alice.statusCode).toBe(404);
+  });
+});
