@@ -1,0 +1,165 @@
+/**
+ * The read benchmarks' data set, loaded once per run and shared by `query` and `get`: 1,000,000 ×
+ * BENCH_SCALE attestations in a freshly migrated database, plus the sidecar API serving it.
+ *
+ * Layout: 40 runs in 4 namespaces, 6 policy-pack versions; rows of the runs interleave in id order
+ * as concurrent runs do (row k belongs to run k mod 40), each run cycling capability → step →
+ * artifact → policy records. Rows are loaded through `vault.append` (COPY) in batches of 10,000;
+ * envelopes come from 1,024 really sealed templates (see records.ts `fixtureRow`).
+ */
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { signerFromPem } from '../src/signing/index.ts';
+import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
+import { startApiServer, type ApiServer } from './api-server.ts';
+import { adminClient, fmtCount, fmtRate, scaled, type BenchContext } from './common.ts';
+import { buildRecord, fixtureRow, KIND_CYCLE, type RunShape } from './records.ts';
+
+export const NAMESPACES = ['bench-a', 'bench-b', 'bench-c', 'bench-d'] as const;
+export const PACKS = [
+  { name: 'baseline', version: '1.0.0' },
+  { name: 'baseline', version: '1.1.0' },
+  { name: 'strict', version: '2.0.0' },
+  { name: 'strict', version: '2.1.0' },
+  { name: 'eu-ai-act', version: '1.0.0' },
+  { name: 'eu-ai-act', version: '1.2.0' },
+] as const;
+const RUNS = 40;
+const TEMPLATES_PER_KIND = 256;
+const LOAD_BATCH = 10_000;
+/** The sidecar's default pool size (createVaultPool). */
+export const POOL_MAX = 10;
+
+export interface Fixture {
+  /** Superuser URL of the fixture database. */
+  readonly url: string;
+  readonly rows: number;
+  readonly runs: readonly RunShape[];
+  readonly api: ApiServer;
+  /** Bearer token of the stack's admin user. */
+  readonly token: string;
+  /** Superuser client for setup queries. */
+  readonly admin: pg.Client;
+}
+
+export function fixture(ctx: BenchContext): Promise<Fixture> {
+  return ctx.shared('read-fixture', () => load(ctx));
+}
+
+async function load(ctx: BenchContext): Promise<Fixture> {
+  const total = scaled(1_000_000, ctx.scale, 10_000);
+  const stack = await ctx.stack();
+  const env = (name: string): string => {
+    const v = stack.env[name];
+    if (v === undefined) throw new Error(`the stack reported no ${name}`);
+    return v;
+  };
+  const url = await ctx.freshDatabase('read');
+  await migrate(url);
+  const signer = signerFromPem(await generateDevPki());
+  const templates = new Map<string, NewAttestation[]>();
+  for (let t = 0; t < TEMPLATES_PER_KIND; t++) {
+    const run: RunShape = { namespace: 'template', runId: randomUUID(), pack: PACKS[t % PACKS.length]! };
+    for (let i = 0; i < KIND_CYCLE.length; i++) {
+      const rec = buildRecord(signer, run, 4 * t + i);
+      const list = templates.get(rec.kind) ?? [];
+      list.push(rec);
+      templates.set(rec.kind, list);
+    }
+  }
+  const runs: RunShape[] = Array.from({ length: RUNS }, (_, r) => ({
+    namespace: NAMESPACES[r % NAMESPACES.length]!,
+    runId: randomUUID(),
+    pack: PACKS[r % PACKS.length]!,
+  }));
+  const rowAt = (k: number): NewAttestation => {
+    const run = runs[k % RUNS]!;
+    const j = Math.floor(k / RUNS);
+    const kind = KIND_CYCLE[j % KIND_CYCLE.length]!;
+    const list = templates.get(kind)!;
+    return fixtureRow(list[Math.floor(j / KIND_CYCLE.length) % list.length]!, run, k, Math.floor(j / 4));
+  };
+
+  const pool = createVaultPool(url, { max: 1, applicationName: 'bench-fixture-load' });
+  const closePool = ctx.track(() => pool.end());
+  try {
+    const vault = await openVault(pool);
+    ctx.log(`fixture: loading ${fmtCount(total)} rows (BENCH_SCALE=${ctx.scale}) through vault.append`);
+    const t0 = performance.now();
+    let pending: Promise<unknown> = Promise.resolve();
+    let nextReport = total / 10;
+    for (let k = 0; k < total;) {
+      ctx.throwIfStopping();
+      const n = Math.min(LOAD_BATCH, total - k);
+      const batch = Array.from({ length: n }, (_, i) => rowAt(k + i));
+      // Build the next batch while the previous one is being copied.
+      await pending;
+      pending = vault.append(batch);
+      k += n;
+      if (k >= nextReport) {
+        const s = (performance.now() - t0) / 1000;
+        ctx.log(`fixture: ${fmtCount(k)}/${fmtCount(total)} rows, ${fmtRate(k / s)} rows/s`);
+        nextReport += total / 10;
+      }
+    }
+    await pending;
+  } finally {
+    await closePool();
+  }
+  const admin = await adminClient(ctx, url);
+  await admin.query('ANALYZE attestations');
+  const size = await admin.query<{ size: string }>(
+    `SELECT pg_size_pretty(pg_total_relation_size('attestations')) AS size`,
+  );
+  ctx.log(`fixture: loaded and analysed, table + indexes ${size.rows[0]?.size}`);
+
+  const api = await startApiServer(ctx, {
+    databaseUrl: url,
+    kubeconfig: stack.kube.kubeconfigs['aibom-vault'],
+    poolMax: POOL_MAX,
+    authTtlMs: 30 * 60_000,
+    logLevel: 'info',
+    s3: {
+      endpoint: env('S3_ENDPOINT'),
+      accessKey: env('S3_ACCESS_KEY'),
+      secretKey: env('S3_SECRET_KEY'),
+      bucket: env('S3_BUCKET'),
+    },
+  });
+  ctx.log(`fixture: API listening on ${api.url}`);
+  return { url, rows: total, runs, api, token: stack.kube.tokens.admin, admin };
+}
+
+/** A query as node-postgres receives it. */
+export interface CapturedQuery {
+  readonly name?: string;
+  readonly text: string;
+  readonly values: unknown[];
+}
+
+/**
+ * Runs `fn` and returns the queries it sent through `pool` (query-config form), so a baseline can
+ * replay exactly the SQL the vault generated, with the same parameters and statement name.
+ */
+export async function captureQueries(pool: pg.Pool, fn: () => Promise<unknown>): Promise<CapturedQuery[]> {
+  const seen: CapturedQuery[] = [];
+  type QueryFn = (config: unknown, values?: unknown) => Promise<unknown>;
+  const target = pool as unknown as { query: QueryFn };
+  const original = target.query;
+  target.query = function (this: unknown, config: unknown, values?: unknown) {
+    if (typeof config === 'object' && config !== null && 'text' in config) {
+      const c = config as { name?: string; text: string; values?: unknown[] };
+      seen.push({ ...(c.name !== undefined ? { name: c.name } : {}), text: c.text, values: c.values ?? [] });
+    } else if (typeof config === 'string') {
+      seen.push({ text: config, values: (values as unknown[] | undefined) ?? [] });
+    }
+    return original.call(pool, config, values);
+  };
+  try {
+    await fn();
+  } finally {
+    target.query = original;
+  }
+  return seen;
+}

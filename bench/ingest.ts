@@ -1,0 +1,223 @@
+/**
+ * ingest: attestations/s of the full write path — build the statement, sign it, digest the
+ * envelope (sealRecord), then `vault.append` in batches of 1000 through the runtime pool
+ * (role vault_writer) — vs raw `COPY ... FROM STDIN` of the very same rows into a second, freshly
+ * migrated database (same table, indexes, constraints and triggers), in batches of 1000 as well.
+ * Goal ≥ 0.5×.
+ *
+ * Rounds: each round appends `batchesPerRound` batches through the full path, exports exactly the
+ * rows it stored (`COPY (SELECT …) TO STDOUT`, same ids, seq and chain links) and copies them into
+ * the twin database; the two tables therefore grow in lockstep and index sizes match in every round.
+ * The ratio is the median over rounds of full-path rate ÷ raw COPY rate.
+ */
+import { randomUUID } from 'node:crypto';
+import { finished } from 'node:stream/promises';
+import type pg from 'pg';
+import copyStreams from 'pg-copy-streams';
+import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { signerFromPem } from '../src/signing/index.ts';
+import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
+import { ATTESTATION_COLUMNS } from '../src/vault/rows.ts';
+import {
+  adminClient,
+  fmtCount,
+  fmtRate,
+  fmtRatio,
+  goalText,
+  median,
+  printTable,
+  verdict,
+  type Benchmark,
+  type Goal,
+  type SummaryRow,
+} from './common.ts';
+import { buildRecord, type RunShape } from './records.ts';
+
+const GOAL: Goal = { op: '>=', value: 0.5 };
+const BATCH = 1000;
+const ROUNDS = 5;
+/** Records per run before the generator starts a new run (100 steps × 4 records). */
+const RUN_LENGTH = 400;
+const NAMESPACES = ['bench-a', 'bench-b', 'bench-c', 'bench-d'];
+const PACKS = [
+  { name: 'baseline', version: '1.0.0' },
+  { name: 'strict', version: '2.1.0' },
+];
+
+/** Rows of one round, exported from the full-path database in COPY text format. */
+async function exportRows(client: pg.Client, fromSeq: number, toSeq: number): Promise<string[]> {
+  const stream = client.query(
+    copyStreams.to(
+      `COPY (SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE seq > ${fromSeq} AND seq <= ${toSeq} ` +
+        'ORDER BY seq) TO STDOUT',
+    ),
+  );
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  // COPY text escapes newlines inside values, so one line is one row.
+  const lines = Buffer.concat(chunks).toString('utf8').split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  if (lines.length !== toSeq - fromSeq) {
+    throw new Error(
+      `exported ${lines.length} rows for seq ${fromSeq}..${toSeq}, expected ${toSeq - fromSeq}`,
+    );
+  }
+  return lines;
+}
+
+async function copyBatch(client: pg.PoolClient, text: string, rows: number): Promise<void> {
+  const stream = client.query(copyStreams.from(`COPY attestations (${ATTESTATION_COLUMNS}) FROM STDIN`));
+  stream.end(text);
+  await finished(stream);
+  if (stream.rowCount !== rows) throw new Error(`raw COPY stored ${stream.rowCount} rows, expected ${rows}`);
+}
+
+export const ingestBenchmark: Benchmark = {
+  name: 'ingest',
+  title: 'full path (statement + sign + digest + vault.append ×1000) vs raw COPY of the same rows',
+  async run(ctx) {
+    const batchesPerRound = Math.max(1, Math.round((40 * ctx.scale) / ROUNDS));
+    await ctx.stack();
+    const [fullUrl, rawUrl] = await Promise.all([
+      ctx.freshDatabase('ingest_full'),
+      ctx.freshDatabase('ingest_raw'),
+    ]);
+    await migrate(fullUrl);
+    await migrate(rawUrl);
+    // ECDSA P-256 leaf under a dev CA: the service's default signer.
+    const signer = signerFromPem(await generateDevPki());
+    const pool = createVaultPool(fullUrl, { applicationName: 'bench-ingest' });
+    const closePool = ctx.track(() => pool.end());
+    const vault = await openVault(pool);
+    // The raw side runs as the same runtime role with the same session settings.
+    const rawPool = createVaultPool(rawUrl, { max: 1, applicationName: 'bench-ingest-raw' });
+    const closeRawPool = ctx.track(() => rawPool.end());
+    const exporter = await adminClient(ctx, fullUrl);
+
+    let produced = 0;
+    let run: RunShape | undefined;
+    const nextRecords = (n: number): NewAttestation[] => {
+      const out: NewAttestation[] = [];
+      for (let k = 0; k < n; k++, produced++) {
+        const i = produced % RUN_LENGTH;
+        if (i === 0 || run === undefined) {
+          const r = Math.floor(produced / RUN_LENGTH);
+          run = { namespace: NAMESPACES[r % NAMESPACES.length]!, runId: randomUUID(), pack: PACKS[r % 2]! };
+        }
+        out.push(buildRecord(signer, run, i));
+      }
+      return out;
+    };
+
+    const rawClient = await rawPool.connect();
+    const releaseRaw = ctx.track(() => rawClient.release());
+    let storedSeq = 0;
+    interface RoundResult {
+      rows: number;
+      fullMs: number;
+      sealMs: number;
+      appendMs: number;
+      rawMs: number;
+    }
+    /** One round; returns timings in ms. */
+    const round = async (batches: number): Promise<RoundResult> => {
+      let sealMs = 0;
+      let appendMs = 0;
+      const t0 = performance.now();
+      for (let b = 0; b < batches; b++) {
+        ctx.throwIfStopping();
+        const ts = performance.now();
+        const records = nextRecords(BATCH);
+        const ta = performance.now();
+        await vault.append(records);
+        const te = performance.now();
+        sealMs += ta - ts;
+        appendMs += te - ta;
+      }
+      const fullMs = performance.now() - t0;
+      const rows = batches * BATCH;
+      const lines = await exportRows(exporter, storedSeq, storedSeq + rows);
+      storedSeq += rows;
+      const texts: string[] = [];
+      for (let i = 0; i < lines.length; i += BATCH) texts.push(lines.slice(i, i + BATCH).join('\n') + '\n');
+      const tr = performance.now();
+      for (const text of texts) await copyBatch(rawClient, text, BATCH);
+      const rawMs = performance.now() - tr;
+      return { rows, fullMs, sealMs, appendMs, rawMs };
+    };
+
+    try {
+      ctx.log(`ingest: warm-up batch, then ${ROUNDS} rounds × ${batchesPerRound} batches of ${BATCH}`);
+      await round(1);
+      const results: RoundResult[] = [];
+      for (let r = 0; r < ROUNDS; r++) {
+        const m = await round(batchesPerRound);
+        results.push(m);
+        ctx.log(
+          `ingest: round ${r + 1}/${ROUNDS}: full ${fmtRate((m.rows * 1000) / m.fullMs)}/s, ` +
+            `raw COPY ${fmtRate((m.rows * 1000) / m.rawMs)}/s`,
+        );
+      }
+      const sum = (f: (m: RoundResult) => number): number => results.reduce((s, m) => s + f(m), 0);
+      const rows = sum((m) => m.rows);
+      const fullRate = median(results.map((m) => (m.rows * 1000) / m.fullMs));
+      const rawRate = median(results.map((m) => (m.rows * 1000) / m.rawMs));
+      const ratio = median(results.map((m) => m.rawMs / m.fullMs));
+      const appendRatio = median(results.map((m) => m.rawMs / m.appendMs));
+      const sealShare = sum((m) => m.sealMs) / sum((m) => m.fullMs);
+      const sec = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
+      printTable(
+        `ingest — attestations/s, batches of ${BATCH}, median of ${ROUNDS} rounds (${fmtCount(rows)} rows each side)`,
+        ['case', 'time', 'rows/s', 'ratio vs raw COPY', 'goal', 'verdict'],
+        [
+          [
+            'full path: statement + sign + digest + vault.append',
+            sec(sum((m) => m.fullMs)),
+            fmtRate(fullRate),
+            fmtRatio(ratio),
+            goalText(GOAL),
+            verdict(ratio, GOAL),
+          ],
+          [
+            `  of which statement + sign + digest (${(sealShare * 100).toFixed(0)}%)`,
+            sec(sum((m) => m.sealMs)),
+            fmtRate(median(results.map((m) => (m.rows * 1000) / m.sealMs))),
+            '',
+            '',
+            '',
+          ],
+          [
+            `  of which vault.append (${((1 - sealShare) * 100).toFixed(0)}%)`,
+            sec(sum((m) => m.appendMs)),
+            fmtRate(median(results.map((m) => (m.rows * 1000) / m.appendMs))),
+            fmtRatio(appendRatio),
+            '(info)',
+            '',
+          ],
+          [
+            'raw COPY of the same rows (baseline)',
+            sec(sum((m) => m.rawMs)),
+            fmtRate(rawRate),
+            '1.00×',
+            '',
+            '',
+          ],
+        ],
+      );
+      const summary: SummaryRow[] = [
+        {
+          benchmark: 'ingest',
+          case: 'full path (sealRecord + vault.append)',
+          ratioOf: 'rows/s ÷ raw COPY rows/s',
+          ratio,
+          goal: GOAL,
+        },
+      ];
+      return summary;
+    } finally {
+      await releaseRaw();
+      await closeRawPool();
+      await closePool();
+    }
+  },
+};
