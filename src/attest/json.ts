@@ -1,4 +1,3 @@
-import canonicalize from 'canonicalize';
 import { hash } from 'node:crypto';
 import { AttestError } from './errors.ts';
 
@@ -7,39 +6,57 @@ export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue
 export type JsonObject = { [key: string]: JsonValue };
 
 /**
- * Rejects what JSON.stringify (and therefore `canonicalize`) would silently turn into something
- * else: functions/symbols (dropped or printed as "undefined"), BigInt, non-finite numbers, class
- * instances such as Date, Map or Buffer (their toJSON or enumerable fields would be hashed, not
- * what the caller meant), `undefined` array elements (become null). `undefined` object members are
- * allowed and omitted, matching optional properties. Cycles throw in `canonicalize`.
+ * RFC 8785 (JCS) canonical JSON, validated and serialised in one pass. JCS serialises strings and
+ * numbers exactly as ECMAScript's JSON.stringify does and sorts object members by their UTF-16
+ * code units (what Array.prototype.sort compares), so leaves go through JSON.stringify and only
+ * the structure is walked here: about 5x faster than the generic `canonicalize` package on
+ * statements, which matters on the signing path. Property-tested against that package.
+ *
+ * Rejected (what JSON.stringify would silently turn into something else): functions/symbols,
+ * BigInt, non-finite numbers, class instances such as Date, Map or Buffer (their toJSON or
+ * enumerable fields would be hashed, not what the caller meant), `undefined` array elements, and
+ * cycles. `undefined` object members are omitted, matching optional properties.
  */
-function assertPlainJson(value: unknown, path: string, ancestors: Set<object>): void {
+function write(value: unknown, path: string, ancestors: Set<object>): string {
   switch (typeof value) {
     case 'string':
+      // I-JSON (RFC 8785 §3.2.2.2): lone surrogates cannot be represented in UTF-8.
+      if (!value.isWellFormed()) throw notJson(path, 'a string with a lone surrogate');
+      return JSON.stringify(value);
     case 'boolean':
-      return;
+      return value ? 'true' : 'false';
     case 'number':
       if (!Number.isFinite(value)) throw notJson(path, 'a non-finite number');
-      return;
+      return JSON.stringify(value);
     case 'object': {
-      if (value === null) return;
+      if (value === null) return 'null';
       if (ancestors.has(value)) throw notJson(path, 'a circular reference');
       ancestors.add(value);
+      let out: string;
       if (Array.isArray(value)) {
+        const parts: string[] = new Array<string>(value.length);
         for (let i = 0; i < value.length; i++) {
           if (value[i] === undefined) throw notJson(`${path}[${i}]`, 'undefined');
-          assertPlainJson(value[i], `${path}[${i}]`, ancestors);
+          parts[i] = write(value[i], `${path}[${i}]`, ancestors);
         }
+        out = `[${parts.join(',')}]`;
       } else {
         const proto = Object.getPrototypeOf(value) as unknown;
         if (proto !== Object.prototype && proto !== null) throw notJson(path, 'a class instance');
-        for (const [key, member] of Object.entries(value)) {
-          if (member !== undefined) assertPlainJson(member, `${path}.${key}`, ancestors);
+        const obj = value as Record<string, unknown>;
+        const keys = Object.keys(obj).sort();
+        const parts: string[] = [];
+        for (const key of keys) {
+          if (!key.isWellFormed()) throw notJson(`${path}.${key}`, 'a member name with a lone surrogate');
+          const member = obj[key];
+          if (member !== undefined)
+            parts.push(`${JSON.stringify(key)}:${write(member, `${path}.${key}`, ancestors)}`);
         }
+        out = `{${parts.join(',')}}`;
       }
       // Only ancestors count: the same object twice in sibling positions is not a cycle.
       ancestors.delete(value);
-      return;
+      return out;
     }
     default:
       throw notJson(path, `a ${typeof value}`);
@@ -52,13 +69,7 @@ function notJson(path: string, what: string): AttestError {
 
 /** RFC 8785 (JCS) canonical JSON of a plain JSON value; throws `AttestError` NOT_CANONICALIZABLE. */
 export function canonicalJson(value: unknown): string {
-  assertPlainJson(value, '$', new Set());
-  try {
-    // Only a top-level undefined yields undefined, and assertPlainJson has excluded it.
-    return canonicalize(value) as string;
-  } catch (cause) {
-    throw new AttestError('NOT_CANONICALIZABLE', (cause as Error).message, { cause });
-  }
+  return write(value, '$', new Set());
 }
 
 /** Lower-case hex SHA-256 (one-shot `crypto.hash`, about twice `createHash` for small inputs). */

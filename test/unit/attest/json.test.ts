@@ -46,3 +46,23 @@ describe('RFC 8785 canonical JSON', () => {
     );
   });
 });
+
+describe('canonicalJson against an independent JCS implementation', () => {
+  it('equals the canonicalize package on random JSON values', async () => {
+    const { default: fc } = await import('fast-check');
+    const { default: canonicalize } = await import('canonicalize');
+    const { canonicalJson: jcs } = await import('../../../src/attest/json.ts');
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }), (v) => {
+        expect(jcs(v)).toBe(canonicalize(v));
+      }),
+      { numRuns: 3000 },
+    );
+    // Sorting by UTF-16 code units, not code points: U+FB01 sorts after U+1F600's high surrogate.
+    const tricky = { '\u{1F600}': 1, '\uFB01': 2, a: -0, b: 1e21, c: 5e-7, d: '\u2028\u0007' };
+    expect(jcs(tricky)).toBe(canonicalize(tricky));
+    // Lone surrogates are not I-JSON: both refuse them.
+    expect(() => canonicalize({ d: '\ud800' })).toThrow();
+    expect(() => jcs({ d: '\ud800' })).toThrow(/lone surrogate/);
+  });
+});

@@ -85,6 +85,7 @@ describe('SCRAPI wire helpers', () => {
       log_index: 4,
       receipt: 'AQI=',
       receipt_media_type: 'application/cose',
+      statement: 'Aw==',
       published_at: '1970-01-01T00:00:01.000Z',
     });
   });

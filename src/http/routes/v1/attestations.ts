@@ -122,8 +122,9 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     },
     async (req) => {
       const record = await deps.vault.get(req.params.id);
-      const notFound = new ProblemError(404, 'NOT_FOUND', `attestation ${req.params.id} not found`);
-      if (!record) throw notFound;
+      // Built only when needed: an Error captures a stack trace.
+      const notFound = () => new ProblemError(404, 'NOT_FOUND', `attestation ${req.params.id} not found`);
+      if (!record) throw notFound();
       const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' }))
         return (await withTransparency(deps, [record]))[0]!;
@@ -135,7 +136,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
           `not allowed to get attestations in namespace ${record.namespace}`,
         );
       }
-      throw notFound;
+      throw notFound();
     },
   );
 
