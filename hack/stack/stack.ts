@@ -72,7 +72,12 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
     ]);
     const { trustAnchor } = await timed('signer', () => createSignerSecret(root, kube.kubeconfig));
     // The local transparency log signs receipts with its own key.
-    await createSignerSecret(join(root, 'scitt-log'), kube.kubeconfig, 'aibom-vault-system', 'aibom-vault-scitt-log');
+    await createSignerSecret(
+      join(root, 'scitt-log'),
+      kube.kubeconfig,
+      'aibom-vault-system',
+      'aibom-vault-scitt-log',
+    );
     const env: Record<string, string> = {
       SERVICE_TRUST_ANCHOR: trustAnchor,
       KUBECONFIG: kube.kubeconfig,

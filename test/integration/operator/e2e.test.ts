@@ -31,6 +31,7 @@ import { repoRoot } from '../../../hack/stack/stack.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { waitFor } from '../../helpers/wait.ts';
 
 const run = promisify(execFile);
 const ns = uniqueName('e2e');
@@ -42,20 +43,6 @@ let caPem: string;
 let controller: RunningController;
 let app: FastifyInstance;
 let apiUrl: string;
-
-async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 120_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 const runs = () => kubeConfig('admin').makeApiClient(CustomObjectsApi);
 const getRun = async (name: string) =>
