@@ -801,8 +801,8 @@ export async function expectKubeMirrorsVault(databaseUrl: string, runs: readonly
 }
 
 /**
- * Runs whose AIBOM attestation names a different C2PA sidecar than the artifacts row (see the
- * `it.fails` test in race.test.ts): reported by the fault tests, asserted only there.
+ * Runs whose AIBOM attestation names a different C2PA sidecar than the artifacts row: must be none,
+ * since both are written in one transaction (src/pipeline/aibom.ts).
  */
 export async function manifestRefMismatches(databaseUrl: string): Promise<string[]> {
   const pool = quietPool(databaseUrl, 1);
