@@ -136,7 +136,12 @@ async function startServices(
     name: 'sidecar',
     command: node,
     args: [join(repoRoot, 'src/bin/sidecar.ts')],
-    env: { ...common, HTTP_HOST: '127.0.0.1', HTTP_PORT: String(httpPort) },
+    env: {
+      ...common,
+      HTTP_HOST: '127.0.0.1',
+      HTTP_PORT: String(httpPort),
+      METRICS_PORT: String(await freePort()),
+    },
     logFile: join(root, 'sidecar.log'),
   });
   await Promise.all([

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { readFile } from 'node:fs/promises';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { s3BlobStore } from '../blob/store.ts';
+import { startOpsServer } from '../ops/server.ts';
 import { parseCertificates } from '../signing/index.ts';
 import { loadConfig } from '../config/index.ts';
 import { buildApp } from '../http/app.ts';
@@ -32,7 +34,10 @@ await runUntilSignal(logger, async () => {
     config.SCITT_TRUST_ANCHORS !== undefined
       ? parseCertificates(await readFile(config.SCITT_TRUST_ANCHORS, 'utf8'), 'SCITT_TRUST_ANCHORS')
       : [];
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
   const app = await buildApp({
+    registry,
     transparency,
     scrapiTrustAnchors: [...signer.caCertificates, ...extra],
     logger,
@@ -48,8 +53,15 @@ await runUntilSignal(logger, async () => {
     },
   });
   const address = await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+  // /metrics (and its own /healthz, /readyz) on METRICS_PORT, apart from the authenticated API.
+  const ops = await startOpsServer({
+    logger: logger.child({ component: 'ops' }),
+    port: config.METRICS_PORT,
+    registry,
+  });
   logger.info({ address, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS }, 'sidecar listening');
   return async () => {
+    await ops.close();
     await app.close();
     await vault.pool.end();
   };

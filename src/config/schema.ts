@@ -107,7 +107,7 @@ export const schema = {
   HTTP_HOST: { description: 'sidecar listen address', default: '0.0.0.0', parse: str },
   HTTP_PORT: { description: 'sidecar listen port', default: '8080', parse: intIn(0, 65535) },
   METRICS_PORT: {
-    description: 'controller /metrics, /healthz, /readyz port',
+    description: '/metrics, /healthz, /readyz port of the controller and of the sidecar (one per container)',
     default: '9090',
     parse: intIn(0, 65535),
   },

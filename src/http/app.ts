@@ -1,6 +1,7 @@
 import type { X509Certificate } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { BlobStore } from '../blob/store.ts';
+import { Histogram, type Registry } from 'prom-client';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../log/index.ts';
 import type { Vault } from '../vault/index.ts';
@@ -37,6 +38,8 @@ export interface AppDeps {
   readonly scrapiTrustAnchors?: readonly X509Certificate[];
   /** Resolves when every dependency the API needs answers; drives /readyz. */
   readonly ready?: () => Promise<void>;
+  /** Where request metrics go (`http_request_duration_seconds`); served by the ops server. */
+  readonly registry?: Registry;
   /** Largest accepted request body; queries are small. */
   readonly bodyLimit?: number;
 }
@@ -56,10 +59,24 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Two info lines per request cost ~10% of a GET; requests are logged at debug instead.
     disableRequestLogging: true,
   });
+  const requests = deps.registry
+    ? new Histogram({
+        name: 'http_request_duration_seconds',
+        help: 'Sidecar API request latency by route and status code',
+        labelNames: ['method', 'route', 'code'],
+        buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+        registers: [deps.registry],
+      })
+    : undefined;
   app.addHook('onResponse', (req, reply, done) => {
     req.log.debug(
       { method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime },
       'request',
+    );
+    // The route pattern, not the URL: ids would make the label set unbounded.
+    requests?.observe(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', code: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
     );
     done();
   });

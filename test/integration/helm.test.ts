@@ -222,7 +222,13 @@ describe('helm chart charts/aibom-vault', () => {
     expect(envOf(controller!, 'METRICS_PORT')?.value).toBe('9090');
     expect(controller!.ports).toEqual([{ name: 'metrics', containerPort: 9090, protocol: 'TCP' }]);
     expect(envOf(sidecar!, 'HTTP_PORT')?.value).toBe('8080');
-    expect(sidecar!.ports).toEqual([{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+    expect(sidecar!.ports).toEqual([
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'api-metrics', containerPort: 9091, protocol: 'TCP' },
+    ]);
+    // Two containers in one pod: their ops ports must differ.
+    expect(envOf(sidecar!, 'METRICS_PORT')?.value).toBe('9091');
+    expect(envOf(controller!, 'METRICS_PORT')?.value).not.toBe(envOf(sidecar!, 'METRICS_PORT')?.value);
 
     const service = one<V1Service>(objects, 'Service');
     expect(service.spec?.ports?.map((p) => [p.name, p.port, p.targetPort])).toEqual([
