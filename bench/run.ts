@@ -22,10 +22,19 @@ import {
 } from './common.ts';
 import { getBenchmark } from './get.ts';
 import { ingestBenchmark } from './ingest.ts';
+import { operatorBenchmark } from './operator.ts';
 import { queryBenchmark } from './query.ts';
 import { signBenchmark } from './sign.ts';
+import { transparencyBenchmark } from './transparency.ts';
 
-const BENCHMARKS: readonly Benchmark[] = [ingestBenchmark, signBenchmark, queryBenchmark, getBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [
+  ingestBenchmark,
+  signBenchmark,
+  queryBenchmark,
+  getBenchmark,
+  operatorBenchmark,
+  transparencyBenchmark,
+];
 
 function usage(): string {
   return [
