@@ -112,7 +112,12 @@ export function startController(deps: ControllerDeps): RunningController {
               logger: log,
               observePipeline: (s) => pipeline.observe(s),
               ...(deps.transparency
-                ? { transparency: { onAppend: deps.transparency.enqueueInTransaction } }
+                ? {
+                    transparency: {
+                      onAppend: deps.transparency.enqueueInTransaction,
+                      committed: deps.transparency.committed,
+                    },
+                  }
                 : {}),
             },
             namespace ?? '',
@@ -148,15 +153,17 @@ export function startController(deps: ControllerDeps): RunningController {
     .run(stopping.signal)
     .catch((err: unknown) => log.error({ err }, 'leader election ended'));
   // The SCITT worker runs in every replica (jobs are claimed with SKIP LOCKED), leader or not.
-  const worker = deps.transparency
-    ? createWorker({
-        pool: deps.vault.pool,
-        publisher: deps.transparency.publisher,
-        logger: log.child({ component: 'scitt-worker' }),
-      })
-        .run(stopping.signal)
-        .catch((err: unknown) => log.error({ err }, 'transparency worker ended'))
-    : Promise.resolve();
+  let worker: Promise<void> = Promise.resolve();
+  if (deps.transparency) {
+    const w = createWorker({
+      pool: deps.vault.pool,
+      publisher: deps.transparency.publisher,
+      logger: log.child({ component: 'scitt-worker' }),
+    });
+    // Jobs enqueued by this process are claimed as soon as their append commits, not after a poll.
+    deps.transparency.onCommitted(() => w.wake());
+    worker = w.run(stopping.signal).catch((err: unknown) => log.error({ err }, 'transparency worker ended'));
+  }
   return {
     ready: () =>
       elector.isLeader() && informer && !informer.hasSynced()

@@ -32,6 +32,10 @@ export interface Transparency {
     client: pg.PoolClient,
     inserted: readonly { id: string }[],
   ) => Promise<void>;
+  /** Called after an append that enqueued jobs has committed: wakes this process's worker. */
+  readonly committed: () => void;
+  /** The worker registers itself here to be woken by `committed`. */
+  readonly onCommitted: (wake: () => void) => void;
 }
 
 /** Wires the local log, the chosen backend and the publisher from configuration. */
@@ -61,9 +65,16 @@ export function setupTransparency(cfg: TransparencyConfig): Transparency {
     logger: cfg.logger,
     ...(cfg.onPublished ? { onPublished: cfg.onPublished } : {}),
   });
+  const wakers: (() => void)[] = [];
   return {
     log,
     publisher,
+    committed: () => {
+      for (const w of wakers) w();
+    },
+    onCommitted: (wake) => {
+      wakers.push(wake);
+    },
     enqueueInTransaction: async (client, inserted) => {
       await enqueue(
         client,

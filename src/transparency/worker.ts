@@ -40,6 +40,9 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
   const policy = options.policy ?? DEFAULT_RETRY_POLICY;
   const log = options.logger?.child({ component: 'transparency-worker' });
   let waking: AbortController | undefined;
+  // A wake that arrives while a round is running is remembered, so the next pause is skipped:
+  // otherwise a job enqueued mid-round would wait a full idle period.
+  let wakePending = false;
 
   const drainOnce = async (signal?: AbortSignal): Promise<number> => {
     const jobs = await claim(options.pool, batchSize, { policy });
@@ -50,6 +53,10 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
   };
 
   const pause = async (ms: number, signal: AbortSignal): Promise<void> => {
+    if (wakePending) {
+      wakePending = false;
+      return;
+    }
     waking = new AbortController();
     try {
       await delay(ms, undefined, { signal: AbortSignal.any([signal, waking.signal]) });
@@ -62,7 +69,10 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
 
   return {
     drainOnce,
-    wake: () => waking?.abort(),
+    wake: () => {
+      if (waking) waking.abort();
+      else wakePending = true;
+    },
     async run(signal) {
       log?.info({ batchSize }, 'transparency worker started');
       while (!signal.aborted) {

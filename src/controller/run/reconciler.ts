@@ -56,6 +56,8 @@ export interface RunReconcilerDeps {
    */
   readonly transparency?: {
     readonly onAppend: (client: PoolClient, inserted: readonly StoredAttestation[]) => Promise<void>;
+    /** After an append with jobs committed. */
+    readonly committed?: () => void;
   };
 }
 
@@ -124,6 +126,7 @@ export async function reconcileRun(
         ),
       );
       if (res.created) {
+        deps.transparency?.committed?.();
         const what = batch.key.startsWith('step:') ? `step ${batch.key.split(':')[2]}` : 'run and policies';
         await deps.api.event(
           run,
@@ -151,6 +154,7 @@ export async function reconcileRun(
         ),
       );
       if (!before) {
+        deps.transparency?.committed?.();
         deps.observePipeline?.((performance.now() - t0) / 1000);
         await deps.api.event(
           run,
