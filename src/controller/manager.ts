@@ -19,6 +19,7 @@ import {
   resourcePath,
   runWorkers,
   splitKey,
+  withoutManagedFields,
   WorkQueue,
   type KubeClient,
 } from './runtime/index.ts';
@@ -86,6 +87,10 @@ export function startController(deps: ControllerDeps): RunningController {
       listerWatcher: kubeListerWatcher<Run>(
         deps.client,
         resourcePath(RUN_TYPE, { namespace: deps.watchNamespace }),
+        {
+          // Reconciles re-read the live Run: the cache only needs to know what exists and changed.
+          transform: withoutManagedFields,
+        },
       ),
       logger: log,
       registry: deps.registry,

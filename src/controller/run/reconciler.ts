@@ -169,7 +169,10 @@ export async function reconcileRun(
     );
     const known = run.status?.attestations?.count ?? 0;
     if (stored.length > known) {
+      // One LIST, then creates for the missing ones only (not a 409 per existing resource).
+      const existing = await deps.api.attestationTransparency(run);
       for (const a of stored) {
+        if (existing.has(a.id)) continue;
         await deps.api.ensureAttestation(run, {
           id: a.id,
           kind: a.kind,

@@ -35,11 +35,23 @@ export interface ListerWatcher<T> {
   watch(options: WatchOptions, onEvent: (event: WatchEvent<T>) => void): Promise<void>;
 }
 
-export interface KubeListerWatcherOptions {
+export interface KubeListerWatcherOptions<T = unknown> {
   labelSelector?: string;
   fieldSelector?: string;
   /** Page size of lists (`limit`); pages are stitched with continue tokens. */
   pageSize?: number;
+  /**
+   * Applied to every listed and watched object before it reaches the cache, e.g. to drop
+   * `metadata.managedFields`, which a controller that re-reads before acting never needs.
+   */
+  transform?: (obj: T) => T;
+}
+
+/** Drops `metadata.managedFields` (often the largest part of an object in a cache). */
+export function withoutManagedFields<T>(obj: T): T {
+  const meta = (obj as { metadata?: { managedFields?: unknown } }).metadata;
+  if (meta?.managedFields !== undefined) delete meta.managedFields;
+  return obj;
 }
 
 /**
@@ -52,7 +64,7 @@ export interface KubeListerWatcherOptions {
 export function kubeListerWatcher<T>(
   client: KubeClient,
   path: string,
-  options: KubeListerWatcherOptions = {},
+  options: KubeListerWatcherOptions<T> = {},
 ): ListerWatcher<T> {
   const selectors = { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector };
   return {
@@ -70,7 +82,8 @@ export function kubeListerWatcher<T>(
           query: { ...selectors, limit: options.pageSize ?? 500, continue: cont },
           signal,
         });
-        items.push(...(page.items ?? []));
+        const got = page.items ?? [];
+        items.push(...(options.transform ? got.map(options.transform) : got));
         resourceVersion = page.metadata?.resourceVersion ?? '';
         cont = page.metadata?.continue || undefined;
       } while (cont !== undefined);
@@ -90,7 +103,14 @@ export function kubeListerWatcher<T>(
           },
           signal,
         },
-        (value) => onEvent(value as WatchEvent<T>),
+        (value) => {
+          const ev = value as WatchEvent<T>;
+          // Only object events carry a T; BOOKMARK and ERROR pass through untouched.
+          if (options.transform && (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED')) {
+            ev.object = options.transform(ev.object);
+          }
+          onEvent(ev);
+        },
       );
     },
   };
