@@ -12,12 +12,20 @@ export interface Minio {
   readonly bucket: string;
 }
 
-export async function startMinio(root: string, binary: string, bucket: string): Promise<Minio> {
+/**
+ * Starts the server on `<root>/minio` (also used to restart it on the same data dir and port, e.g.
+ * in outage tests) and waits for its readiness endpoint.
+ */
+export async function runMinioServer(
+  root: string,
+  binary: string,
+  port: number,
+  accessKey: string,
+  secretKey: string,
+): Promise<Proc> {
   const data = join(root, 'minio');
   await mkdir(data, { recursive: true });
-  const [port, consolePort] = [await freePort(), await freePort()];
-  const accessKey = `stack-${randomBytes(4).toString('hex')}`;
-  const secretKey = randomBytes(24).toString('base64url');
+  const consolePort = await freePort();
   const proc = await startProcess({
     name: 'minio',
     command: binary,
@@ -41,8 +49,16 @@ export async function startMinio(root: string, binary: string, bucket: string): 
       HOME: data,
     },
   });
+  await waitReady(proc, async () => (await fetch(`http://127.0.0.1:${port}/minio/health/ready`)).ok, 60_000);
+  return proc;
+}
+
+export async function startMinio(root: string, binary: string, bucket: string): Promise<Minio> {
+  const port = await freePort();
+  const accessKey = `stack-${randomBytes(4).toString('hex')}`;
+  const secretKey = randomBytes(24).toString('base64url');
+  const proc = await runMinioServer(root, binary, port, accessKey, secretKey);
   const endpoint = `http://127.0.0.1:${port}`;
-  await waitReady(proc, async () => (await fetch(`${endpoint}/minio/health/ready`)).ok, 60_000);
   const client = new Client({ endPoint: '127.0.0.1', port, useSSL: false, accessKey, secretKey });
   if (!(await client.bucketExists(bucket))) await client.makeBucket(bucket);
   return { proc, endpoint, accessKey, secretKey, bucket };

@@ -44,6 +44,61 @@ async function serverUser(): Promise<{ uid: number; gid: number } | undefined> {
   throw new StartError('postgres', 'running as root and neither a postgres nor a nobody user exists', '');
 }
 
+/**
+ * Starts the server on the cluster initdb made under `<root>/postgres` (also used to restart it on
+ * the same data dir and port, e.g. in outage tests) and waits until `readyUrl` answers.
+ */
+export async function runPostgresServer(
+  root: string,
+  port: number,
+  readyUrl: string,
+  timeoutMs = 60_000,
+): Promise<Proc> {
+  const dir = join(root, 'postgres');
+  const bin = await binaries();
+  const user = await serverUser();
+  const proc = await startProcess({
+    name: 'postgres',
+    command: bin.postgres,
+    // fsync off: throwaway test data; durability is not what the stack is for.
+    args: [
+      '-D',
+      join(dir, 'data'),
+      '-p',
+      String(port),
+      '-k',
+      dir,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'fsync=off',
+      '-c',
+      'synchronous_commit=off',
+      '-c',
+      'full_page_writes=off',
+      '-c',
+      'max_connections=200',
+    ],
+    logFile: join(root, 'postgres.log'),
+    ...(user ? { uid: user.uid, gid: user.gid } : {}),
+  });
+  await waitReady(
+    proc,
+    async () => {
+      const c = new pg.Client({ connectionString: readyUrl, connectionTimeoutMillis: 2000 });
+      try {
+        await c.connect();
+        await c.query('select 1');
+        return true;
+      } finally {
+        await c.end().catch(() => undefined);
+      }
+    },
+    timeoutMs,
+  );
+  return proc;
+}
+
 export async function startPostgres(root: string): Promise<Postgres> {
   const dir = join(root, 'postgres');
   const data = join(dir, 'data');
@@ -81,46 +136,8 @@ export async function startPostgres(root: string): Promise<Postgres> {
     throw new StartError('postgres', `initdb failed: ${e.message}`, e.stderr ?? '');
   }
   const port = await freePort();
-  const proc = await startProcess({
-    name: 'postgres',
-    command: bin.postgres,
-    // fsync off: throwaway test data; durability is not what the stack is for.
-    args: [
-      '-D',
-      data,
-      '-p',
-      String(port),
-      '-k',
-      dir,
-      '-c',
-      'listen_addresses=127.0.0.1',
-      '-c',
-      'fsync=off',
-      '-c',
-      'synchronous_commit=off',
-      '-c',
-      'full_page_writes=off',
-      '-c',
-      'max_connections=200',
-    ],
-    logFile: join(root, 'postgres.log'),
-    ...ids,
-  });
   const admin = `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
-  await waitReady(
-    proc,
-    async () => {
-      const c = new pg.Client({ connectionString: `${admin}/postgres`, connectionTimeoutMillis: 2000 });
-      try {
-        await c.connect();
-        await c.query('select 1');
-        return true;
-      } finally {
-        await c.end().catch(() => undefined);
-      }
-    },
-    30_000,
-  );
+  const proc = await runPostgresServer(root, port, `${admin}/postgres`);
   const c = new pg.Client({ connectionString: `${admin}/postgres` });
   await c.connect();
   await c.query('create database vault');

