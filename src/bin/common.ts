@@ -1,5 +1,6 @@
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { loadSignerFromFiles, signerFromTlsSecretData, type KeySigner } from '../signing/index.ts';
+import { s3BlobStore, type BlobStore } from '../blob/store.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { TransparencyJob } from '../transparency/jobs.ts';
@@ -97,4 +98,13 @@ export async function transparencyFrom(
     logger: logger.child({ component: 'transparency' }),
     ...(onPublished ? { onPublished } : {}),
   });
+}
+
+/** The artifact store from S3_* (required by both components, so present once config loaded). */
+export function blobStoreFrom(config: Config): BlobStore {
+  const { S3_ENDPOINT: endpoint, S3_ACCESS_KEY: accessKey, S3_SECRET_KEY: secretKey } = config;
+  if (endpoint === undefined || accessKey === undefined || secretKey === undefined) {
+    throw new ConfigError(['S3_ENDPOINT, S3_ACCESS_KEY and S3_SECRET_KEY are required']);
+  }
+  return s3BlobStore({ endpoint, accessKey, secretKey, bucket: config.S3_BUCKET, region: config.S3_REGION });
 }

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 import { CoreV1Api } from '@kubernetes/client-node';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { s3BlobStore } from '../blob/store.ts';
 import { loadConfig } from '../config/index.ts';
 import { startController } from '../controller/manager.ts';
 import { kubeClient } from '../controller/runtime/index.ts';
@@ -10,7 +9,14 @@ import { createLogger } from '../log/index.ts';
 import { startOpsServer } from '../ops/server.ts';
 import { signerFromTlsSecretData } from '../signing/index.ts';
 import { namespaceSigners } from '../signing/namespace-signers.ts';
-import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom, transparencyFrom } from './common.ts';
+import {
+  blobStoreFrom,
+  fatalConfig,
+  kubeConfigFrom,
+  loadServiceSigner,
+  openVaultFrom,
+  transparencyFrom,
+} from './common.ts';
 
 const config = fatalConfig(() => loadConfig('controller'));
 const logger = createLogger('controller', config.LOG_LEVEL);
@@ -20,13 +26,7 @@ await runUntilSignal(logger, async () => {
   collectDefaultMetrics({ register: registry });
   const kc = kubeConfigFrom(config);
   const vault = await openVaultFrom(config, logger, 'aibom-vault-controller');
-  const blobs = s3BlobStore({
-    endpoint: config.S3_ENDPOINT!,
-    accessKey: config.S3_ACCESS_KEY!,
-    secretKey: config.S3_SECRET_KEY!,
-    bucket: config.S3_BUCKET,
-    region: config.S3_REGION,
-  });
+  const blobs = blobStoreFrom(config);
   const signer = await loadServiceSigner(config, kc);
   logger.info({ keyId: signer.keyId, algorithm: signer.algorithm }, 'service signer loaded');
   const core = kc.makeApiClient(CoreV1Api);

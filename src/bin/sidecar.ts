@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 import { readFile } from 'node:fs/promises';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { s3BlobStore } from '../blob/store.ts';
 import { startOpsServer } from '../ops/server.ts';
 import { parseCertificates } from '../signing/index.ts';
 import { loadConfig } from '../config/index.ts';
@@ -10,7 +9,14 @@ import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
 import { runUntilSignal } from '../lifecycle.ts';
 import { createLogger } from '../log/index.ts';
 import { listNamespaces } from '../vault/namespaces.ts';
-import { fatalConfig, kubeConfigFrom, loadServiceSigner, openVaultFrom, transparencyFrom } from './common.ts';
+import {
+  blobStoreFrom,
+  fatalConfig,
+  kubeConfigFrom,
+  loadServiceSigner,
+  openVaultFrom,
+  transparencyFrom,
+} from './common.ts';
 
 const config = fatalConfig(() => loadConfig('sidecar'));
 const logger = createLogger('sidecar', config.LOG_LEVEL);
@@ -18,13 +24,7 @@ const logger = createLogger('sidecar', config.LOG_LEVEL);
 await runUntilSignal(logger, async () => {
   const vault = await openVaultFrom(config, logger, 'aibom-vault-sidecar');
   const kc = kubeConfigFrom(config);
-  const blobs = s3BlobStore({
-    endpoint: config.S3_ENDPOINT!,
-    accessKey: config.S3_ACCESS_KEY!,
-    secretKey: config.S3_SECRET_KEY!,
-    bucket: config.S3_BUCKET,
-    region: config.S3_REGION,
-  });
+  const blobs = blobStoreFrom(config);
   // The signer's CA is the trust anchor every outgoing C2PA manifest must chain to.
   const signer = await loadServiceSigner(config, kc);
   // Always wired: the sidecar serves this deployment's local log over SCRAPI and answers

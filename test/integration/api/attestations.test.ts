@@ -1,10 +1,7 @@
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyRecord } from '../../../src/attest/index.ts';
-import { buildApp } from '../../../src/http/app.ts';
-import { kubernetesAuthorizer } from '../../../src/http/auth/authorizer.ts';
 import { generateDevPki } from '../../../src/signing/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import {
@@ -14,11 +11,10 @@ import {
   type StoredAttestation,
   type Vault,
 } from '../../../src/vault/index.ts';
-import { listNamespaces } from '../../../src/vault/namespaces.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
+import { stackApp } from '../../helpers/app.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';
 import { runRecords } from '../../helpers/records.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, stack, uniqueName } from '../../helpers/stack.ts';
 
 let app: FastifyInstance;
 let vault: Vault;
@@ -41,16 +37,7 @@ beforeAll(async () => {
   const b = runRecords(signer, nsB, { pack: { name: 'strict', version: '2.0.0' } });
   runA = { runId: a.runId, stored: await vault.append(a.records) };
   runB = { runId: b.runId, stored: await vault.append(b.records) };
-  app = await buildApp({
-    logger: pino({ level: 'silent' }),
-    vault,
-    // The sidecar's own identity, which RBAC allows to create TokenReviews and SubjectAccessReviews.
-    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
-    listNamespaces: () => listNamespaces(vault.pool),
-    blobs: stackBlobs(),
-    requireSignedExports: true,
-    trustAnchors: [],
-  });
+  app = await stackApp(vault, []);
 });
 
 afterAll(async () => {

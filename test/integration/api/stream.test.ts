@@ -7,13 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildApp } from '../../../src/http/app.ts';
-import { kubernetesAuthorizer } from '../../../src/http/auth/authorizer.ts';
-import { listNamespaces } from '../../../src/vault/namespaces.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
-import { stack, kubeConfig } from '../../helpers/stack.ts';
+import { stackApp } from '../../helpers/app.ts';
+import { stack } from '../../helpers/stack.ts';
 import { attestation, setupVault, type TestVault } from '../vault/helpers.ts';
 
 const ROWS = 100_000;
@@ -38,15 +34,7 @@ beforeAll(async () => {
       Array.from({ length: BATCH }, () => attestation({ namespace: 'bulk', padding: 1000 })),
     );
   }
-  app = await buildApp({
-    logger: pino({ level: 'silent' }),
-    vault: t.vault,
-    blobs: stackBlobs(),
-    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
-    listNamespaces: () => listNamespaces(t.vault.pool),
-    requireSignedExports: true,
-    trustAnchors: [],
-  });
+  app = await stackApp(t.vault, []);
   await app.listen({ host: '127.0.0.1', port: 0 });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 }, 600_000);

@@ -7,12 +7,9 @@ import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { pino } from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { envelopeDigest, verifyRecord } from '../../../src/attest/index.ts';
-import { buildApp } from '../../../src/http/app.ts';
-import { kubernetesAuthorizer } from '../../../src/http/auth/authorizer.ts';
 import { generateDevPki } from '../../../src/signing/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import {
@@ -22,10 +19,9 @@ import {
   type StoredAttestation,
   type Vault,
 } from '../../../src/vault/index.ts';
-import { listNamespaces } from '../../../src/vault/namespaces.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
+import { stackApp } from '../../helpers/app.ts';
 import { runRecords } from '../../helpers/records.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, stack, uniqueName } from '../../helpers/stack.ts';
 
 let url: string;
 let vault: Vault;
@@ -62,15 +58,7 @@ it('a changed byte in a stored envelope is reported by verify, service-ctl verif
     await su.end();
   }
 
-  const app = await buildApp({
-    logger: pino({ level: 'silent' }),
-    vault,
-    blobs: stackBlobs(),
-    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
-    listNamespaces: () => listNamespaces(vault.pool),
-    requireSignedExports: true,
-    trustAnchors: signer.caCertificates,
-  });
+  const app = await stackApp(vault, signer.caCertificates);
   try {
     const res = await app.inject({
       url: `/v1/attestations/${victim.id}`,

@@ -21,13 +21,11 @@ import { envelopeDigest } from '../../../src/attest/index.ts';
 import { driveRun } from '../../../src/cli/drive.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/controller/runtime/index.ts';
-import { buildApp } from '../../../src/http/app.ts';
-import { kubernetesAuthorizer } from '../../../src/http/auth/authorizer.ts';
 import { generateDevPki } from '../../../src/signing/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
-import { listNamespaces } from '../../../src/vault/namespaces.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
+import { stackApp } from '../../helpers/app.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -95,15 +93,7 @@ beforeAll(async () => {
     watchNamespace: ns,
     lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
-  app = await buildApp({
-    logger: pino({ level: 'silent' }),
-    vault,
-    blobs: stackBlobs(),
-    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
-    listNamespaces: () => listNamespaces(vault.pool),
-    requireSignedExports: true,
-    trustAnchors: signer.caCertificates,
-  });
+  app = await stackApp(vault, signer.caCertificates);
   await app.listen({ host: '127.0.0.1', port: 0 });
   apiUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 });

@@ -21,13 +21,11 @@ import type { Run } from '../../../src/api/run.ts';
 import { driveRun } from '../../../src/cli/drive.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/controller/runtime/index.ts';
-import { buildApp } from '../../../src/http/app.ts';
-import { kubernetesAuthorizer } from '../../../src/http/auth/authorizer.ts';
 import { generateDevPki } from '../../../src/signing/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
-import { listNamespaces } from '../../../src/vault/namespaces.ts';
+import { stackApp } from '../../helpers/app.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -72,14 +70,7 @@ async function deployment(
     ...(backend.kind === 'scrapi' ? { scittUrl: backend.url, scittToken: stack().kube.tokens.admin } : {}),
     logger: quiet,
   });
-  const app = await buildApp({
-    logger: quiet,
-    vault,
-    blobs: stackBlobs(),
-    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
-    listNamespaces: () => listNamespaces(vault.pool),
-    requireSignedExports: true,
-    trustAnchors: signer.caCertificates,
+  const app = await stackApp(vault, signer.caCertificates, {
     // B registers statements signed under A's CA as well as its own.
     scrapiTrustAnchors: [...signer.caCertificates, ...registrars.map((pem) => new X509Certificate(pem))],
     transparency,
