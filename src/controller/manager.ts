@@ -19,10 +19,14 @@ import {
   resourcePath,
   runWorkers,
   splitKey,
+  defaultControllerRateLimiter,
   withoutManagedFields,
   WorkQueue,
   type KubeClient,
 } from './runtime/index.ts';
+
+/** Longest wait between retries of one Run (see the work queue below). */
+export const RUN_MAX_BACKOFF_MS = 30_000;
 
 export interface ControllerDeps {
   readonly client: KubeClient;
@@ -81,7 +85,13 @@ export function startController(deps: ControllerDeps): RunningController {
 
   const lead = async (signal: AbortSignal): Promise<void> => {
     log.info('leading: starting the Run informer and workers');
-    const queue = new WorkQueue({ name: 'runs', registry: deps.registry });
+    // Failures here are mostly a dependency being down (PostgreSQL, MinIO): once it is back, a Run
+    // should not sit out client-go's 1000 s maximum backoff, so per-key retries cap at 30 s.
+    const queue = new WorkQueue({
+      name: 'runs',
+      registry: deps.registry,
+      rateLimiter: defaultControllerRateLimiter(Date.now, RUN_MAX_BACKOFF_MS),
+    });
     const inf = new Informer<Run>({
       name: 'runs',
       listerWatcher: kubeListerWatcher<Run>(

@@ -102,6 +102,12 @@ export class MaxOfRateLimiter implements RateLimiter {
 }
 
 /** client-go's default: per-key 5 ms → 1000 s, overall 10 qps with a burst of 100. */
-export function defaultControllerRateLimiter(now: () => number = Date.now): RateLimiter {
-  return new MaxOfRateLimiter(new ExponentialRateLimiter(5, 1_000_000), new BucketRateLimiter(10, 100, now));
+export function defaultControllerRateLimiter(
+  now: () => number = Date.now,
+  maxBackoffMs = 1_000_000,
+): RateLimiter {
+  return new MaxOfRateLimiter(
+    new ExponentialRateLimiter(5, maxBackoffMs),
+    new BucketRateLimiter(10, 100, now),
+  );
 }
