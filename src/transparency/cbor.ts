@@ -71,3 +71,73 @@ export function asBytes(value: unknown): Buffer | undefined {
 export function isMap(value: unknown): value is Map<unknown, unknown> {
   return value instanceof Map;
 }
+
+/**
+ * The head of a CBOR data item (RFC 8949 §3): major type and argument, shortest form (preferred
+ * serialisation, as the encoder above writes it). For the hot paths that assemble COSE structures
+ * from already-encoded parts (log entries, receipts) without a generic encoder pass; unit tests
+ * check them byte for byte against `encodeCbor`.
+ */
+export function cborHead(major: number, n: number): Buffer {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`CBOR argument ${n} is not a safe uint`);
+  const m = major << 5;
+  if (n < 24) return Buffer.from([m | n]);
+  if (n < 0x100) return Buffer.from([m | 24, n]);
+  if (n < 0x10000) {
+    const b = Buffer.allocUnsafe(3);
+    b[0] = m | 25;
+    b.writeUInt16BE(n, 1);
+    return b;
+  }
+  if (n < 0x100000000) {
+    const b = Buffer.allocUnsafe(5);
+    b[0] = m | 26;
+    b.writeUInt32BE(n, 1);
+    return b;
+  }
+  const b = Buffer.allocUnsafe(9);
+  b[0] = m | 27;
+  b.writeBigUInt64BE(BigInt(n), 1);
+  return b;
+}
+
+/** Major types used by the hand-assembled structures. */
+export const CborMajor = { uint: 0, bytes: 2, array: 4, map: 5, tag: 6 } as const;
+
+/** A byte string item: head + bytes. */
+export function cborBytes(bytes: Uint8Array): Buffer[] {
+  return [
+    cborHead(CborMajor.bytes, bytes.length),
+    Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+  ];
+}
+
+/** Length of the head `cborHead` writes for argument `n`. */
+export function cborHeadLength(n: number): number {
+  return n < 24 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : n < 0x100000000 ? 5 : 9;
+}
+
+/** Writes `cborHead(major, n)` into `target` at `offset`; returns the offset after it. */
+export function writeCborHead(target: Buffer, offset: number, major: number, n: number): number {
+  const m = major << 5;
+  if (n < 24) {
+    target[offset] = m | n;
+    return offset + 1;
+  }
+  if (n < 0x100) {
+    target[offset] = m | 24;
+    target[offset + 1] = n;
+    return offset + 2;
+  }
+  if (n < 0x10000) {
+    target[offset] = m | 25;
+    return target.writeUInt16BE(n, offset + 1);
+  }
+  if (n < 0x100000000) {
+    target[offset] = m | 26;
+    return target.writeUInt32BE(n, offset + 1);
+  }
+  if (!Number.isSafeInteger(n)) throw new RangeError(`CBOR argument ${n} is not a safe uint`);
+  target[offset] = m | 27;
+  return target.writeBigUInt64BE(BigInt(n), offset + 1);
+}

@@ -3,7 +3,20 @@ import { envelopeDigest } from '../attest/digest.ts';
 import type { DsseEnvelope } from '../attest/dsse.ts';
 import { validateChain } from '../signing/chain.ts';
 import { algorithmOf, type SignatureAlgorithm, type Signer } from '../signing/signer.ts';
-import { asBytes, asInt, asUint, cborUint, decodeCbor, encodeCbor, isMap, Tag } from './cbor.ts';
+import {
+  asBytes,
+  asInt,
+  asUint,
+  cborBytes,
+  cborHead,
+  cborHeadLength,
+  CborMajor,
+  cborUint,
+  decodeCbor,
+  encodeCbor,
+  isMap,
+  Tag,
+} from './cbor.ts';
 import { didX509, matchDidX509, type DidX509Policy } from './did-x509.ts';
 import { TransparencyError, type TransparencyErrorCode } from './errors.ts';
 
@@ -112,25 +125,90 @@ export interface Sign1Input {
   readonly detached?: boolean;
 }
 
-/** Signs and returns COSE_Sign1_Tagged bytes. The protected header's `alg` must match the signer. */
-export function signSign1(signer: Signer, input: Sign1Input): Buffer {
-  const alg = input.protectedHeader.get(Header.alg);
+/** The signed parts of a COSE_Sign1: protected header bytes and the signature over them + payload. */
+export interface Sign1Signature {
+  readonly protectedBytes: Buffer;
+  readonly signature: Buffer;
+}
+
+/**
+ * Signs `payload` under `protectedHeader` (Sig_structure, RFC 9052 §4.4). The unprotected header is
+ * not covered: one signature can be wrapped in many COSE_Sign1 structures that differ only there
+ * (how a log's receipts for one tree head share its signature). `alg` must match the signer.
+ */
+export function signSign1Parts(
+  signer: Signer,
+  protectedHeader: HeaderMap,
+  payload: Uint8Array,
+): Sign1Signature {
+  const alg = protectedHeader.get(Header.alg);
   if (alg !== COSE_ALG[signer.algorithm]) {
     throw new TypeError(`protected alg ${String(alg)} does not match the ${signer.algorithm} signer`);
   }
-  const protectedBytes = encodeCbor(input.protectedHeader);
-  const raw = signer.sign(sigStructure(protectedBytes, input.payload));
+  const protectedBytes = encodeCbor(protectedHeader);
+  const raw = signer.sign(sigStructure(protectedBytes, payload));
   const signature = signer.algorithm === 'ECDSA_P256_SHA256' ? derToP1363(raw) : raw;
-  return encodeCbor(
-    new Tag(
-      [
-        protectedBytes,
-        input.unprotectedHeader ?? new Map(),
-        input.detached === true ? null : Buffer.from(input.payload),
-        signature,
-      ],
-      COSE_SIGN1_TAG,
-    ),
+  return { protectedBytes, signature };
+}
+
+/** CBOR `nil`, `{}`: fixed one-byte items. */
+const CBOR_NIL = Buffer.from([0xf6]);
+const CBOR_EMPTY_MAP = Buffer.from([0xa0]);
+/** Tag 18 + array of 4: the start of every COSE_Sign1_Tagged. */
+const SIGN1_START = Buffer.concat([cborHead(CborMajor.tag, COSE_SIGN1_TAG), cborHead(CborMajor.array, 4)]);
+
+/**
+ * COSE_Sign1_Tagged from signed parts; `payload` null when detached. `unprotected` is a header map
+ * or its encoded bytes (a receipt's proofs, assembled by the caller). Assembled directly rather
+ * than through the generic encoder (same bytes, checked in the unit tests): the log builds one per
+ * entry and one per receipt.
+ */
+export function encodeSign1Parts(
+  signed: Sign1Signature,
+  unprotected: HeaderMap | Buffer,
+  payload: Uint8Array | null,
+): Buffer {
+  const header = Buffer.isBuffer(unprotected)
+    ? unprotected
+    : unprotected.size === 0
+      ? CBOR_EMPTY_MAP
+      : encodeCbor(unprotected);
+  return Buffer.concat([
+    SIGN1_START,
+    ...cborBytes(signed.protectedBytes),
+    header,
+    ...(payload === null ? [CBOR_NIL] : cborBytes(payload)),
+    ...cborBytes(signed.signature),
+  ]);
+}
+
+/**
+ * The log entry of a statement: COSE_Sign1_Tagged with an empty unprotected header, in preferred
+ * serialisation (what `encodeSign1(sign1, new Map())` writes). When the input already is exactly
+ * that — tagged, unprotected header empty, and as long as the shortest encoding of its parts
+ * (any longer head, indefinite length or extra byte would show in the length) — its bytes are
+ * copied instead of re-encoded.
+ */
+export function sign1Entry(bytes: Uint8Array, sign1: CoseSign1): Buffer {
+  const item = (n: number): number => cborHeadLength(n) + n;
+  const shortest =
+    2 +
+    item(sign1.protectedBytes.length) +
+    1 +
+    (sign1.payload === null ? 1 : item(sign1.payload.length)) +
+    item(sign1.signature.length);
+  if (sign1.unprotectedHeader.size === 0 && bytes[0] === 0xd2 && bytes.length === shortest) {
+    return Buffer.from(bytes);
+  }
+  return encodeSign1(sign1, new Map());
+}
+
+/** Signs and returns COSE_Sign1_Tagged bytes. The protected header's `alg` must match the signer. */
+export function signSign1(signer: Signer, input: Sign1Input): Buffer {
+  return encodeSign1Parts(
+    signSign1Parts(signer, input.protectedHeader, input.payload),
+    input.unprotectedHeader ?? (new Map() as HeaderMap),
+    input.detached === true ? null : input.payload,
   );
 }
 
@@ -181,9 +259,7 @@ export function encodeSign1(
   sign1: CoseSign1,
   unprotectedHeader: HeaderMap = sign1.unprotectedHeader,
 ): Buffer {
-  return encodeCbor(
-    new Tag([sign1.protectedBytes, unprotectedHeader, sign1.payload, sign1.signature], COSE_SIGN1_TAG),
-  );
+  return encodeSign1Parts(sign1, unprotectedHeader, sign1.payload);
 }
 
 /**
@@ -274,6 +350,37 @@ export interface SignedStatement {
  * already commits to every byte of it. A verifier holding the exported envelope recomputes the
  * digest (docs/digest.md) and compares it with the payload.
  */
+interface IssuerIdentity {
+  readonly caCertificates: readonly X509Certificate[] | undefined;
+  readonly policy: StatementInput['issuerPolicy'];
+  readonly chain: X509Certificate[];
+  readonly issuer: string;
+}
+
+/** The last identity derived per signer: chain checks and did:x509 cost ~70 µs per statement. */
+const issuerCache = new WeakMap<Signer, IssuerIdentity>();
+
+/**
+ * x5chain and did:x509 issuer of a signer. A signer's key and certificates never change once
+ * loaded (a rotated Secret makes a new Signer), so the result is reused while the same CA list
+ * and issuer policy are passed.
+ */
+function issuerOf(
+  signer: Signer,
+  caCertificates: readonly X509Certificate[] | undefined,
+  policy: StatementInput['issuerPolicy'],
+): IssuerIdentity {
+  const cached = issuerCache.get(signer);
+  if (cached !== undefined && cached.caCertificates === caCertificates && cached.policy === policy) {
+    return cached;
+  }
+  const chain = statementChain(signer, caCertificates);
+  const issuer = didX509(chain, policy !== undefined ? { policy } : {});
+  const identity: IssuerIdentity = { caCertificates, policy, chain, issuer };
+  issuerCache.set(signer, identity);
+  return identity;
+}
+
 export function buildSignedStatement(input: StatementInput): SignedStatement {
   const digest = envelopeDigest(input.envelope);
   if (input.digest !== undefined && input.digest !== digest) {
@@ -284,8 +391,7 @@ export function buildSignedStatement(input: StatementInput): SignedStatement {
     );
   }
   const payloadHash = Buffer.from(digest.slice('sha256:'.length), 'hex');
-  const chain = statementChain(input.signer, input.caCertificates);
-  const issuer = didX509(chain, input.issuerPolicy !== undefined ? { policy: input.issuerPolicy } : {});
+  const { chain, issuer } = issuerOf(input.signer, input.caCertificates, input.issuerPolicy);
   const claims = new Map<number, unknown>([
     [Claim.iss, issuer],
     [Claim.sub, input.attestationId],
@@ -426,8 +532,17 @@ export interface LogKey {
 }
 
 /** kid of a public key: raw SHA-256 over its SPKI DER (hex-identical to src/signing `keyIdOf`). */
+const kidCache = new WeakMap<KeyObject, Buffer>();
+
+/** SHA-256 of the SPKI; cached per KeyObject (exporting the SPKI costs ~0.1 ms, once per receipt before). */
 export function coseKid(publicKey: KeyObject): Buffer {
-  return hash('sha256', publicKey.export({ type: 'spki', format: 'der' }), 'buffer');
+  let kid = kidCache.get(publicKey);
+  if (kid === undefined) {
+    kid = hash('sha256', publicKey.export({ type: 'spki', format: 'der' }), 'buffer');
+    kidCache.set(publicKey, kid);
+  }
+  // A copy: callers may hand it to encoders or mutate it; the cached bytes must stay the key's.
+  return Buffer.from(kid);
 }
 
 export function logKeyOf(publicKey: KeyObject): LogKey {

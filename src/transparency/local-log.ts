@@ -1,6 +1,18 @@
+import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import type pg from 'pg';
+import copyStreams from 'pg-copy-streams';
+import {
+  COPY_BINARY_HEADER,
+  COPY_BINARY_TRAILER,
+  encodeCopyRows,
+  int2Field,
+  int8Field,
+  textField,
+  timestamptzField,
+} from '../vault/copy-binary.ts';
 import type { Signer } from '../signing/signer.ts';
-import { cwtClaims, decodeSign1, encodeSign1, logKeyOf, type LogKey } from './cose.ts';
+import { cwtClaims, decodeSign1, logKeyOf, sign1Entry, type LogKey } from './cose.ts';
 import { TransparencyError } from './errors.ts';
 import {
   completedNodes,
@@ -15,7 +27,7 @@ import {
   type NodeId,
   type Range,
 } from './merkle.ts';
-import { issueReceipt, type InclusionProof } from './receipt.ts';
+import { decodeReceipt, issueReceipt, receiptsUnder, signTreeHead, type InclusionProof } from './receipt.ts';
 
 /**
  * The service's own append-only RFC 9162 Merkle log in PostgreSQL (migration 0005): the `local`
@@ -25,11 +37,14 @@ import { issueReceipt, type InclusionProof } from './receipt.ts';
  * (every complete perfect subtree of level ≥ 1, written once by the append that completes it),
  * `scitt_log_head` (size and root; its row lock serializes appenders).
  *
- * Costs, n = log size:
- * - append: one head lock, one indexed read of ≤ log2(n) subtree hashes (the binary decomposition
- *   of [0, n)), one entry row + amortised one node row (at most log2(n)), one head update;
- *   O(log n) hashing and one signature. Writers serialize on the head row; the critical section is
- *   a few milliseconds.
+ * Writes are group-committed: concurrent `append` calls that arrive while a batch transaction is
+ * in flight form the next batch (`appendMany` is one batch). Costs, n = log size, b = batch size:
+ * - a batch: one head lock, one read of the stored entries among its ids, one indexed read of
+ *   ≤ log2(n) subtree hashes (the binary decomposition of [0, n)), b entry rows + about b node rows
+ *   in one statement each, one head update; O(b log n) hashing and ONE signature: the receipts of
+ *   a batch share a signed tree head and differ only in their (unsigned) inclusion proofs.
+ *   Writers in other processes serialize on the head row; the critical section is a few
+ *   milliseconds plus ~50 µs per entry.
  * - inclusion proof / receipt for any tree size, consistency proof between any two sizes, root at
  *   any size: one query fetching ≤ 2·log2(n) rows by primary key (every subtree a proof names is a
  *   right fold of perfect subtrees, and the non-perfect ones all lie on the right edge, sharing
@@ -43,7 +58,10 @@ export interface LogEntry {
   readonly index: number;
   /** The entry: the registered statement with its unprotected header emptied. */
   readonly statement: Buffer;
-  /** The receipt issued at registration (tree size index + 1). */
+  /**
+   * The receipt issued at registration: inclusion in the tree its commit batch left behind (size
+   * index + 1 for a batch of one, at most index + batch size).
+   */
   readonly receipt: Buffer;
   readonly createdAt: Date;
 }
@@ -72,14 +90,22 @@ export interface LocalLogOptions {
   readonly signer: Signer;
   /** The transparency service's identity, the CWT `iss` of its receipts (e.g. its base URL). */
   readonly issuer: string;
+  /** Most statements one commit batch takes (group commit of concurrent appends). Default 1000. */
+  readonly maxBatch?: number;
 }
 
 export interface LocalLog {
   readonly issuer: string;
   /** The log's public key(s), for /.well-known/scitt-keys and for verifying its receipts. */
   readonly keys: readonly LogKey[];
-  /** Registers a signed statement (needs CWT iss and sub); idempotent by statement content. */
+  /**
+   * Registers a signed statement (needs CWT iss and sub); idempotent by statement content.
+   * Concurrent calls are group-committed: those arriving while a batch is being written go
+   * together in the next transaction, under one receipt signature.
+   */
   append(statement: Uint8Array): Promise<AppendResult>;
+  /** Registers statements in one transaction (results in input order); all or none are stored. */
+  appendMany(statements: readonly Uint8Array[]): Promise<AppendResult[]>;
   getEntry(entryId: string): Promise<LogEntry | null>;
   getEntryByIndex(index: number): Promise<LogEntry | null>;
   treeHead(): Promise<TreeHead>;
@@ -115,6 +141,42 @@ interface HeadRow {
 type Queryable = pg.Pool | pg.PoolClient;
 
 const ENTRY_COLUMNS = 'idx, entry_id, statement, receipt, created_at';
+
+/** A statement checked and reduced to its entry before it reaches the database. */
+interface Prepared {
+  readonly entry: Buffer;
+  readonly leaf: Buffer;
+  readonly entryId: string;
+}
+
+/** Throws MALFORMED_STATEMENT for anything that is not a COSE_Sign1 with CWT iss and sub. */
+function prepare(statement: Uint8Array): Prepared {
+  const sign1 = decodeSign1(statement, 'MALFORMED_STATEMENT');
+  if (cwtClaims(sign1.protectedHeader) === undefined) {
+    throw new TransparencyError('MALFORMED_STATEMENT', 'the statement has no CWT iss and sub', {
+      retryable: false,
+    });
+  }
+  const entry = sign1Entry(statement, sign1);
+  const leaf = leafHash(entry);
+  return { entry, leaf, entryId: leaf.toString('hex') };
+}
+
+/** Entries per chunk written to the COPY of a batch (see appendBatchLocked). */
+const COPY_CHUNK = 250;
+
+const COPY_NODES_SQL = 'COPY scitt_log_nodes (level, idx, hash) FROM STDIN (FORMAT binary)';
+const COPY_ENTRIES_SQL =
+  'COPY scitt_log_entries (idx, entry_id, statement, leaf_hash, receipt, created_at) FROM STDIN (FORMAT binary)';
+
+async function storedEntries(q: Queryable, entryIds: readonly string[]): Promise<Map<string, LogEntry>> {
+  const { rows } = await q.query<EntryRow>({
+    name: 'scitt_log_get_entries',
+    text: `SELECT ${ENTRY_COLUMNS} FROM scitt_log_entries WHERE entry_id = ANY($1::text[])`,
+    values: [entryIds],
+  });
+  return new Map(rows.map((r) => [r.entry_id, toEntry(r)]));
+}
 
 function toEntry(r: EntryRow): LogEntry {
   return {
@@ -162,6 +224,9 @@ async function hashesOf(q: Queryable, ranges: readonly Range[]): Promise<Buffer[
 
 export function createLocalLog(options: LocalLogOptions): LocalLog {
   const { pool, signer, issuer } = options;
+  const maxBatch = options.maxBatch ?? 1000;
+  if (!Number.isSafeInteger(maxBatch) || maxBatch < 1)
+    throw new RangeError(`maxBatch ${maxBatch} is not ≥ 1`);
   const keys = Object.freeze([logKeyOf(signer.publicKey)]);
 
   const readHead = async (q: Queryable, lock: boolean): Promise<TreeHead> => {
@@ -199,89 +264,215 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     return rows[0] === undefined ? null : toEntry(rows[0]);
   };
 
-  const appendLocked = async (
+  /**
+   * Appends one batch in one transaction under the head lock: entries already in the log (or
+   * repeated within the batch) come back with `created: false`; the new ones get consecutive
+   * indexes, and all of them one receipt signature over the tree head the batch commits.
+   */
+  const appendBatchLocked = async (
     client: pg.PoolClient,
-    entry: Buffer,
-    leaf: Buffer,
-    entryId: string,
-    subject: string,
-  ): Promise<AppendResult> => {
+    batch: readonly Prepared[],
+  ): Promise<AppendResult[]> => {
     const head = await readHead(client, true);
     // A new statement after the lock: its snapshot sees every append committed before ours.
-    const probe = await client.query<{ now: Date; existing: boolean }>({
-      name: 'scitt_log_append_probe',
-      text:
-        `SELECT date_trunc('milliseconds', clock_timestamp()) AS now, ` +
-        'EXISTS (SELECT FROM scitt_log_entries WHERE entry_id = $1) AS existing',
-      values: [entryId],
-    });
-    const { now, existing } = probe.rows[0]!;
-    if (existing) {
-      const found = await client.query<EntryRow>(
-        `SELECT ${ENTRY_COLUMNS} FROM scitt_log_entries WHERE entry_id = $1`,
-        [entryId],
-      );
-      return { ...toEntry(found.rows[0]!), created: false };
-    }
+    const ids = [...new Set(batch.map((p) => p.entryId))];
+    const probe = await client.query<{ now: Date }>(
+      "SELECT date_trunc('milliseconds', clock_timestamp()) AS now",
+    );
+    const now = probe.rows[0]!.now;
+    const stored = await storedEntries(client, ids);
 
-    const index = head.size;
-    const size = index + 1;
-    // The new leaf's siblings and the inputs of every subtree it completes are exactly the perfect
-    // subtrees of [0, index): fetch them, then derive path, new nodes and root in memory.
-    const known =
-      index === 0
-        ? new Map<string, Buffer>()
-        : await fetchNodes(client, nodesForRanges([{ start: 0, end: index }]));
-    known.set(nodeKey({ level: 0, index }), leaf);
-    const created: { node: NodeId; hash: Buffer }[] = [];
-    for (const node of completedNodes(index)) {
-      const lookup = lookupIn(known);
-      const h = nodeHash(
-        lookup({ level: node.level - 1, index: 2 * node.index }),
-        lookup({ level: node.level - 1, index: 2 * node.index + 1 }),
-      );
-      known.set(nodeKey(node), h);
-      created.push({ node, hash: h });
+    const start = head.size;
+    const fresh: Prepared[] = [];
+    const indexOf = new Map<string, number>();
+    for (const p of batch) {
+      if (stored.has(p.entryId) || indexOf.has(p.entryId)) continue;
+      indexOf.set(p.entryId, start + fresh.length);
+      fresh.push(p);
     }
+    if (fresh.length === 0) return batch.map((p) => ({ ...stored.get(p.entryId)!, created: false }));
+
+    const size = start + fresh.length;
+    // Every subtree the batch needs outside itself is a perfect subtree of [0, start) (the
+    // binary decomposition): fetch those, then derive the new nodes, root and paths in memory.
+    const known =
+      start === 0
+        ? new Map<string, Buffer>()
+        : await fetchNodes(client, nodesForRanges([{ start: 0, end: start }]));
     const lookup = lookupIn(known);
-    const path = hashRanges(inclusionRanges(index, size), lookup);
+    const created: { node: NodeId; hash: Buffer }[] = [];
+    for (const [k, p] of fresh.entries()) {
+      const index = start + k;
+      known.set(nodeKey({ level: 0, index }), p.leaf);
+      for (const node of completedNodes(index)) {
+        const h = nodeHash(
+          lookup({ level: node.level - 1, index: 2 * node.index }),
+          lookup({ level: node.level - 1, index: 2 * node.index + 1 }),
+        );
+        known.set(nodeKey(node), h);
+        created.push({ node, hash: h });
+      }
+    }
     const [root] = hashRanges([{ start: 0, end: size }], lookup);
-    const receipt = issueReceipt({
+    const signedHead = signTreeHead({
       signer,
       issuer,
-      subject,
-      proof: { treeSize: size, leafIndex: index, path },
       root: root!,
       issuedAt: Math.floor(now.getTime() / 1000),
     });
-
-    await client.query({
-      name: 'scitt_log_insert_entry',
-      text:
-        'INSERT INTO scitt_log_entries (idx, entry_id, statement, leaf_hash, receipt, created_at) ' +
-        'VALUES ($1, $2, $3, $4, $5, $6)',
-      values: [index, entryId, entry, leaf, receipt, now],
-    });
+    // The paths of a batch share their right-edge (non-perfect) ranges: fold each once.
+    const folds = new Map<string, Buffer>();
+    const rangeHash = (r: Range): Buffer => {
+      const width = r.end - r.start;
+      if (Number.isInteger(Math.log2(width))) return hashRanges([r], lookup)[0]!;
+      const key = `${r.start}:${r.end}`;
+      let h = folds.get(key);
+      if (h === undefined) {
+        h = hashRanges([r], lookup)[0]!;
+        folds.set(key, h);
+      }
+      return h;
+    };
+    // One binary COPY, fed a chunk at a time: PostgreSQL stores a chunk while this process builds
+    // the receipts of the next. (A chunk's receipts are consecutive views of one buffer.)
+    const receipts: Buffer[] = [];
+    const nowField = timestamptzField(now);
+    const copy = client.query(copyStreams.from(COPY_ENTRIES_SQL));
+    const copied = finished(copy);
+    // Attached at once, so an early server error never surfaces as an unhandled rejection.
+    copied.catch(() => undefined);
+    const write = async (chunk: Buffer): Promise<void> => {
+      if (!copy.write(chunk)) await once(copy, 'drain');
+    };
+    await write(COPY_BINARY_HEADER);
+    for (let from = 0; from < fresh.length; from += COPY_CHUNK) {
+      const part = fresh.slice(from, from + COPY_CHUNK);
+      const block = receiptsUnder(
+        signedHead,
+        part.map((_, k) => ({
+          treeSize: size,
+          leafIndex: start + from + k,
+          path: inclusionRanges(start + from + k, size).map(rangeHash),
+        })),
+      );
+      receipts.push(...block);
+      await write(
+        encodeCopyRows(
+          part.map((p, k) => [
+            int8Field(start + from + k),
+            textField(p.entryId),
+            p.entry,
+            p.leaf,
+            block[k]!,
+            nowField,
+          ]),
+        ),
+      );
+    }
+    copy.end(COPY_BINARY_TRAILER);
+    await copied;
+    if (copy.rowCount !== fresh.length) {
+      throw new Error(`SCITT log COPY stored ${copy.rowCount} entries, expected ${fresh.length}`);
+    }
     if (created.length > 0) {
-      await client.query({
-        name: 'scitt_log_insert_nodes',
-        text:
-          'INSERT INTO scitt_log_nodes (level, idx, hash) ' +
-          'SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])',
-        values: [
-          created.map((c) => c.node.level),
-          created.map((c) => c.node.index),
-          created.map((c) => c.hash),
-        ],
-      });
+      const nodes = client.query(copyStreams.from(COPY_NODES_SQL));
+      nodes.end(
+        Buffer.concat([
+          COPY_BINARY_HEADER,
+          encodeCopyRows(created.map((c) => [int2Field(c.node.level), int8Field(c.node.index), c.hash])),
+          COPY_BINARY_TRAILER,
+        ]),
+      );
+      await finished(nodes);
     }
     await client.query({
       name: 'scitt_log_advance_head',
       text: 'UPDATE scitt_log_head SET tree_size = $1, root_hash = $2, updated_at = $3',
       values: [size, root, now],
     });
-    return { entryId, index, statement: entry, receipt, createdAt: now, created: true };
+    const firstOf = new Set<string>();
+    return batch.map((p): AppendResult => {
+      const old = stored.get(p.entryId);
+      if (old !== undefined) return { ...old, created: false };
+      const k = indexOf.get(p.entryId)! - start;
+      const isFirst = !firstOf.has(p.entryId);
+      firstOf.add(p.entryId);
+      return {
+        entryId: p.entryId,
+        index: start + k,
+        statement: fresh[k]!.entry,
+        receipt: receipts[k]!,
+        createdAt: now,
+        created: isFirst,
+      };
+    });
   };
+
+  /** One transaction for the batch; a unique violation (a writer outside the lock) retries once. */
+  const appendBatch = async (batch: readonly Prepared[]): Promise<AppendResult[]> => {
+    // Fast path without the lock for a lone statement: a re-registration (a client retrying, a
+    // publisher resubmitting) returns the stored entry. A batch is mostly new statements: looking
+    // them up twice would cost more than the lock.
+    if (batch.length === 1) {
+      const known = await storedEntries(pool, [batch[0]!.entryId]);
+      const stored = known.get(batch[0]!.entryId);
+      if (stored !== undefined) return [{ ...stored, created: false }];
+    }
+    for (let attempt = 1; ; attempt++) {
+      const client = await pool.connect();
+      let discard: Error | undefined;
+      try {
+        await client.query('BEGIN');
+        try {
+          const result = await appendBatchLocked(client, batch);
+          await client.query('COMMIT');
+          return result;
+        } catch (err) {
+          await client.query('ROLLBACK').catch((e: unknown) => {
+            discard = e instanceof Error ? e : new Error(String(e));
+          });
+          // Only reachable if something appended outside the head lock: go again, the stored
+          // entries then come back as re-registrations.
+          if ((err as { code?: string }).code === SQLSTATE_UNIQUE_VIOLATION && attempt < 2) continue;
+          throw err;
+        }
+      } finally {
+        client.release(discard);
+      }
+    }
+  };
+
+  // Group commit: appends arriving while a batch transaction is in flight wait for it and then go
+  // together in the next one (at most maxBatch each). A lone append is a batch of one, at once.
+  const pending: { prepared: Prepared; resolve: (r: AppendResult) => void; reject: (e: unknown) => void }[] =
+    [];
+  let flushing = false;
+  const flush = async (): Promise<void> => {
+    flushing = true;
+    try {
+      while (pending.length > 0) {
+        const batch = pending.splice(0, maxBatch);
+        try {
+          const results = await appendBatch(batch.map((b) => b.prepared));
+          for (const [i, b] of batch.entries()) b.resolve(results[i]!);
+        } catch (err) {
+          for (const b of batch) b.reject(err);
+        }
+      }
+    } finally {
+      flushing = false;
+    }
+  };
+  const enqueue = (prepared: Prepared): Promise<AppendResult> =>
+    new Promise((resolve, reject) => {
+      pending.push({ prepared, resolve, reject });
+      // A microtask, not at once: appends issued in the same tick (Promise.all over a claim) share
+      // the first transaction.
+      if (!flushing) {
+        flushing = true;
+        queueMicrotask(() => void flush());
+      }
+    });
 
   const inclusionProof = async (
     index: number,
@@ -305,44 +496,10 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     issuer,
     keys,
 
-    async append(statement) {
-      const sign1 = decodeSign1(statement, 'MALFORMED_STATEMENT');
-      const claims = cwtClaims(sign1.protectedHeader);
-      if (claims === undefined) {
-        throw new TransparencyError('MALFORMED_STATEMENT', 'the statement has no CWT iss and sub', {
-          retryable: false,
-        });
-      }
-      const entry = encodeSign1(sign1, new Map());
-      const leaf = leafHash(entry);
-      const entryId = leaf.toString('hex');
-      // Fast path without the lock: a re-registration returns the stored entry.
-      const stored = await getEntry(entryId);
-      if (stored !== null) return { ...stored, created: false };
+    // async: a malformed statement rejects, it does not throw synchronously.
+    append: async (statement) => enqueue(prepare(statement)),
 
-      const client = await pool.connect();
-      let discard: Error | undefined;
-      try {
-        await client.query('BEGIN');
-        try {
-          const result = await appendLocked(client, entry, leaf, entryId, claims.subject);
-          await client.query('COMMIT');
-          return result;
-        } catch (err) {
-          await client.query('ROLLBACK').catch((e: unknown) => {
-            discard = e instanceof Error ? e : new Error(String(e));
-          });
-          // Only reachable if something appended outside the head lock: the stored entry wins.
-          if ((err as { code?: string }).code === SQLSTATE_UNIQUE_VIOLATION) {
-            const again = await getEntry(entryId);
-            if (again !== null) return { ...again, created: false };
-          }
-          throw err;
-        }
-      } finally {
-        client.release(discard);
-      }
-    },
+    appendMany: async (statements) => appendBatch(statements.map(prepare)),
 
     getEntry,
 
@@ -371,7 +528,8 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
       if (entry === null) {
         throw new TransparencyError('ENTRY_NOT_FOUND', `no entry ${entryId}`, { retryable: false });
       }
-      if (opts.treeSize === undefined || opts.treeSize === entry.index + 1) return entry.receipt;
+      const issuedSize = decodeReceipt(entry.receipt).proofs[0]!.treeSize;
+      if (opts.treeSize === undefined || opts.treeSize === issuedSize) return entry.receipt;
       if (opts.treeSize <= entry.index) {
         throw new TransparencyError(
           'INVALID_TREE_SIZE',
@@ -380,11 +538,9 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
         );
       }
       const proof = await inclusionProof(entry.index, opts.treeSize);
-      const subject = cwtClaims(decodeSign1(entry.statement, 'MALFORMED_STATEMENT').protectedHeader)!.subject;
       return issueReceipt({
         signer,
         issuer,
-        subject,
         proof,
         root: proof.root,
         issuedAt: Math.floor(entry.createdAt.getTime() / 1000),

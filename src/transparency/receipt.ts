@@ -1,6 +1,17 @@
 import type { KeyObject } from 'node:crypto';
 import type { Signer } from '../signing/signer.ts';
-import { asBytes, asUint, cborUint, decodeCbor, encodeCbor, isMap } from './cbor.ts';
+import {
+  asBytes,
+  asUint,
+  cborBytes,
+  cborHead,
+  cborHeadLength,
+  CborMajor,
+  cborUint,
+  decodeCbor,
+  isMap,
+  writeCborHead,
+} from './cbor.ts';
 import {
   Claim,
   coseAlgorithmOf,
@@ -8,10 +19,13 @@ import {
   cwtClaims,
   decodeSign1,
   encodeSign1,
+  COSE_SIGN1_TAG,
   Header,
-  signSign1,
+  sign1Entry,
+  signSign1Parts,
   verifySign1,
   type CoseSign1,
+  type Sign1Signature,
   type HeaderMap,
   type LogKey,
 } from './cose.ts';
@@ -21,10 +35,15 @@ import { HASH_SIZE, hashesEqual, leafHash, rootFromInclusionProof } from './merk
 /**
  * COSE Receipts of inclusion for RFC9162_SHA256 (RFC 9942, draft-ietf-cose-merkle-tree-proofs):
  *
- *   18([ <<{ 1: alg, 4: kid, 395: 1, 15: { 1: log issuer, 2: statement sub, 6: iat } }>>,
+ *   18([ <<{ 1: alg, 4: kid, 395: 1, 15: { 1: log issuer, 6: iat } }>>,
  *        { 396: { -1: [ <<[ tree_size, leaf_index, [ hash, ... ] ]>> ] } },
  *        nil,                       / detached: the Merkle root of tree_size leaves /
  *        signature ])
+ *
+ * The signature covers the protected header and the root only, so it is a signed tree head: the
+ * local log signs once per commit batch and every entry of the batch gets that signature with its
+ * own inclusion proof (see signTreeHead). Receipts from other services may carry a CWT `sub`; the
+ * verifier accepts them when it names the statement's subject.
  *
  * The leaf ("entry" in RFC 9942 terms) is the registered signed statement with its unprotected
  * header emptied, as the SCITT architecture requires before a statement enters the log (so that
@@ -50,7 +69,7 @@ export interface InclusionProof {
 
 /** The log entry of a signed statement: COSE_Sign1_Tagged with an empty unprotected header. */
 export function entryOf(statement: Uint8Array): Buffer {
-  return encodeSign1(decodeSign1(statement, 'MALFORMED_STATEMENT'), new Map());
+  return sign1Entry(statement, decodeSign1(statement, 'MALFORMED_STATEMENT'));
 }
 
 /** RFC 9162 leaf hash of a statement's entry. */
@@ -58,30 +77,59 @@ export function statementLeafHash(statement: Uint8Array): Buffer {
   return leafHash(entryOf(statement));
 }
 
-/** `[tree_size, leaf_index, [hashes]]` wrapped in a byte string (`bstr .cbor`), per RFC 9942. */
+/**
+ * `[tree_size, leaf_index, [hashes]]`, the content of the byte string (`bstr .cbor`) RFC 9942
+ * puts in `vdp`. Assembled by hand (one per receipt; same bytes as `encodeCbor`, unit-tested).
+ */
 export function encodeInclusionProof(proof: InclusionProof): Buffer {
-  return encodeCbor([cborUint(proof.treeSize), cborUint(proof.leafIndex), [...proof.path]]);
+  const parts: Buffer[] = [
+    cborHead(CborMajor.array, 3),
+    cborHead(CborMajor.uint, proof.treeSize),
+    cborHead(CborMajor.uint, proof.leafIndex),
+    cborHead(CborMajor.array, proof.path.length),
+  ];
+  for (const h of proof.path) parts.push(...cborBytes(h));
+  return Buffer.concat(parts);
 }
 
-export interface ReceiptInput {
+/** `{ 396: { -1: [ ` … the unprotected header of a receipt with one inclusion proof. */
+const VDP_ONE_PROOF = Buffer.concat([
+  cborHead(CborMajor.map, 1),
+  cborHead(CborMajor.uint, Header.vdp),
+  cborHead(CborMajor.map, 1),
+  Buffer.from([0x20]), // -1 (VDP_INCLUSION): major type 1, argument 0
+  cborHead(CborMajor.array, 1),
+]);
+
+export interface TreeHeadInput {
   /** The log key. */
   readonly signer: Signer;
   /** The transparency service's issuer identity (CWT iss), e.g. its base URL. */
   readonly issuer: string;
-  /** CWT sub: the statement's own sub (SCITT: the receipt is about the same subject). */
-  readonly subject: string;
-  readonly proof: InclusionProof;
-  /** MTH of the first `proof.treeSize` leaves: what gets signed (detached). */
+  /** MTH of the tree the receipts prove inclusion in: what gets signed (detached). */
   readonly root: Buffer;
   /** Registration time, seconds since the epoch. */
   readonly issuedAt?: number;
+  /**
+   * CWT sub. The log's own receipts leave it out: one signature covers every entry of a commit
+   * batch, and the statement is bound by the inclusion proof of its leaf, not by a label.
+   */
+  readonly subject?: string;
 }
 
-export function issueReceipt(input: ReceiptInput): Buffer {
-  const claims = new Map<number, unknown>([
-    [Claim.iss, input.issuer],
-    [Claim.sub, input.subject],
-  ]);
+/**
+ * A signed tree head in receipt form: the protected header and the signature over the root. Every
+ * receipt for that tree shares it and differs only in the unprotected inclusion proof (RFC 9942
+ * §5.2: the proof is not signed, the root it leads to is), so a batch of n entries costs one
+ * signature, as a Certificate Transparency log signs one tree head per batch.
+ */
+export interface SignedTreeHead {
+  readonly signed: Sign1Signature;
+}
+
+export function signTreeHead(input: TreeHeadInput): SignedTreeHead {
+  const claims = new Map<number, unknown>([[Claim.iss, input.issuer]]);
+  if (input.subject !== undefined) claims.set(Claim.sub, input.subject);
   if (input.issuedAt !== undefined) claims.set(Claim.iat, cborUint(input.issuedAt));
   const protectedHeader: HeaderMap = new Map<number, unknown>([
     [Header.alg, coseAlgorithmOf(input.signer.algorithm)],
@@ -89,10 +137,75 @@ export function issueReceipt(input: ReceiptInput): Buffer {
     [Header.vds, VDS_RFC9162_SHA256],
     [Header.cwtClaims, claims],
   ]);
-  const unprotectedHeader: HeaderMap = new Map<number, unknown>([
-    [Header.vdp, new Map<number, unknown>([[VDP_INCLUSION, [encodeInclusionProof(input.proof)]]])],
+  return { signed: signSign1Parts(input.signer, protectedHeader, input.root) };
+}
+
+/** The receipt of one entry under a signed tree head: its inclusion proof in that tree. */
+export function receiptUnder(head: SignedTreeHead, proof: InclusionProof): Buffer {
+  return receiptsUnder(head, [proof])[0]!;
+}
+
+/** Bytes of a 32-byte hash inside a proof: bstr head (0x58 0x20) + hash. */
+const PATH_ITEM = 2 + HASH_SIZE;
+
+/**
+ * The receipts of many entries under one signed tree head (a commit batch of the log), written
+ * into ONE buffer: the results are consecutive views of it (`receipts[i].byteOffset` grows), so
+ * a caller can also hand the whole block to the database. Same bytes as `receiptUnder` for each.
+ */
+export function receiptsUnder(head: SignedTreeHead, proofs: readonly InclusionProof[]): Buffer[] {
+  const { protectedBytes, signature } = head.signed;
+  const prefix = Buffer.concat([
+    cborHead(CborMajor.tag, COSE_SIGN1_TAG),
+    cborHead(CborMajor.array, 4),
+    ...cborBytes(protectedBytes),
+    VDP_ONE_PROOF,
   ]);
-  return signSign1(input.signer, { protectedHeader, unprotectedHeader, payload: input.root, detached: true });
+  const suffix = Buffer.concat([CBOR_NIL, ...cborBytes(signature)]);
+  const bodyLength = (p: InclusionProof): number =>
+    1 +
+    cborHeadLength(p.treeSize) +
+    cborHeadLength(p.leafIndex) +
+    cborHeadLength(p.path.length) +
+    p.path.length * PATH_ITEM;
+  let total = 0;
+  for (const p of proofs) {
+    const body = bodyLength(p);
+    total += prefix.length + cborHeadLength(body) + body + suffix.length;
+  }
+  const out = Buffer.allocUnsafe(total);
+  const views: Buffer[] = [];
+  let at = 0;
+  for (const p of proofs) {
+    const begin = at;
+    at += prefix.copy(out, at);
+    at = writeCborHead(out, at, CborMajor.bytes, bodyLength(p));
+    at = writeCborHead(out, at, CborMajor.array, 3);
+    at = writeCborHead(out, at, CborMajor.uint, p.treeSize);
+    at = writeCborHead(out, at, CborMajor.uint, p.leafIndex);
+    at = writeCborHead(out, at, CborMajor.array, p.path.length);
+    for (const h of p.path) {
+      if (h.length !== HASH_SIZE) throw new RangeError(`an inclusion path hash has ${h.length} bytes`);
+      out[at] = 0x58;
+      out[at + 1] = HASH_SIZE;
+      at += 2 + h.copy(out, at + 2);
+    }
+    at += suffix.copy(out, at);
+    views.push(out.subarray(begin, at));
+  }
+  if (at !== total) throw new Error(`receipt block: wrote ${at} of ${total} bytes`);
+  return views;
+}
+
+const CBOR_NIL = Buffer.from([0xf6]);
+
+export interface ReceiptInput extends TreeHeadInput {
+  readonly proof: InclusionProof;
+}
+
+/** One receipt with its own signature (a tree head signed for a single proof). */
+export function issueReceipt(input: ReceiptInput): Buffer {
+  return receiptUnder(signTreeHead(input), input.proof);
 }
 
 export interface DecodedReceipt {
@@ -144,14 +257,18 @@ export function decodeReceipt(bytes: Uint8Array): DecodedReceipt {
   const inclusion = vdp.get(VDP_INCLUSION);
   if (!Array.isArray(inclusion) || inclusion.length === 0) malformed('vdp has no inclusion proofs (-1)');
   const proofs = (inclusion as unknown[]).map(decodeProof);
-  const claims = cwtClaims(sign1.protectedHeader);
+  // Receipt claims are each optional (a statement needs iss and sub; a receipt needs neither).
   const rawClaims = sign1.protectedHeader.get(Header.cwtClaims);
+  const text = (label: number): string | undefined => {
+    const v = isMap(rawClaims) ? rawClaims.get(label) : undefined;
+    return typeof v === 'string' && v !== '' ? v : undefined;
+  };
   const iat = isMap(rawClaims) ? asUint(rawClaims.get(Claim.iat)) : undefined;
   return {
     sign1,
     kid: asBytes(sign1.protectedHeader.get(Header.kid)),
-    issuer: claims?.issuer,
-    subject: claims?.subject,
+    issuer: text(Claim.iss),
+    subject: text(Claim.sub),
     issuedAt: iat,
     proofs,
   };
@@ -221,7 +338,7 @@ export function verifyReceipt(input: VerifyReceiptInput): ReceiptVerification {
   let statement: CoseSign1;
   try {
     statement = decodeSign1(input.statement, 'MALFORMED_STATEMENT');
-    entry = encodeSign1(statement, new Map());
+    entry = sign1Entry(input.statement, statement);
   } catch (err) {
     return fail('MALFORMED_STATEMENT', (err as Error).message);
   }
@@ -259,7 +376,8 @@ export function verifyReceipt(input: VerifyReceiptInput): ReceiptVerification {
     }
     return fail(
       'RECEIPT_SIGNATURE_INVALID',
-      'the receipt signature does not verify over the root recomputed from this statement and proof',
+      'the receipt signature does not verify over the root recomputed from this statement and proof ' +
+        '(a receipt for another statement, a changed proof, or another key)',
     );
   }
   const first = receipt.proofs[0]!;

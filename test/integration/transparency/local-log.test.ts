@@ -8,7 +8,7 @@ import {
   verifyConsistency,
   verifyInclusion,
 } from '../../../src/transparency/merkle.ts';
-import { attachReceipt, entryOf, verifyReceipt } from '../../../src/transparency/receipt.ts';
+import { attachReceipt, decodeReceipt, entryOf, verifyReceipt } from '../../../src/transparency/receipt.ts';
 import { createVaultPool } from '../../../src/vault/index.ts';
 import { logSigner, statementSigner } from '../../unit/transparency/fixtures.ts';
 import { setupDb, sqlstate, statement, type TestDb } from './helpers.ts';
@@ -202,6 +202,58 @@ describe('local SCITT log (PostgreSQL)', () => {
     expect(await sqlstate(db.pool.query('UPDATE scitt_log_head SET tree_size = tree_size + 1'))).toBe(
       '23001',
     );
+  });
+
+  it('group-commits concurrent appends: one transaction and one receipt signature per batch', async () => {
+    const before = (await log.treeHead()).size;
+    const statements = Array.from({ length: 300 }, () => statement(signer));
+    // Issued in one tick, as the worker does for a claimed batch: they cannot all go one by one.
+    const results = await Promise.all(statements.map((s) => log.append(s)));
+    expect(results.map((r) => r.index)).toEqual(statements.map((_, i) => before + i));
+    expect(results.every((r) => r.created)).toBe(true);
+    const signatures = new Set<string>();
+    const sizes = new Set<number>();
+    for (const [i, r] of results.entries()) {
+      const v = verifyReceipt({ receipt: r.receipt, statement: statements[i]!, logKey: log.keys });
+      expect(v).toMatchObject({ ok: true, leafIndex: before + i, issuer: ISSUER });
+      if (!v.ok) continue;
+      // A batch's receipts prove inclusion in the tree the batch committed.
+      expect(v.treeSize).toBeGreaterThan(before + i);
+      expect((await log.rootAt(v.treeSize)).equals(v.root)).toBe(true);
+      sizes.add(v.treeSize);
+      signatures.add(decodeReceipt(r.receipt).sign1.signature.toString('hex'));
+      // What the log serves later is what the caller got.
+      expect((await log.receipt(r.entryId)).equals(r.receipt)).toBe(true);
+    }
+    // One signature per committed tree head, and fewer heads than entries.
+    expect(signatures.size).toBe(sizes.size);
+    expect(sizes.size).toBeLessThan(statements.length / 10);
+    expect((await log.treeHead()).size).toBe(before + statements.length);
+  });
+
+  it('appendMany: one atomic batch; duplicates inside it and already-stored entries are not re-added', async () => {
+    const stored = statement(signer);
+    const first = await log.append(stored);
+    const a = statement(signer);
+    const b = statement(signer);
+    const before = (await log.treeHead()).size;
+    const results = await log.appendMany([a, stored, b, a, attachReceipt(b, first.receipt)]);
+    expect(results.map((r) => [r.index, r.created])).toEqual([
+      [before, true],
+      [first.index, false],
+      [before + 1, true],
+      [before, false],
+      [before + 1, false],
+    ]);
+    expect(results[3]!.receipt.equals(results[0]!.receipt)).toBe(true);
+    expect((await log.treeHead()).size).toBe(before + 2);
+    // A malformed statement fails the whole call before anything is written.
+    const c = statement(signer);
+    await expect(log.appendMany([c, Buffer.from('junk')])).rejects.toMatchObject({
+      code: 'MALFORMED_STATEMENT',
+    });
+    expect(await log.getEntry(leafHash(entryOf(c)).toString('hex'))).toBeNull();
+    expect((await log.treeHead()).size).toBe(before + 2);
   });
 
   it('rejects sizes outside the log and statements without CWT claims', async () => {
