@@ -5,6 +5,7 @@ import { verifyChain, type ChainReport, type VerifyChainOptions } from './chain.
 import { CursorCodec, loadCursorKey } from './cursor.ts';
 import {
   getAttestation,
+  getAttestations,
   queryAttestations,
   streamAttestations,
   type AttestationFilter,
@@ -52,6 +53,8 @@ export interface Vault {
   readonly pool: pg.Pool;
   append(input: readonly NewAttestation[], options?: AppendOptions): Promise<StoredAttestation[]>;
   get(id: string, options?: { namespaces?: readonly string[] }): Promise<StoredAttestation | null>;
+  /** Many records by id in one query, keyed by (lower-case) id; unknown ids are absent. */
+  getMany(ids: readonly string[]): Promise<Map<string, StoredAttestation>>;
   query(filter: AttestationFilter, page?: PageRequest): Promise<Page>;
   stream(
     filter: AttestationFilter,
@@ -68,6 +71,7 @@ export async function openVault(pool: pg.Pool, options: { cursorKey?: Uint8Array
     pool,
     append: (input, opts) => append(pool, input, opts),
     get: (id, opts) => getAttestation(pool, id, opts),
+    getMany: (ids) => getAttestations(pool, ids),
     query: (filter, page) => queryAttestations(pool, cursors, filter, page),
     stream: (filter, opts) => streamAttestations(pool, filter, opts),
     verifyChain: (opts) => verifyChain(pool, opts),

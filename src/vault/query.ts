@@ -63,6 +63,21 @@ export async function getAttestation(
   return toStored(row);
 }
 
+/** Many records by id in one query (ids that are not UUIDs or not stored are absent). */
+export async function getAttestations(
+  pool: pg.Pool,
+  ids: readonly string[],
+): Promise<Map<string, StoredAttestation>> {
+  const keys = [...new Set(ids.map((id) => id.toLowerCase()).filter((id) => UUID.test(id)))];
+  if (keys.length === 0) return new Map();
+  const { rows } = await pool.query<AttestationRow>({
+    name: 'vault_get_by_ids',
+    text: `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = ANY($1::uuid[])`,
+    values: [keys],
+  });
+  return new Map(rows.map((r) => [r.id, toStored(r)]));
+}
+
 /**
  * One page in id order (= insert order). Keyset pagination: each page continues strictly after the
  * previous page's last id, so pages stay correct while writers append (ids of later commits are

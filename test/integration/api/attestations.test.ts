@@ -111,6 +111,32 @@ describe('GET /v1/attestations/{id}', () => {
     ).toBe(404);
   });
 
+  it('answers concurrent GETs (read in shared batches) each with its own record, status and caller', async () => {
+    const unknown = '0190a5c8-1234-7abc-8def-0123456789ab';
+    const cases = [
+      ...runA.stored.map((r) => ({ id: r.id, who: 'alice' as const, status: 200 })),
+      ...runB.stored.map((r) => ({ id: r.id, who: 'alice' as const, status: 404 })),
+      ...runB.stored.map((r) => ({ id: r.id.toUpperCase(), who: 'admin' as const, status: 200 })),
+      { id: unknown, who: 'admin' as const, status: 404 },
+      { id: runA.stored[0]!.id, who: 'bob' as const, status: 404 },
+    ];
+    // Issued in one tick: the loader puts them in the same batches.
+    const responses = await Promise.all(
+      [...cases, ...cases].map((c) => app.inject({ url: `/v1/attestations/${c.id}`, headers: token(c.who) })),
+    );
+    for (const [i, res] of responses.entries()) {
+      const c = cases[i % cases.length]!;
+      expect(res.statusCode, `${c.who} ${c.id}`).toBe(c.status);
+      if (c.status === 200) {
+        const body = res.json<{ id: string; digest: string }>();
+        expect(body.id).toBe(c.id.toLowerCase());
+        const stored = [...runA.stored, ...runB.stored].find((r) => r.id === body.id)!;
+        expect(body.digest).toBe(stored.digest);
+        expect(verifyRecord(body, { publicKeys: [signer.publicKey] }).ok).toBe(true);
+      }
+    }
+  });
+
   it('400 for malformed or non-v7 ids, 404 for an unknown v7 id', async () => {
     for (const id of ['nope', '0190a5c8-1234-4abc-8def-0123456789ab', `${runA.stored[0]!.id}x`]) {
       const res = await app.inject({ url: `/v1/attestations/${id}`, headers: token('admin') });

@@ -5,8 +5,9 @@ import { isAllowed } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { toApiEnvelope, type ApiEnvelope } from '../../envelope.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
-import { getJobsByAttestation, transparencyView } from '../../../transparency/jobs.ts';
+import { getJobsByAttestation, transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
+import { createBatchLoader } from '../../batch-loader.ts';
 import { ProblemError } from '../../problem.ts';
 import {
   envelopeSchema,
@@ -100,13 +101,37 @@ async function withTransparency(
     deps.vault.pool,
     records.map((r) => r.id),
   );
-  return records.map((r) => {
-    const job = jobs.get(r.id);
-    return toApiEnvelope(r, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
-  });
+  return records.map((r) => withJob(r, jobs));
 }
 
+function withJob(record: StoredAttestation, jobs: ReadonlyMap<string, TransparencyJob>): ApiEnvelope {
+  const job = jobs.get(record.id);
+  return toApiEnvelope(record, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
+}
+
+/** A record with its transparency job (if any), as GET /v1/attestations/{id} serves it. */
+interface LoadedRecord {
+  readonly record: StoredAttestation;
+  readonly envelope: ApiEnvelope;
+}
+
+const UUID_V7 = new RegExp(UUID_V7_PATTERN);
+
 export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDeps): void {
+  // Concurrent GETs share their reads: one query for the records, one for their jobs, per batch.
+  const records = createBatchLoader<LoadedRecord>(async (ids) => {
+    // Both by the requested ids (the route's schema admits UUIDv7 only), so the two queries run
+    // side by side on two connections.
+    const [found, jobs] = await Promise.all([
+      deps.vault.getMany(ids),
+      getJobsByAttestation(
+        deps.vault.pool,
+        ids.filter((id) => UUID_V7.test(id)),
+      ),
+    ]);
+    return new Map([...found].map(([id, record]) => [id, { record, envelope: withJob(record, jobs) }]));
+  });
+
   app.get<{ Params: { id: string } }>(
     '/v1/attestations/:id',
     {
@@ -121,13 +146,13 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       },
     },
     async (req) => {
-      const record = await deps.vault.get(req.params.id);
+      const loaded = await records.load(req.params.id.toLowerCase());
       // Built only when needed: an Error captures a stack trace.
       const notFound = () => new ProblemError(404, 'NOT_FOUND', `attestation ${req.params.id} not found`);
-      if (!record) throw notFound();
+      if (!loaded) throw notFound();
+      const { record } = loaded;
       const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
-      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' }))
-        return (await withTransparency(deps, [record]))[0]!;
+      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' })) return loaded.envelope;
       // Existence is only confirmed to callers who can see the namespace at all.
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
         throw new ProblemError(
