@@ -69,7 +69,7 @@ describe('createBatchLoader', () => {
   });
 
   it('rejects nonsensical limits', () => {
-    expect(() => createBatchLoader(async () => new Map(), { maxBatch: 0 })).toThrow(RangeError);
-    expect(() => createBatchLoader(async () => new Map(), { maxInFlight: 1.5 })).toThrow(RangeError);
+    expect(() => createBatchLoader(() => Promise.resolve(new Map()), { maxBatch: 0 })).toThrow(RangeError);
+    expect(() => createBatchLoader(() => Promise.resolve(new Map()), { maxInFlight: 1.5 })).toThrow(RangeError);
   });
 });
