@@ -116,7 +116,7 @@ export const ingestBenchmark: Benchmark = {
     };
     const nextRecords = (n: number): NewAttestation[] => nextSealed(n, (r, i) => buildRecord(signer, r, i));
     const nextSpecs = (n: number): SealSpec[] => nextSealed(n, (r, i) => ({ run: r, i }));
-    const sealer = await startSealWorker(ctx, pki);
+    const sealer = startSealWorker(ctx, pki);
 
     const rawClient = await rawPool.connect();
     const releaseRaw = ctx.track(() => rawClient.release());

@@ -28,7 +28,7 @@ type Request = { id: number; specs: readonly SealSpec[] };
 type Reply = { id: number; records?: NewAttestation[]; error?: string };
 
 /** `pki`: the PEM Secret data (`tls.key`, `tls.crt`, `ca.crt`) the main thread's signer came from. */
-export async function startSealWorker(ctx: BenchContext, pki: TlsMaterial): Promise<SealWorker> {
+export function startSealWorker(ctx: BenchContext, pki: TlsMaterial): SealWorker {
   const worker = new Worker(new URL(import.meta.url), { workerData: { pki } });
   const exited = once(worker, 'exit');
   const close = ctx.track(async () => {
@@ -42,7 +42,7 @@ export async function startSealWorker(ctx: BenchContext, pki: TlsMaterial): Prom
     if (reply.error !== undefined) w?.reject(new Error(`seal worker: ${reply.error}`));
     else w?.resolve(reply.records!);
   });
-  worker.on('error', (err) => {
+  worker.on('error', (err: Error) => {
     for (const w of waiting.values()) w.reject(err);
     waiting.clear();
   });

@@ -70,6 +70,8 @@ describe('createBatchLoader', () => {
 
   it('rejects nonsensical limits', () => {
     expect(() => createBatchLoader(() => Promise.resolve(new Map()), { maxBatch: 0 })).toThrow(RangeError);
-    expect(() => createBatchLoader(() => Promise.resolve(new Map()), { maxInFlight: 1.5 })).toThrow(RangeError);
+    expect(() => createBatchLoader(() => Promise.resolve(new Map()), { maxInFlight: 1.5 })).toThrow(
+      RangeError,
+    );
   });
 });
