@@ -127,6 +127,25 @@ function toJob(r: JobRow): TransparencyJob {
 }
 
 /**
+ * The job of each attestation of a vault page, in the page's own query (`vault.query(filter,
+ * { join: JOBS_JOIN })`; at most one job per attestation: `attestation_id` is UNIQUE).
+ */
+export const JOBS_JOIN = {
+  name: 'tj',
+  clause: 'LEFT JOIN transparency_jobs tj ON tj.attestation_id = q.id',
+  columns: JOB_COLUMNS.split(', ')
+    .map((c) => `tj.${c} AS tj_${c}`)
+    .join(', '),
+} as const;
+
+/** The job in a row of a page queried with JOBS_JOIN, or null when the attestation has none. */
+export function jobOfJoinedRow(row: Readonly<Record<string, unknown>>): TransparencyJob | null {
+  if (row.tj_id === null || row.tj_id === undefined) return null;
+  const r = Object.fromEntries(JOB_COLUMNS.split(', ').map((c) => [c, row[`tj_${c}`]])) as unknown as JobRow;
+  return toJob(r);
+}
+
+/**
  * Enqueues one job per attestation id (idempotent: an attestation already queued keeps its job).
  * Meant for the vault's `inTransaction` hook:
  * `append(records, { inTransaction: (client, stored) => enqueue(client, stored.map((s) => s.id)).then(() => undefined) })`.

@@ -30,12 +30,30 @@ export interface PageRequest {
   readonly limit?: number;
   /** `nextCursor` of the previous page, for the same filter. */
   readonly cursor?: string | null;
+  /** Extra columns for the page's rows from a table of another module, in the same query. */
+  readonly join?: PageJoin;
+}
+
+/**
+ * A LEFT JOIN onto a page, so that data kept beside the attestations (the transparency jobs) comes
+ * back in the same round trip. The page rows are `q`; `clause` and `columns` are SQL written by the
+ * module that owns the joined table (constants, never input), `name` tells the prepared statements
+ * apart, and the joined table must have at most one row per attestation.
+ */
+export interface PageJoin {
+  readonly name: string;
+  /** e.g. `LEFT JOIN transparency_jobs tj ON tj.attestation_id = q.id` */
+  readonly clause: string;
+  /** e.g. `tj.id AS tj_id, tj.state AS tj_state`: aliased apart from the attestation columns. */
+  readonly columns: string;
 }
 
 export interface Page {
   readonly items: StoredAttestation[];
   /** Null when no row followed this page at the time of the query. */
   readonly nextCursor: string | null;
+  /** With `join`: each item's whole row (the joined columns included), in item order. */
+  readonly joined?: readonly Record<string, unknown>[];
 }
 
 export const DEFAULT_LIMIT = 100;
@@ -94,12 +112,14 @@ export async function queryAttestations(
   const fp = filterFingerprint(filter);
   const after = page.cursor == null ? null : cursors.decode(page.cursor, fp);
   if (filter.namespaces.length === 0) return { items: [], nextCursor: null };
-  const rows = await selectBatch(pool, filter, after, null, limit + 1);
-  const items = rows.slice(0, limit).map(toStored);
+  const rows = await selectBatch(pool, filter, after, null, limit + 1, page.join);
+  const kept = rows.slice(0, limit);
+  const items = kept.map(toStored);
   const last = items.at(-1);
   return {
     items,
     nextCursor: rows.length > limit && last !== undefined ? cursors.encode(last.id, fp) : null,
+    ...(page.join !== undefined ? { joined: kept as unknown as Record<string, unknown>[] } : {}),
   };
 }
 
@@ -196,6 +216,7 @@ async function selectBatch(
   after: string | null,
   until: string | null,
   limit: number,
+  join?: PageJoin,
 ): Promise<AttestationRow[]> {
   const selective =
     f.subject !== undefined ||
@@ -262,10 +283,17 @@ async function selectBatch(
         `FROM attestations WHERE namespace = n.ns${rest} ORDER BY id LIMIT ${lim}) a ORDER BY a.id LIMIT ${lim}`
       : `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE ` +
         `${mode === 'one' ? 'namespace = $1::text' : 'namespace = ANY($1::text[])'}${rest} ORDER BY id LIMIT ${lim}`;
-  const { rows } = await pool.query<AttestationRow>({
-    name: `vault_q_${mode}_${shape.toString(16)}`,
-    text,
-    values,
-  });
+  const name = `vault_q_${mode}_${shape.toString(16)}`;
+  const { rows } = await pool.query<AttestationRow>(
+    join === undefined
+      ? { name, text, values }
+      : {
+          // The page is chosen exactly as without the join (same inner query and plan); the join
+          // only adds columns to its ≤ limit rows.
+          name: `${name}_${join.name}`,
+          text: `SELECT q.*, ${join.columns} FROM (${text}) AS q ${join.clause} ORDER BY q.id`,
+          values,
+        },
+  );
   return rows;
 }
