@@ -169,14 +169,15 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         response: { 200: { $ref: 'AttestationEnvelope#' }, ...problemResponses },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const loaded = await records.load(req.params.id.toLowerCase());
       // Built only when needed: an Error captures a stack trace.
       const notFound = () => new ProblemError(404, 'NOT_FOUND', `attestation ${req.params.id} not found`);
       if (!loaded) throw notFound();
       const { record } = loaded;
       const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
-      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' })) return loaded.envelope;
+      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' }))
+        return sendJson(reply, loaded.envelope);
       // Existence is only confirmed to callers who can see the namespace at all.
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
         throw new ProblemError(
