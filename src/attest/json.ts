@@ -97,7 +97,9 @@ function sortedCopy(value: unknown, depth: number): unknown {
       }
       if (!isPlain(value)) throw NOT_COPYABLE;
       const obj = value as Record<string, unknown>;
-      const out: Record<string, unknown> = {};
+      // No prototype: a member named "__proto__" must become an own property, as in the input,
+      // not set the copy's prototype (found by the property test).
+      const out = Object.create(null) as Record<string, unknown>;
       for (const key of Object.keys(obj).sort()) {
         if (INDEX_LIKE.test(key) || !key.isWellFormed()) throw NOT_COPYABLE;
         const member = obj[key];

@@ -150,8 +150,8 @@ const PATH_ITEM = 2 + HASH_SIZE;
 
 /**
  * The receipts of many entries under one signed tree head (a commit batch of the log), written
- * into ONE buffer: the results are consecutive views of it (`receipts[i].byteOffset` grows), so
- * a caller can also hand the whole block to the database. Same bytes as `receiptUnder` for each.
+ * into ONE buffer (one allocation per batch instead of a dozen small buffers per receipt): the
+ * results are consecutive views of it. Same bytes as `receiptUnder` for each.
  */
 export function receiptsUnder(head: SignedTreeHead, proofs: readonly InclusionProof[]): Buffer[] {
   const { protectedBytes, signature } = head.signed;

@@ -39,6 +39,22 @@ describe('RFC 8785 canonical JSON', () => {
     expect(() => canonicalJson(cyclic)).toThrow(AttestError);
   });
 
+  it('takes each path: already sorted, sorted copy (incl. a "__proto__" member), integer-like names, errors', () => {
+    // Already in JCS member order: serialised as it stands.
+    expect(canonicalJson({ a: [{ x: 1, y: '2' }], b: null })).toBe('{"a":[{"x":1,"y":"2"}],"b":null}');
+    // Unsorted: a sorted copy. A member named "__proto__" (JSON.parse makes it an own property) must
+    // stay a member of the copy, not become its prototype.
+    const proto = JSON.parse('{"__proto__":{"b":1,"a":2},"":false}') as unknown;
+    expect(canonicalJson(proto)).toBe('{"":false,"__proto__":{"a":2,"b":1}}');
+    // Integer-like names, which JS objects always order numerically: the member-by-member writer.
+    expect(canonicalJson({ 10: 'ten', 9: 'nine', a: { 2: 0, 10: 1 } })).toBe(
+      '{"10":"ten","9":"nine","a":{"10":1,"2":0}}',
+    );
+    // Errors name the path, whichever pass met them first.
+    expect(() => canonicalJson({ b: { c: [1, NaN] }, a: 1 })).toThrow('$.b.c[1] is a non-finite number');
+    expect(() => canonicalJson({ a: { when: new Date(0) } })).toThrow('$.a.when is a class instance');
+  });
+
   it('hashes the canonical UTF-8 bytes', () => {
     // echo -n '{"a":1,"b":[true,null]}' | sha256sum
     expect(jcsSha256Hex({ b: [true, null], a: 1 })).toBe(
