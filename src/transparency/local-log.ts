@@ -6,7 +6,6 @@ import {
   COPY_BINARY_HEADER,
   COPY_BINARY_TRAILER,
   encodeCopyRows,
-  int2Field,
   int8Field,
   textField,
   timestamptzField,
@@ -141,6 +140,10 @@ interface HeadRow {
 type Queryable = pg.Pool | pg.PoolClient;
 
 const ENTRY_COLUMNS = 'idx, entry_id, statement, receipt, created_at';
+const ENTRY_COLUMNS_OF = (alias: string): string =>
+  ENTRY_COLUMNS.split(', ')
+    .map((c) => `${alias}.${c}`)
+    .join(', ');
 
 /** A statement checked and reduced to its entry before it reaches the database. */
 interface Prepared {
@@ -165,7 +168,6 @@ function prepare(statement: Uint8Array): Prepared {
 /** Entries per chunk written to the COPY of a batch (see appendBatchLocked). */
 const COPY_CHUNK = 250;
 
-const COPY_NODES_SQL = 'COPY scitt_log_nodes (level, idx, hash) FROM STDIN (FORMAT binary)';
 const COPY_ENTRIES_SQL =
   'COPY scitt_log_entries (idx, entry_id, statement, leaf_hash, receipt, created_at) FROM STDIN (FORMAT binary)';
 
@@ -276,11 +278,18 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     const head = await readHead(client, true);
     // A new statement after the lock: its snapshot sees every append committed before ours.
     const ids = [...new Set(batch.map((p) => p.entryId))];
-    const probe = await client.query<{ now: Date }>(
-      "SELECT date_trunc('milliseconds', clock_timestamp()) AS now",
-    );
+    // The registration time and the entries already stored, in one round trip: at least one row
+    // (for the time), plus one per stored entry.
+    const probe = await client.query<{ now: Date } & { [K in keyof EntryRow]: EntryRow[K] | null }>({
+      name: 'scitt_log_append_probe',
+      text:
+        `SELECT date_trunc('milliseconds', clock_timestamp()) AS now, ${ENTRY_COLUMNS_OF('e')} ` +
+        'FROM (SELECT) AS one LEFT JOIN scitt_log_entries e ON e.entry_id = ANY($1::text[])',
+      values: [ids],
+    });
     const now = probe.rows[0]!.now;
-    const stored = await storedEntries(client, ids);
+    const stored = new Map<string, LogEntry>();
+    for (const r of probe.rows) if (r.entry_id !== null) stored.set(r.entry_id, toEntry(r as EntryRow));
 
     const start = head.size;
     const fresh: Prepared[] = [];
@@ -374,21 +383,22 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     if (copy.rowCount !== fresh.length) {
       throw new Error(`SCITT log COPY stored ${copy.rowCount} entries, expected ${fresh.length}`);
     }
-    if (created.length > 0) {
-      const nodes = client.query(copyStreams.from(COPY_NODES_SQL));
-      nodes.end(
-        Buffer.concat([
-          COPY_BINARY_HEADER,
-          encodeCopyRows(created.map((c) => [int2Field(c.node.level), int8Field(c.node.index), c.hash])),
-          COPY_BINARY_TRAILER,
-        ]),
-      );
-      await finished(nodes);
-    }
+    // The new subtrees and the head move in one statement (the head's trigger sees the entries
+    // copied above: same transaction).
     await client.query({
-      name: 'scitt_log_advance_head',
-      text: 'UPDATE scitt_log_head SET tree_size = $1, root_hash = $2, updated_at = $3',
-      values: [size, root, now],
+      name: 'scitt_log_advance',
+      text:
+        'WITH nodes AS (INSERT INTO scitt_log_nodes (level, idx, hash) ' +
+        'SELECT * FROM unnest($4::smallint[], $5::bigint[], $6::bytea[])) ' +
+        'UPDATE scitt_log_head SET tree_size = $1, root_hash = $2, updated_at = $3',
+      values: [
+        size,
+        root,
+        now,
+        created.map((c) => c.node.level),
+        created.map((c) => c.node.index),
+        created.map((c) => c.hash),
+      ],
     });
     const firstOf = new Set<string>();
     return batch.map((p): AppendResult => {

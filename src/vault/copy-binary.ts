@@ -20,12 +20,6 @@ const PG_EPOCH_MS = 946_684_800_000;
 /** A field already in binary send format; null is SQL NULL. */
 export type CopyField = Buffer | null;
 
-export function int2Field(n: number): Buffer {
-  const b = Buffer.allocUnsafe(2);
-  b.writeInt16BE(n);
-  return b;
-}
-
 export function int8Field(n: number): Buffer {
   if (!Number.isSafeInteger(n)) throw new RangeError(`${n} is not a safe integer`);
   const b = Buffer.allocUnsafe(8);
