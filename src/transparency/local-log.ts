@@ -276,10 +276,10 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     batch: readonly Prepared[],
   ): Promise<AppendResult[]> => {
     const head = await readHead(client, true);
-    // A new statement after the lock: its snapshot sees every append committed before ours.
     const ids = [...new Set(batch.map((p) => p.entryId))];
     // The registration time and the entries already stored, in one round trip: at least one row
-    // (for the time), plus one per stored entry.
+    // (for the time), plus one per stored entry. A new statement after the lock, so its snapshot
+    // sees every append committed before ours.
     const probe = await client.query<{ now: Date } & { [K in keyof EntryRow]: EntryRow[K] | null }>({
       name: 'scitt_log_append_probe',
       text:

@@ -141,17 +141,13 @@ export function signTreeHead(input: TreeHeadInput): SignedTreeHead {
 }
 
 /** The receipt of one entry under a signed tree head: its inclusion proof in that tree. */
-export function receiptUnder(head: SignedTreeHead, proof: InclusionProof): Buffer {
-  return receiptsUnder(head, [proof])[0]!;
-}
-
 /** Bytes of a 32-byte hash inside a proof: bstr head (0x58 0x20) + hash. */
 const PATH_ITEM = 2 + HASH_SIZE;
 
 /**
  * The receipts of many entries under one signed tree head (a commit batch of the log), written
  * into ONE buffer (one allocation per batch instead of a dozen small buffers per receipt): the
- * results are consecutive views of it. Same bytes as `receiptUnder` for each.
+ * results are consecutive views of it. Each is the generic CBOR encoding of its receipt (unit-tested).
  */
 export function receiptsUnder(head: SignedTreeHead, proofs: readonly InclusionProof[]): Buffer[] {
   const { protectedBytes, signature } = head.signed;
@@ -205,7 +201,7 @@ export interface ReceiptInput extends TreeHeadInput {
 
 /** One receipt with its own signature (a tree head signed for a single proof). */
 export function issueReceipt(input: ReceiptInput): Buffer {
-  return receiptUnder(signTreeHead(input), input.proof);
+  return receiptsUnder(signTreeHead(input), [input.proof])[0]!;
 }
 
 export interface DecodedReceipt {

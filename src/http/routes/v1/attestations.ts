@@ -107,11 +107,11 @@ async function withTransparency(
     deps.vault.pool,
     records.map((r) => r.id),
   );
-  return records.map((r) => withJob(r, jobs));
+  return records.map((r) => withJob(r, jobs.get(r.id)));
 }
 
-function withJob(record: StoredAttestation, jobs: ReadonlyMap<string, TransparencyJob>): ApiEnvelope {
-  const job = jobs.get(record.id);
+/** The API view of a record with its transparency job (none: `transparency` is null). */
+function withJob(record: StoredAttestation, job: TransparencyJob | null | undefined): ApiEnvelope {
   return toApiEnvelope(record, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
 }
 
@@ -153,7 +153,9 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         ids.filter((id) => UUID_V7.test(id)),
       ),
     ]);
-    return new Map([...found].map(([id, record]) => [id, { record, envelope: withJob(record, jobs) }]));
+    return new Map(
+      [...found].map(([id, record]) => [id, { record, envelope: withJob(record, jobs.get(id)) }]),
+    );
   });
 
   app.get<{ Params: { id: string } }>(
@@ -245,13 +247,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       });
       const joined = page.joined ?? [];
       return sendJson(reply, {
-        items: page.items.map((record, i) => {
-          const job = jobOfJoinedRow(joined[i] ?? {});
-          return toApiEnvelope(
-            record,
-            job ? (transparencyView(job) as unknown as Record<string, unknown>) : null,
-          );
-        }),
+        items: page.items.map((record, i) => withJob(record, jobOfJoinedRow(joined[i] ?? {}))),
         next_cursor: page.nextCursor,
         excluded_namespaces: excluded,
       } satisfies AttestationPageBody);
