@@ -1,0 +1,26 @@
+/**
+ * The one base of every typed failure in the service, in the shape of sigstore-js
+ * `verify/src/error.ts`: callers, tests and the HTTP error handler branch on `code` (a string-literal
+ * union per module), never on the message; the underlying failure, if any, is `cause`.
+ *
+ * A module declares its codes and a one-line subclass:
+ *
+ *   export type VaultErrorCode = 'CURSOR_INVALID' | 'INVALID_INPUT';
+ *   export class VaultError extends BaseError<VaultErrorCode> {}
+ *
+ * `name` is taken from the subclass, so logs and stack traces say which module failed.
+ */
+export class BaseError<Code extends string = string> extends Error {
+  readonly code: Code;
+
+  constructor(code: Code, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** True when `err` is a BaseError (of any module) carrying `code`. */
+export function hasCode<Code extends string>(err: unknown, code: Code): err is BaseError<Code> {
+  return err instanceof BaseError && err.code === code;
+}
