@@ -8,9 +8,9 @@ import type { Publisher } from './publisher.ts';
  * The transparency worker loop: claim a batch of due jobs (SKIP LOCKED, so any number of replicas
  * can run it), work them concurrently through the publisher, repeat. When nothing is due it sleeps
  * until the earliest queued job (or lease) is due, or until the vault announces a change (a job
- * enqueued or put back, in this process or any other: src/vault/listener.ts). While the listener is
- * not connected it polls every `idleMs` instead, so a database without notifications (or a listener
- * reconnecting) delays jobs but never strands them.
+ * enqueued or put back, in this process or any other: src/vault/listener.ts), and claims only once
+ * something is due. While the listener is not connected it polls every `idleMs` instead, so a
+ * database without notifications (or a listener reconnecting) delays jobs but never strands them.
  */
 
 export interface WorkerOptions {
@@ -85,11 +85,18 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
     }
   };
 
-  /** How long to sleep with nothing due: until the next job is due (null: until woken). */
-  const idleFor = async (): Promise<number | null> => {
-    if (options.listener?.connected() !== true) return idleMs;
-    const due = await options.jobs.nextDueInMs();
-    return due === null ? null : Math.max(0, Math.ceil(due));
+  /**
+   * Sleeps until a job is due. With a connected listener that is a read (the earliest due time)
+   * and a sleep until then or until woken, again after every wake that finds nothing due: a
+   * notification about another run's job costs one SELECT, never a claim. Without one: `idleMs`.
+   */
+  const untilDue = async (signal: AbortSignal): Promise<void> => {
+    while (!signal.aborted) {
+      if (options.listener?.connected() !== true) return pause(idleMs, signal);
+      const due = await options.jobs.nextDueInMs();
+      if (due !== null && due <= 0) return;
+      await pause(due === null ? null : Math.ceil(due), signal);
+    }
   };
 
   return {
@@ -108,7 +115,7 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
           try {
             claimed = await drainOnce(signal);
             // A full batch suggests more is due: go again at once.
-            if (claimed < batchSize) await pause(await idleFor(), signal);
+            if (claimed < batchSize) await untilDue(signal);
           } catch (err) {
             log?.error({ err }, 'transparency worker round failed');
             await pause(errorDelayMs, signal);
