@@ -51,7 +51,7 @@ describe('LISTEN/NOTIFY between replicas', () => {
       expect(reader.listener.connected()).toBe(true);
       const runId = randomUUID();
       await writer.claims.append(`test:${runId}`, [runRecord(runId)], { enqueueTransparency: true });
-      await waitFor('the notification', async () => (heard.includes(runId) ? true : undefined));
+      await waitFor('the notification', () => Promise.resolve(heard.includes(runId) ? true : undefined));
       // The same key again: the claim conflicts after the insert and the job, so all roll back.
       const other = randomUUID();
       await expect(
@@ -60,7 +60,9 @@ describe('LISTEN/NOTIFY between replicas', () => {
       // A later commit is heard; the rolled-back one never is.
       const later = randomUUID();
       await writer.attestations.append([runRecord(later)], { enqueueTransparency: true });
-      await waitFor('the later notification', async () => (heard.includes(later) ? true : undefined));
+      await waitFor('the later notification', () =>
+        Promise.resolve(heard.includes(later) ? true : undefined),
+      );
       expect(heard).not.toContain(other);
     } finally {
       unsubscribe();
