@@ -115,8 +115,8 @@ describe('LISTEN/NOTIFY between replicas', () => {
         const job = await writer.transparencyJobs.get({ attestationId: missed!.id });
         return job?.state === 'published' ? job : undefined;
       });
-      await waitFor('the listener re-scanned after reconnecting', async () =>
-        resyncs >= 2 ? true : undefined,
+      await waitFor('the listener re-scanned after reconnecting', () =>
+        Promise.resolve(resyncs >= 2 ? true : undefined),
       );
       unsubscribe();
       const { rows } = await db.admin.query<{ n: number }>(
