@@ -32,6 +32,22 @@ export async function getRun(client: KubeClient, namespace: string, name: string
   }
 }
 
+/** Server-side apply of `status` onto a Run as `fieldManager` (its complete set of fields). */
+export async function applyRunStatus(
+  client: KubeClient,
+  run: Run,
+  status: RunStatus,
+  fieldManager: string,
+): Promise<void> {
+  await applyStatus(
+    client,
+    RUN_TYPE,
+    { namespace: run.metadata.namespace, name: run.metadata.name },
+    status as Record<string, unknown>,
+    { fieldManager },
+  );
+}
+
 /** Lists the Attestation resources of a Run (by the label the controller sets on them). */
 export async function listRunAttestations<S = unknown>(
   client: KubeClient,
@@ -82,15 +98,7 @@ export function kubeRunApi(
     async removeFinalizer(run) {
       await withFreshRun(client, run, (r) => removeFinalizer(client, RUN_TYPE, r, FINALIZER));
     },
-    async applyStatus(run: Run, status: RunStatus) {
-      await applyStatus(
-        client,
-        RUN_TYPE,
-        { namespace: run.metadata.namespace, name: run.metadata.name },
-        status as Record<string, unknown>,
-        { fieldManager: FIELD_MANAGER },
-      );
-    },
+    applyStatus: (run, status) => applyRunStatus(client, run, status, FIELD_MANAGER),
     async attestationIds(run) {
       return new Set((await listRunAttestations(client, run)).map((i) => i.spec.id));
     },

@@ -1,7 +1,7 @@
 import { TRANSPARENCY_FIELD_MANAGER } from '../../api/reasons.ts';
-import type { Run, RunStatus } from '../../api/run.ts';
+import type { Run } from '../../api/run.ts';
 import { applyStatus, type EventRecorder, type KubeClient } from '../runtime/index.ts';
-import { ATTESTATION_TYPE, listRunAttestations, RUN_TYPE } from '../run/kube-api.ts';
+import { applyRunStatus, ATTESTATION_TYPE, listRunAttestations } from '../run/kube-api.ts';
 import type { ProjectionApi } from './projection.ts';
 
 /** ProjectionApi over the Kubernetes API: SSA under the projection's own field manager. */
@@ -26,15 +26,7 @@ export function kubeProjectionApi(
         apply,
       );
     },
-    async applyRunTransparency(run: Run, status: RunStatus) {
-      await applyStatus(
-        client,
-        RUN_TYPE,
-        { namespace: run.metadata.namespace, name: run.metadata.name },
-        status as Record<string, unknown>,
-        apply,
-      );
-    },
+    applyRunTransparency: (run, status) => applyRunStatus(client, run, status, TRANSPARENCY_FIELD_MANAGER),
     event: (run, type, reason, note) => events.event(run, type, reason, note),
   };
 }
