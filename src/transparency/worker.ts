@@ -1,16 +1,17 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../log/index.ts';
-import { TRANSPARENCY_CHANNEL, type TransparencyJobRepository, type VaultListener } from '../vault/index.ts';
+import { DUE_CHANNEL, type TransparencyJobRepository, type VaultListener } from '../vault/index.ts';
 import { claim, DEFAULT_RETRY_POLICY, type RetryPolicy } from './jobs.ts';
 import type { Publisher } from './publisher.ts';
 
 /**
  * The transparency worker loop: claim a batch of due jobs (SKIP LOCKED, so any number of replicas
  * can run it), work them concurrently through the publisher, repeat. When nothing is due it sleeps
- * until the earliest queued job (or lease) is due, or until the vault announces a change (a job
- * enqueued or put back, in this process or any other: src/vault/listener.ts), and claims only once
- * something is due. While the listener is not connected it polls every `idleMs` instead, so a
- * database without notifications (or a listener reconnecting) delays jobs but never strands them.
+ * until the earliest queued job (or lease) is due, or until the vault announces that a job became
+ * claimable (enqueued or put back, in this process or any other: the DUE_CHANNEL notification,
+ * src/vault/listener.ts). Publications and failures elsewhere do not wake it. While the listener is
+ * not connected it polls every `idleMs` instead, so a database without notifications (or a
+ * listener reconnecting) delays jobs but never strands them.
  */
 
 export interface WorkerOptions {
@@ -85,18 +86,11 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
     }
   };
 
-  /**
-   * Sleeps until a job is due. With a connected listener that is a read (the earliest due time)
-   * and a sleep until then or until woken, again after every wake that finds nothing due: a
-   * notification about another run's job costs one SELECT, never a claim. Without one: `idleMs`.
-   */
-  const untilDue = async (signal: AbortSignal): Promise<void> => {
-    while (!signal.aborted) {
-      if (options.listener?.connected() !== true) return pause(idleMs, signal);
-      const due = await options.jobs.nextDueInMs();
-      if (due !== null && due <= 0) return;
-      await pause(due === null ? null : Math.ceil(due), signal);
-    }
+  /** How long to sleep with nothing due: until the next job is due (null: until woken). */
+  const idleFor = async (): Promise<number | null> => {
+    if (options.listener?.connected() !== true) return idleMs;
+    const due = await options.jobs.nextDueInMs();
+    return due === null ? null : Math.max(0, Math.ceil(due));
   };
 
   return {
@@ -104,7 +98,7 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
     wake,
     async run(signal) {
       log?.info({ batchSize }, 'transparency worker started');
-      const unsubscribe = await options.listener?.subscribe(TRANSPARENCY_CHANNEL, {
+      const unsubscribe = await options.listener?.subscribe(DUE_CHANNEL, {
         onNotify: wake,
         // Connected (again): whatever was enqueued meanwhile is claimable now.
         resync: wake,
@@ -115,7 +109,7 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
           try {
             claimed = await drainOnce(signal);
             // A full batch suggests more is due: go again at once.
-            if (claimed < batchSize) await untilDue(signal);
+            if (claimed < batchSize) await pause(await idleFor(), signal);
           } catch (err) {
             log?.error({ err }, 'transparency worker round failed');
             await pause(errorDelayMs, signal);

@@ -62,6 +62,7 @@ export {
   type SubtreeRef,
 } from './scitt-log.ts';
 export {
+  DUE_CHANNEL,
   TRANSPARENCY_CHANNEL,
   type ClaimedJob,
   type ClaimOptions,

@@ -10,8 +10,8 @@ import type pg from 'pg';
  * ends. Attempts count claims. A published job is immutable (enforced by a trigger).
  *
  * Every change a reader cares about (a job enqueued, published, failed or put back) is announced on
- * the channel {@link TRANSPARENCY_CHANNEL} by a trigger, in the transaction of the change: see
- * listener.ts. The retry policy (how long a lease, how many attempts, which backoff) is the
+ * the channel {@link TRANSPARENCY_CHANNEL}, and a job that became claimable on {@link DUE_CHANNEL},
+ * by triggers, in the transaction of the change (migration 0007, listener.ts). The retry policy (how long a lease, how many attempts, which backoff) is the
  * caller's: src/transparency/jobs.ts.
  */
 
@@ -20,6 +20,8 @@ export type JobBackend = 'local' | 'scrapi';
 
 /** NOTIFY channel of job changes; the payload is the comma-separated run ids concerned, or `*`. */
 export const TRANSPARENCY_CHANNEL = 'aibom_vault_transparency';
+/** NOTIFY channel (no payload) of a job becoming claimable now: enqueued, or put back. */
+export const DUE_CHANNEL = 'aibom_vault_transparency_due';
 
 export interface TransparencyJob {
   readonly id: string;
