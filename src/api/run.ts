@@ -12,7 +12,6 @@ export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
 
 /** The phases a Run (and a step) ends in: the only definition of "terminal" in the code base. */
 export type TerminalPhase = Extract<Phase, 'Succeeded' | 'Failed'>;
-export const TERMINAL_PHASES: readonly TerminalPhase[] = ['Succeeded', 'Failed'];
 
 export function isTerminal(phase: string | undefined | null): phase is TerminalPhase {
   return phase === 'Succeeded' || phase === 'Failed';

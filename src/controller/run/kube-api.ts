@@ -1,5 +1,5 @@
 import { FIELD_MANAGER, FINALIZER } from '../../api/reasons.ts';
-import { GROUP, VERSION, type Run, type RunStatus } from '../../api/run.ts';
+import { ATTESTATION_PLURAL, GROUP, RUN_PLURAL, VERSION, type Run, type RunStatus } from '../../api/run.ts';
 import {
   addFinalizer,
   applyStatus,
@@ -14,11 +14,11 @@ import {
 } from '../runtime/index.ts';
 import type { RunApi } from './reconciler.ts';
 
-export const RUN_TYPE: ResourceType = { group: GROUP, version: VERSION, plural: 'runs', kind: 'Run' };
+export const RUN_TYPE: ResourceType = { group: GROUP, version: VERSION, plural: RUN_PLURAL, kind: 'Run' };
 export const ATTESTATION_TYPE: ResourceType = {
   group: GROUP,
   version: VERSION,
-  plural: 'attestations',
+  plural: ATTESTATION_PLURAL,
   kind: 'Attestation',
 };
 
