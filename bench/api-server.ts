@@ -93,7 +93,7 @@ async function workerMain(options: ApiServerOptions): Promise<void> {
     vault,
     blobs,
     authorizer: kubernetesAuthorizer(kc, { ttlMs: options.authTtlMs }),
-    listNamespaces: () => vaultModule.listNamespaces(pool),
+    listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: true,
     trustAnchors: [],
     ready: async () => {

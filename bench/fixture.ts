@@ -95,7 +95,7 @@ async function load(ctx: BenchContext): Promise<Fixture> {
       const batch = Array.from({ length: n }, (_, i) => rowAt(k + i));
       // Build the next batch while the previous one is being copied.
       await pending;
-      pending = vault.append(batch);
+      pending = vault.attestations.append(batch);
       k += n;
       if (k >= nextReport) {
         const s = (performance.now() - t0) / 1000;

@@ -78,7 +78,7 @@ export const getBenchmark: Benchmark = {
     const closeSql = ctx.track(() => sqlPool.end());
     try {
       const vault = await openVault(sqlPool);
-      const captured = (await captureQueries(sqlPool, () => vault.get(ids[0]!))).filter(
+      const captured = (await captureQueries(sqlPool, () => vault.attestations.get(ids[0]!))).filter(
         (q) => q.name === 'vault_get_by_id',
       );
       if (captured.length !== 1) throw new Error(`expected one lookup query, captured ${captured.length}`);

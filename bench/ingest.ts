@@ -146,7 +146,7 @@ export const ingestBenchmark: Benchmark = {
         const ts = performance.now();
         const records = nextRecords(BATCH);
         const ta = performance.now();
-        await vault.append(records);
+        await vault.attestations.append(records);
         const te = performance.now();
         sealMs += ta - ts;
         appendMs += te - ta;
@@ -167,7 +167,7 @@ export const ingestBenchmark: Benchmark = {
         }
         // Up to two appends in flight: the second encodes its rows and queues on the chain-head
         // lock while the first commits (as concurrent reconcile workers do).
-        const appending = vault.append(records);
+        const appending = vault.attestations.append(records);
         if (inflight !== undefined) await inflight;
         inflight = appending;
       }
@@ -181,7 +181,7 @@ export const ingestBenchmark: Benchmark = {
         ctx.throwIfStopping();
         const records = await sealing;
         if (b + 1 < batches) sealing = sealer.seal(nextSpecs(BATCH));
-        const appending = vault.append(records);
+        const appending = vault.attestations.append(records);
         if (inflight !== undefined) await inflight;
         inflight = appending;
       }

@@ -44,10 +44,10 @@ import { repoRoot, type StackInfo } from '../hack/stack/stack.ts';
 import type { Run, RunStatus, StepStatus } from '../src/api/run.ts';
 import { canonicalJson } from '../src/attest/index.ts';
 import { s3BlobStore } from '../src/blob/store.ts';
-import { PIPELINE_FIELD_MANAGER, topoOrder } from '../src/cli/drive.ts';
+import { PIPELINE_FIELD_MANAGER, topoOrder } from '../hack/sample-pipeline.ts';
 import { startController, type RunningController } from '../src/controller/manager.ts';
 import { ATTESTATION_TYPE, RUN_TYPE } from '../src/controller/run/kube-api.ts';
-import { FIELD_MANAGER, FINALIZER } from '../src/controller/run/reasons.ts';
+import { FIELD_MANAGER, FINALIZER } from '../src/api/reasons.ts';
 import {
   applyStatus,
   Informer,
@@ -662,8 +662,8 @@ class OperatorBench {
     const failuresBefore = snapshot(this.#ctrl.counted.failures);
     const reconcilesBefore = await metric(reg, 'controller_runtime_reconcile_total');
     const pipeBefore = {
-      sum: await metric(reg, 'aibom_pipeline_seconds', '_sum'),
-      count: await metric(reg, 'aibom_pipeline_seconds', '_count'),
+      sum: await metric(reg, 'aibom_record_seconds', '_sum'),
+      count: await metric(reg, 'aibom_record_seconds', '_count'),
     };
     const watch = await this.#watchReady(new Set(runs.map((r) => r.name)));
     const retries = { n: 0 };
@@ -697,8 +697,8 @@ class OperatorBench {
       await this.#settle(`${label}: controller idle`, 120_000, () => Promise.resolve(true));
       const sent = Math.min(...flipped.map((f) => f.sent));
       const counts = diff(this.#ctrl.counted.byCategory, before);
-      const pipeCount = (await metric(reg, 'aibom_pipeline_seconds', '_count')) - pipeBefore.count;
-      const pipeSum = (await metric(reg, 'aibom_pipeline_seconds', '_sum')) - pipeBefore.sum;
+      const pipeCount = (await metric(reg, 'aibom_record_seconds', '_count')) - pipeBefore.count;
+      const pipeSum = (await metric(reg, 'aibom_record_seconds', '_sum')) - pipeBefore.sum;
       return {
         label,
         runs: runs.length,

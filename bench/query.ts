@@ -68,7 +68,10 @@ async function scenarios(fx: Fixture, vault: Vault): Promise<Scenario[]> {
   // A cursor halfway through the policy_pack result: walk it in pages of 1000.
   let cursor: string | null = null;
   for (let seen = 0; seen + 1000 <= packMatching / 2; seen += 1000) {
-    const page = await vault.query(packFilter, { limit: 1000, ...(cursor !== null ? { cursor } : {}) });
+    const page = await vault.attestations.query(packFilter, {
+      limit: 1000,
+      ...(cursor !== null ? { cursor } : {}),
+    });
     cursor = page.nextCursor;
     if (cursor === null) break;
   }
@@ -126,7 +129,7 @@ export const queryBenchmark: Benchmark = {
       for (const sc of list) {
         const captured = (
           await captureQueries(capturePool, () =>
-            vault.query(sc.filter, {
+            vault.attestations.query(sc.filter, {
               limit: LIMIT,
               ...(sc.cursor !== undefined ? { cursor: sc.cursor } : {}),
             }),

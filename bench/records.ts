@@ -11,7 +11,7 @@ import {
   stepStatement,
   type Statement,
 } from '../src/attest/index.ts';
-import { sealRecord, type RecordMeta } from '../src/attestor/records.ts';
+import { sealRecord, type RecordMeta } from '../src/recorder/index.ts';
 import type { Signer } from '../src/signing/index.ts';
 import type { AttestationKind, NewAttestation } from '../src/vault/index.ts';
 

@@ -12,15 +12,15 @@
  *    ratio is the median over rounds of appends/s ÷ ceiling ops/s (both per wall-clock second:
  *    the append waits on PostgreSQL, another process, so CPU time of this one would not count it).
  *
- * 2. Insert → published at a steady 100 attestations/s: `vault.append(batch, { inTransaction:
- *    transparency.enqueueInTransaction })` on a timer (one record per 10 ms slot; a slot missed
- *    while an append was in flight goes into the next batch), with the transparency worker
- *    (`createWorker({ pool, publisher }).run(signal)`, local backend, as the controller wires it)
- *    in the same process on the same pool. Per attestation: `published_at` of its job minus the
- *    attestation's `created_at`, both from the PostgreSQL clock. Queue depth is sampled every
- *    500 ms. Two cases: as the controller runs it (`transparency.committed()` after each append
- *    wakes the worker registered with `onCommitted`), and, for information, the idle poll alone
- *    (every second when idle; what a worker in another process relies on).
+ * 2. Insert → published at a steady 100 attestations/s: `vault.attestations.append(batch, {
+ *    enqueueTransparency: true })` on a timer (one record per 10 ms slot; a slot missed while an
+ *    append was in flight goes into the next batch), with the transparency worker
+ *    (`createWorker({ jobs, listener, publisher }).run(signal)`, local backend, as the controller
+ *    wires it) in the same process on the same vault. Per attestation: `published_at` of its job
+ *    minus the attestation's `created_at`, both from the PostgreSQL clock. Queue depth is sampled
+ *    every 500 ms. Two cases: as the controller runs it (woken by the vault's NOTIFY of each
+ *    enqueue, delivered on commit through its LISTEN connection: the path a worker in any replica
+ *    takes), and, for information, without the listener (the idle poll every second alone).
  */
 import { sign as cryptoSign, type KeyObject } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -47,6 +47,7 @@ import {
   openVault,
   UuidV7Generator,
   type NewAttestation,
+  type Vault,
 } from '../src/vault/index.ts';
 import {
   adminClient,
@@ -205,7 +206,7 @@ async function logAppends(
   const pool = createVaultPool(url, { applicationName: 'bench-scitt-log' });
   const closePool = ctx.track(() => pool.end());
   try {
-    const log = createLocalLog({ pool, signer, issuer: ISSUER });
+    const log = createLocalLog({ storage: (await openVault(pool)).scittLog, signer, issuer: ISSUER });
     const templates = sealedRecords(signer, TEMPLATES, 'bench-scitt');
     const ids = new UuidV7Generator();
     const queue = { statements: [] as Buffer[], next: 0 };
@@ -408,7 +409,9 @@ async function latencyCase(
   },
 ): Promise<LatencyCase> {
   const pool = createVaultPool(opts.url, { applicationName: 'bench-scitt-publish' });
-  const closePool = ctx.track(() => pool.end());
+  let vault: Vault | undefined;
+  // The vault's LISTEN connection (when opened) and its pool.
+  const closePool = ctx.track(() => (vault !== undefined ? vault.close() : pool.end()));
   const stopping = new AbortController();
   let running: Promise<void> = Promise.resolve();
   const stopWorker = ctx.track(async () => {
@@ -417,7 +420,7 @@ async function latencyCase(
   });
   let sampler: NodeJS.Timeout | undefined;
   try {
-    const vault = await openVault(pool);
+    vault = await openVault(pool);
     // As src/bin/common.ts wires it with SCITT_BACKEND=local and no SCITT_LOG_SECRET.
     const transparency = setupTransparency({
       vault,
@@ -428,13 +431,14 @@ async function latencyCase(
       backend: 'local',
       logger: opts.logger.child({ component: 'transparency' }),
     });
-    // As src/controller/manager.ts runs it: defaults (batch 8, idle poll 1 s), the vault's pool.
+    // As src/controller/manager.ts runs it: defaults (batch 8), the vault's repositories and, when
+    // woken, its listener (without it: the idle poll of 1 s).
     const worker = createWorker({
-      pool,
+      jobs: vault.transparencyJobs,
+      ...(opts.wake ? { listener: vault.listener } : {}),
       publisher: transparency.publisher,
       logger: opts.logger.child({ component: 'scitt-worker' }),
     });
-    transparency.onCommitted(() => worker.wake());
     running = worker.run(stopping.signal);
 
     const { records, admin } = opts;
@@ -482,10 +486,9 @@ async function latencyCase(
       }
       const batch = records.slice(inserted, due);
       maxBatch = Math.max(maxBatch, batch.length);
-      const stored = await vault.append(batch, { inTransaction: transparency.enqueueInTransaction });
+      const stored = await vault.attestations.append(batch, { enqueueTransparency: true });
       for (const s of stored) ids.push(s.id);
       inserted = due;
-      if (opts.wake) transparency.committed();
     }
     const insertSamples = samples.length;
 
@@ -566,8 +569,8 @@ async function publishLatency(
   const records = sealedRecords(signer, 2 * perCase, 'bench-scitt-publish');
   const cases: LatencyCase[] = [];
   for (const [k, c] of [
-    { label: 'woken after each commit (as the controller)', wake: true },
-    { label: 'idle poll 1 s only, no wake (info)', wake: false },
+    { label: 'woken by NOTIFY on commit (as the controller)', wake: true },
+    { label: 'idle poll 1 s only, no listener (info)', wake: false },
   ].entries()) {
     ctx.log(`transparency: ${c.label}: ${fmtCount(perCase)} attestations at ${RATE}/s`);
     cases.push(

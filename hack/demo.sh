@@ -16,7 +16,7 @@ kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/
 name="sample-run-$(date +%s)"
 sed "s/name: sample-run$/name: $name/" manifests/samples/run.yaml | kubectl apply -n "$ns" -f - >/dev/null
 echo "== created Run $ns/$name; driving it through its steps"
-service-ctl run drive "$ns/$name"
+sample-pipeline "$ns/$name"
 kubectl wait -n "$ns" "run/$name" --for=condition=AIBOMReady --timeout=120s >/dev/null
 run_id=$(kubectl get run -n "$ns" "$name" -o jsonpath='{.metadata.uid}')
 echo

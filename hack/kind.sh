@@ -7,8 +7,9 @@
 #                       apply manifests/samples/run.yaml and drive that Run to Succeeded
 #   hack/kind.sh down   delete the cluster
 #
-# Needs: docker, kind, kubectl, helm (v3.8+ or v4). Node is not needed on the host: the dev PKI and
-# the bucket are created with the image's own code. Re-running `up` is safe (idempotent).
+# Needs: docker, kind, kubectl, helm (v3.8+ or v4). The dev PKI and the bucket are created with the
+# image's own code; only DRIVE=1 needs Node 24 and `npm ci` on the host (the sample pipeline is a
+# development tool, hack/sample-pipeline.ts, not part of the image). Re-running `up` is safe (idempotent).
 # Settings (environment): KIND_CLUSTER, IMAGE, NAMESPACE, RELEASE, DEMO_NAMESPACE, POSTGRES_IMAGE,
 # MINIO_IMAGE, DRIVE=0 (only apply the sample Run, do not drive it).
 set -euo pipefail
@@ -215,11 +216,16 @@ metadata: { name: pipeline }
 roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: pipeline }
 subjects: [{ kind: ServiceAccount, name: pipeline, namespace: ${DEMO_NS} }]
 EOF
-    k -n "$DEMO_NS" delete pod drive-sample-run --ignore-not-found --wait=true >/dev/null
-    k -n "$DEMO_NS" run drive-sample-run --rm -i --restart=Never --quiet \
-      --image="$IMAGE" --image-pull-policy=Never \
-      --overrides='{"spec":{"serviceAccountName":"pipeline"}}' \
-      -- service-ctl run drive "$DEMO_NS/sample-run"
+    # The sample pipeline is a development tool (hack/sample-pipeline.ts), not in the image: it runs
+    # from this checkout (npm ci) under the pipeline identity above.
+    [ -x node_modules/.bin/node ] || die "DRIVE=1 runs hack/sample-pipeline.ts on Node 24: npm ci first"
+    kc="$STATE/pipeline.kubeconfig"
+    k config view --minify --raw >"$kc"
+    KUBECONFIG="$kc" kubectl config set-credentials pipeline \
+      --token="$(k -n "$DEMO_NS" create token pipeline)" >/dev/null
+    KUBECONFIG="$kc" kubectl config set-context --current --user=pipeline >/dev/null
+    KUBECONFIG="$kc" node_modules/.bin/node hack/sample-pipeline.ts "$DEMO_NS/sample-run"
+    rm -f "$kc"
     k -n "$DEMO_NS" wait run/sample-run --for=condition=AIBOMReady --timeout=180s
   fi
 

@@ -23,13 +23,19 @@ async function linkBins(info: StackInfo): Promise<string> {
   await rm(bin, { recursive: true, force: true });
   await mkdir(bin, { recursive: true });
   for (const [name, path] of Object.entries(info.tools)) await symlink(path, join(bin, name));
-  // Node 24 from node_modules first, and service-ctl running this checkout's source.
+  // Node 24 from node_modules first; service-ctl and the sample pipeline (a dev tool, not in the
+  // image) run this checkout's source.
   await symlink(process.execPath, join(bin, 'node'));
-  await writeFile(
-    join(bin, 'service-ctl'),
-    `#!/bin/sh\nexec '${process.execPath}' '${join(repoRoot, 'src/bin/service-ctl.ts')}' "$@"\n`,
-    { mode: 0o755 },
-  );
+  for (const [name, script] of [
+    ['service-ctl', 'src/bin/service-ctl.ts'],
+    ['sample-pipeline', 'hack/sample-pipeline.ts'],
+  ] as const) {
+    await writeFile(
+      join(bin, name),
+      `#!/bin/sh\nexec '${process.execPath}' '${join(repoRoot, script)}' "$@"\n`,
+      { mode: 0o755 },
+    );
+  }
   return bin;
 }
 
@@ -50,7 +56,9 @@ async function up(): Promise<number> {
   await writeFile(stateFile, JSON.stringify(info, null, 2), { mode: 0o600 });
   await writeEnvFile(join(stateDir, 'env'), info, await linkBins(info));
   console.log(`stack up in ${((performance.now() - t0) / 1000).toFixed(1)} s (logs in ${info.root})`);
-  console.log('  source .stack/env   # KUBECONFIG, DATABASE_URL, S3_*, SERVICE_API_URL, SERVICE_TOKEN, PATH');
+  console.log(
+    '  source .stack/env   # KUBECONFIG, DATABASE_URL, S3_*, SERVICE_API_URL, SERVICE_TOKEN, PATH (kubectl, service-ctl, sample-pipeline)',
+  );
   return 0;
 }
 

@@ -1,7 +1,7 @@
-import type { Run, RunSpec, StepSpec } from '../api/run.ts';
+import { isTerminal, type Run, type RunSpec, type StepSpec } from '../api/run.ts';
 import { AttestError, jcsSha256Hex, subjectNames } from '../attest/index.ts';
 import { AibomError } from './errors.ts';
-import { policyComponents, resolveRunPack, resolveStepPack } from './policy.ts';
+import { policyComponents, resolveRunPack, resolveStepPack } from '../policy/index.ts';
 import type {
   Aibom,
   AibomDigest,
@@ -195,7 +195,7 @@ export function buildAibom(input: AibomInput): Aibom {
  */
 export function aibomRunOf(run: Run): AibomRun {
   const phase = run.status?.phase;
-  if (phase !== 'Succeeded' && phase !== 'Failed') {
+  if (!isTerminal(phase)) {
     throw new AibomError(
       'INVALID_RUN',
       `run ${run.metadata.uid} is in phase ${phase ?? '(none)'}, not terminal`,

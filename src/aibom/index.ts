@@ -1,7 +1,8 @@
 /**
  * Public API of the AIBOM module: run + attestation ids → the spec's AIBOM payload, its canonical
  * bytes and digest, the metadata summary, and the strict CycloneDX 1.5 view. Pure except
- * validateCycloneDx (reads the bundled CycloneDX schema). Derivations: docs/aibom.md.
+ * validateCycloneDx (reads the bundled CycloneDX schema). Derivations: docs/aibom.md. Policy-pack
+ * resolution is src/policy (the recorder uses it too).
  */
 export { aibomRunOf, buildAibom, dagDigest, dagOf, DEFAULT_TEMPERATURE, inputDigest } from './build.ts';
 export {
@@ -18,16 +19,6 @@ export {
   type CycloneDxOptions,
 } from './cyclonedx.ts';
 export { AibomError, type AibomErrorCode } from './errors.ts';
-export {
-  BASELINE_GUARDRAILS,
-  DEFAULT_POLICY_PACK,
-  parsePolicyPackRef,
-  policyComponents,
-  resolveRunPack,
-  resolveStepPack,
-  UNVERSIONED,
-  type ResolvedPack,
-} from './policy.ts';
 export { aibomDigest, prettyAibom, serializeAibom, summarize } from './serialize.ts';
 export type {
   Aibom,

@@ -1,7 +1,7 @@
-import type { Phase, RunSpec } from '../api/run.ts';
+import type { RunSpec, TerminalPhase } from '../api/run.ts';
+import type { PackComponent, PackOverride } from '../policy/index.ts';
 
-/** The terminal phases a Run CR can end in; the AIBOM is built once the run reaches one of them. */
-export type TerminalPhase = Extract<Phase, 'Succeeded' | 'Failed'>;
+export type { TerminalPhase } from '../api/run.ts';
 
 /** What the builder needs of a Run: the CR's metadata.uid, namespace and name, spec and terminal phase. */
 export interface AibomRun {
@@ -14,10 +14,7 @@ export interface AibomRun {
 }
 
 /** `PACK[@VERSION]`, as `--policy-pack` takes it. */
-export interface PolicyPackOverride {
-  name: string;
-  version?: string;
-}
+export type PolicyPackOverride = PackOverride;
 
 export interface AibomInput {
   run: AibomRun;
@@ -68,12 +65,7 @@ export interface AibomTool {
   };
 }
 
-export interface AibomPolicy {
-  pack: string;
-  version: string;
-  /** Sorted (UTF-16 code units, as JCS sorts keys), without duplicates. */
-  guardrails: string[];
-}
+export type AibomPolicy = PackComponent;
 
 export type AibomStatus = 'succeeded' | 'failed';
 

@@ -9,7 +9,18 @@ export const RUN_PLURAL = 'runs';
 export const ATTESTATION_PLURAL = 'attestations';
 
 export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
-export const TERMINAL_PHASES: readonly Phase[] = ['Succeeded', 'Failed'];
+
+/** The phases a Run (and a step) ends in: the only definition of "terminal" in the code base. */
+export type TerminalPhase = Extract<Phase, 'Succeeded' | 'Failed'>;
+
+export function isTerminal(phase: string | undefined | null): phase is TerminalPhase {
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
+/** A step that reached a terminal phase (it is attested once, then). */
+export function isFinished(step: StepStatus | undefined): step is StepStatus & { phase: TerminalPhase } {
+  return isTerminal(step?.phase);
+}
 
 export interface PolicyPackRef {
   name: string;

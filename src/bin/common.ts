@@ -3,9 +3,8 @@ import { loadSignerFromFiles, signerFromTlsSecretData, type KeySigner } from '..
 import { s3BlobStore, type BlobStore } from '../blob/store.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
-import type { TransparencyJob } from '../transparency/jobs.ts';
 import { setupTransparency, type Transparency } from '../transparency/setup.ts';
-import { createVaultPool, migrate, openVault, type Vault } from '../vault/index.ts';
+import { connectVault, migrate, type Vault } from '../vault/index.ts';
 
 /** Loads configuration or exits 2 with the whole list of problems on stderr (no stack trace). */
 export function fatalConfig<T>(load: () => T): T {
@@ -36,11 +35,11 @@ export async function openVaultFrom(config: Config, logger: Logger, appName: str
   const url = config.DATABASE_URL;
   if (url === undefined) throw new ConfigError(['DATABASE_URL: required']);
   await migrate(url, { logger });
-  const pool = createVaultPool(url, {
+  return connectVault(url, {
     applicationName: appName,
     onIdleError: (err) => logger.warn({ err }, 'idle PostgreSQL connection failed; it will be replaced'),
+    onListenerError: (err) => logger.warn({ err }, 'PostgreSQL LISTEN connection failed; reconnecting'),
   });
-  return openVault(pool);
 }
 
 /**
@@ -80,7 +79,6 @@ export async function transparencyFrom(
   vault: Vault,
   signer: KeySigner,
   logger: Logger,
-  onPublished?: (job: TransparencyJob) => void | Promise<void>,
 ): Promise<Transparency> {
   const logSigner =
     config.SCITT_LOG_SECRET !== undefined
@@ -96,7 +94,6 @@ export async function transparencyFrom(
     ...(config.SCITT_URL !== undefined ? { scittUrl: config.SCITT_URL } : {}),
     ...(config.SCITT_TOKEN !== undefined ? { scittToken: config.SCITT_TOKEN } : {}),
     logger: logger.child({ component: 'transparency' }),
-    ...(onPublished ? { onPublished } : {}),
   });
 }
 

@@ -4,9 +4,9 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import { loadConfig } from '../config/index.ts';
 import { startController } from '../controller/manager.ts';
 import { kubeClient } from '../controller/runtime/index.ts';
-import { runUntilSignal } from '../lifecycle.ts';
+import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';
-import { startOpsServer } from '../ops/server.ts';
+import { startOpsServer } from './ops-server.ts';
 import { signerFromTlsSecretData } from '../signing/index.ts';
 import { namespaceSigners } from '../signing/namespace-signers.ts';
 import {
@@ -43,9 +43,8 @@ await runUntilSignal(logger, async () => {
     },
     (data) => signerFromTlsSecretData(data),
   );
-  let touch: (attestationId: string) => Promise<void> = () => Promise.resolve();
   const transparency = config.SERVICE_TRANSPARENCY_WRITER
-    ? await transparencyFrom(config, kc, vault, signer, logger, (job) => touch(job.attestationId))
+    ? await transparencyFrom(config, kc, vault, signer, logger)
     : undefined;
   if (transparency) logger.info({ backend: config.SCITT_BACKEND }, 'transparency writer on');
   const controller = startController({
@@ -62,20 +61,19 @@ await runUntilSignal(logger, async () => {
     ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
     ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
   });
-  touch = (id) => controller.touchAttestation(id);
   const ops = await startOpsServer({
     logger: logger.child({ component: 'ops' }),
     port: config.METRICS_PORT,
     registry,
     ready: async () => {
       await controller.ready();
-      await vault.pool.query('select 1');
+      await vault.ping();
     },
   });
   logger.info({ port: ops.port }, 'controller started');
   return async () => {
     await controller.stop();
     await ops.close();
-    await vault.pool.end();
+    await vault.close();
   };
 });

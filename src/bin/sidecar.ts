@@ -1,14 +1,13 @@
 #!/usr/bin/env node
 import { readFile } from 'node:fs/promises';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { startOpsServer } from '../ops/server.ts';
+import { startOpsServer } from './ops-server.ts';
 import { parseCertificates } from '../signing/index.ts';
 import { loadConfig } from '../config/index.ts';
 import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
-import { runUntilSignal } from '../lifecycle.ts';
+import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';
-import { listNamespaces } from '../vault/namespaces.ts';
 import {
   blobStoreFrom,
   fatalConfig,
@@ -44,11 +43,11 @@ await runUntilSignal(logger, async () => {
     vault,
     blobs,
     authorizer: kubernetesAuthorizer(kc),
-    listNamespaces: () => listNamespaces(vault.pool),
+    listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS,
     trustAnchors: signer.caCertificates,
     ready: async () => {
-      await vault.pool.query('select 1');
+      await vault.ping();
       await blobs.ping();
     },
   });
@@ -63,6 +62,6 @@ await runUntilSignal(logger, async () => {
   return async () => {
     await ops.close();
     await app.close();
-    await vault.pool.end();
+    await vault.close();
   };
 });

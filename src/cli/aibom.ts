@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   AibomError,
-  parsePolicyPackRef,
   prettyAibom,
   prettyCycloneDx,
   toCycloneDx,
@@ -14,10 +13,11 @@ import {
 } from '../aibom/index.ts';
 import { verifyManifest } from '../c2pa/index.ts';
 import { loadConfig } from '../config/index.ts';
-import { computeAibom } from '../pipeline/aibom.ts';
+import { computeAibom } from '../recorder/index.ts';
 import { verifyWith } from '../signing/index.ts';
-import { createVaultPool, openVault } from '../vault/index.ts';
-import { getRun } from '../vault/runs.ts';
+import { isTerminal } from '../api/run.ts';
+import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
+import { connectVault } from '../vault/index.ts';
 import { CliError, type Command } from './command.ts';
 import { apiOptions, clientFrom } from './options.ts';
 
@@ -55,14 +55,12 @@ export const aibomGenerateCommand: Command = {
     const config = loadConfig('cli');
     if (config.DATABASE_URL === undefined)
       throw new CliError('DATABASE_URL is required to read the vault', 2);
-    const vault = await openVault(
-      createVaultPool(config.DATABASE_URL, { max: 2, applicationName: 'service-ctl' }),
-    );
+    const vault = await connectVault(config.DATABASE_URL, { max: 2, applicationName: 'service-ctl' });
     try {
-      const run = await getRun(vault.pool, values.run.toLowerCase());
+      const run = await vault.runs.get(values.run.toLowerCase());
       if (!run) throw new CliError(`run ${values.run} not found`);
-      const phase = run.phase === 'Succeeded' ? 'Succeeded' : run.phase === 'Failed' ? 'Failed' : undefined;
-      if (phase === undefined) {
+      const phase = run.phase;
+      if (!isTerminal(phase)) {
         throw new CliError(
           `run ${values.run} is ${run.phase ?? 'not started'}: an AIBOM exists only for succeeded or failed runs`,
         );
@@ -76,9 +74,9 @@ export const aibomGenerateCommand: Command = {
       };
       let bom: Aibom;
       try {
-        ({ bom } = await computeAibom(vault, aibomRun, override));
+        ({ bom } = await computeAibom(vault.attestations, aibomRun, override));
       } catch (err) {
-        if (err instanceof AibomError) throw new CliError(err.message);
+        if (err instanceof AibomError || err instanceof PolicyError) throw new CliError(err.message);
         throw err;
       }
       if (values.format === 'cyclonedx') {
@@ -92,7 +90,7 @@ export const aibomGenerateCommand: Command = {
       }
       return 0;
     } finally {
-      await vault.pool.end();
+      await vault.close();
     }
   },
 };

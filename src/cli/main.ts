@@ -1,7 +1,6 @@
 import { ConfigError } from '../config/index.ts';
 import { CliError, type Command } from './command.ts';
 import { aibomFetchCommand, aibomGenerateCommand } from './aibom.ts';
-import { driveCommand } from './drive.ts';
 import { getCommand } from './get.ts';
 import { verifyCommand } from './verify.ts';
 
@@ -14,7 +13,6 @@ const commands: Command[] = [
   getCommand,
   aibomGenerateCommand,
   aibomFetchCommand,
-  driveCommand,
   {
     path: ['version'],
     summary: 'print the service-ctl version',

@@ -3,13 +3,15 @@ import { Histogram, type Registry } from 'prom-client';
 import type { Run } from '../api/run.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
+import { createRecorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
-import type { Vault } from '../vault/index.ts';
+import { TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
 import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
 import { reconcileRun } from './run/reconciler.ts';
 import {
+  defaultControllerRateLimiter,
   eventRecorder,
   Informer,
   kubeLeaseStore,
@@ -19,11 +21,13 @@ import {
   resourcePath,
   runWorkers,
   splitKey,
-  defaultControllerRateLimiter,
   withoutManagedFields,
   WorkQueue,
+  type EventRecorder,
   type KubeClient,
 } from './runtime/index.ts';
+import { kubeProjectionApi } from './transparency/kube-api.ts';
+import { mayNeedProjection, projectionTargetsChanged, projectRun } from './transparency/projection.ts';
 
 /** Longest wait between retries of one Run (see the work queue below). */
 export const RUN_MAX_BACKOFF_MS = 30_000;
@@ -45,15 +49,16 @@ export interface ControllerDeps {
   readonly watchNamespace?: string;
   /** Name of the leader-election Lease (one per independent controller deployment). */
   readonly leaseName?: string;
-  /** SERVICE_TRANSPARENCY_WRITER=1: enqueue with every append, run the SCITT worker, reflect state. */
+  /**
+   * SERVICE_TRANSPARENCY_WRITER=1: records enqueue SCITT jobs, the worker publishes them (every
+   * replica) and the leader projects their state onto the resources.
+   */
   readonly transparency?: Transparency;
   /** Shorter lease timings for tests. */
   readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
 }
 
 export interface RunningController {
-  /** Re-reconcile the Run an attestation belongs to (e.g. after its SCITT job was published). */
-  touchAttestation(attestationId: string): Promise<void>;
   /** Ready = not leading (a warm standby), or leading with a synced informer. */
   ready(): Promise<void>;
   isLeader(): boolean;
@@ -61,15 +66,68 @@ export interface RunningController {
 }
 
 /**
- * Leader election → (while leading) Run informer → keyed work queue → reconcile workers. Only the
- * leader reconciles; on lost leadership the term's signal stops the workers and the informer.
+ * The transparency projection of one leadership term: a keyed queue of run ids fed by the vault's
+ * job notifications (from any replica) and by Run updates that add resources to project onto.
+ */
+async function runProjection(
+  deps: ControllerDeps,
+  informer: Informer<Run>,
+  events: EventRecorder,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  const queue = new WorkQueue({
+    name: 'transparency',
+    registry: deps.registry,
+    rateLimiter: defaultControllerRateLimiter(Date.now, RUN_MAX_BACKOFF_MS),
+  });
+  const api = kubeProjectionApi(deps.client, events, (ns, name) => informer.get(`${ns}/${name}`));
+  const rescan = (): void => {
+    for (const run of informer.list()) if (mayNeedProjection(run)) queue.add(run.metadata.uid);
+  };
+  const removeHandler = informer.addHandler({
+    onUpdate: (old, next) => {
+      if (projectionTargetsChanged(old, next)) queue.add(next.metadata.uid);
+    },
+  });
+  const unsubscribe = await deps.vault.listener.subscribe(TRANSPARENCY_CHANNEL, {
+    onNotify: (payload) => {
+      if (payload === '*') return rescan();
+      for (const id of payload.split(',')) if (id !== '') queue.add(id);
+    },
+    // (Re)connected: notifications sent meanwhile are lost; project whatever may lag.
+    resync: rescan,
+  });
+  try {
+    await runWorkers(
+      queue,
+      2,
+      (runId) => projectRun({ api, jobs: deps.vault.transparencyJobs, logger: log }, runId),
+      {
+        logger: log,
+        registry: deps.registry,
+        name: 'transparency',
+        signal,
+      },
+    );
+  } finally {
+    unsubscribe();
+    removeHandler();
+  }
+}
+
+/**
+ * Leader election → (while leading) Run informer → keyed work queue → reconcile workers, and the
+ * transparency projection beside them. Only the leader reconciles; on lost leadership the term's
+ * signal stops the workers and the informer (a standby keeps no cache: see ADR 0002). The SCITT
+ * worker runs in every replica.
  */
 export function startController(deps: ControllerDeps): RunningController {
   const identity = `${deps.podName ?? 'controller'}-${randomBytes(3).toString('hex')}`;
   const log = deps.logger.child({ component: 'controller', identity });
-  const pipeline = new Histogram({
-    name: 'aibom_pipeline_seconds',
-    help: 'Time from starting the AIBOM pipeline of a terminal Run to the AIBOM being recorded',
+  const aibomSeconds = new Histogram({
+    name: 'aibom_record_seconds',
+    help: 'Time from starting the AIBOM of a terminal Run to the AIBOM being recorded',
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
     registers: [deps.registry],
   });
@@ -79,9 +137,15 @@ export function startController(deps: ControllerDeps): RunningController {
     reportingInstance: identity,
     logger: log,
   });
-  const api = kubeRunApi(deps.client, events);
+  const recorder = createRecorder({
+    vault: deps.vault,
+    blobs: deps.blobs,
+    runtimeSigner: deps.runtimeSigner,
+    envelopeSigner: deps.envelopeSigner,
+    enqueueTransparency: deps.transparency !== undefined,
+    logger: log,
+  });
   let informer: Informer<Run> | undefined;
-  let activeQueue: WorkQueue | undefined;
 
   const lead = async (signal: AbortSignal): Promise<void> => {
     log.info('leading: starting the Run informer and workers');
@@ -97,43 +161,31 @@ export function startController(deps: ControllerDeps): RunningController {
       listerWatcher: kubeListerWatcher<Run>(
         deps.client,
         resourcePath(RUN_TYPE, { namespace: deps.watchNamespace }),
-        {
-          // Reconciles re-read the live Run: the cache only needs to know what exists and changed.
-          transform: withoutManagedFields,
-        },
+        // The reconcilers read the cache, never managedFields.
+        { transform: withoutManagedFields },
       ),
       logger: log,
       registry: deps.registry,
     });
     informer = inf;
-    activeQueue = queue;
+    const api = kubeRunApi(deps.client, events, (ns, name) => inf.get(`${ns}/${name}`));
     const enqueue = (r: Run): void => queue.add(objectKey(r));
     inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
     inf.start();
     try {
       await inf.waitForSync(signal);
-      await runWorkers(
+      const runs = runWorkers(
         queue,
         deps.workers ?? 4,
         async (key) => {
           const { namespace, name } = splitKey(key);
-          return reconcileRun(
+          await reconcileRun(
             {
               api,
               vault: deps.vault,
-              blobs: deps.blobs,
-              runtimeSigner: deps.runtimeSigner,
-              envelopeSigner: deps.envelopeSigner,
+              recorder,
               logger: log,
-              observePipeline: (s) => pipeline.observe(s),
-              ...(deps.transparency
-                ? {
-                    transparency: {
-                      onAppend: deps.transparency.enqueueInTransaction,
-                      committed: deps.transparency.committed,
-                    },
-                  }
-                : {}),
+              observeAibom: (s) => aibomSeconds.observe(s),
             },
             namespace ?? '',
             name,
@@ -141,9 +193,12 @@ export function startController(deps: ControllerDeps): RunningController {
         },
         { logger: log, registry: deps.registry, name: 'runs', signal },
       );
+      const projection = deps.transparency
+        ? runProjection(deps, inf, events, log.child({ component: 'transparency-projection' }), signal)
+        : Promise.resolve();
+      await Promise.all([runs, projection]);
     } finally {
       informer = undefined;
-      activeQueue = undefined;
       await inf.stop();
       log.info('term ended: informer and workers stopped');
     }
@@ -167,17 +222,18 @@ export function startController(deps: ControllerDeps): RunningController {
   const running = elector
     .run(stopping.signal)
     .catch((err: unknown) => log.error({ err }, 'leader election ended'));
-  // The SCITT worker runs in every replica (jobs are claimed with SKIP LOCKED), leader or not.
+  // The SCITT worker runs in every replica (jobs are claimed with SKIP LOCKED), leader or not, and
+  // is woken by jobs enqueued in any of them.
   let worker: Promise<void> = Promise.resolve();
   if (deps.transparency) {
-    const w = createWorker({
-      pool: deps.vault.pool,
+    worker = createWorker({
+      jobs: deps.vault.transparencyJobs,
+      listener: deps.vault.listener,
       publisher: deps.transparency.publisher,
       logger: log.child({ component: 'scitt-worker' }),
-    });
-    // Jobs enqueued by this process are claimed as soon as their append commits, not after a poll.
-    deps.transparency.onCommitted(() => w.wake());
-    worker = w.run(stopping.signal).catch((err: unknown) => log.error({ err }, 'transparency worker ended'));
+    })
+      .run(stopping.signal)
+      .catch((err: unknown) => log.error({ err }, 'transparency worker ended'));
   }
   return {
     ready: () =>
@@ -185,15 +241,6 @@ export function startController(deps: ControllerDeps): RunningController {
         ? Promise.reject(new Error('Run informer not synced'))
         : Promise.resolve(),
     isLeader: () => elector.isLeader(),
-    touchAttestation: async (attestationId) => {
-      const queue = activeQueue;
-      if (!queue) return;
-      const { rows } = await deps.vault.pool.query<{ namespace: string; name: string }>(
-        'SELECT r.namespace, r.name FROM attestations a JOIN runs r ON r.id = a.run_id WHERE a.id = $1',
-        [attestationId],
-      );
-      if (rows[0]) queue.add(`${rows[0].namespace}/${rows[0].name}`);
-    },
     stop: async () => {
       stopping.abort(new Error('shutdown'));
       await running;

@@ -1,15 +1,10 @@
-import { once } from 'node:events';
-import { finished } from 'node:stream/promises';
-import type pg from 'pg';
-import copyStreams from 'pg-copy-streams';
-import {
-  COPY_BINARY_HEADER,
-  COPY_BINARY_TRAILER,
-  encodeCopyRows,
-  int8Field,
-  textField,
-  timestamptzField,
-} from '../vault/copy-binary.ts';
+import type {
+  LogHead,
+  ScittLogAppend,
+  ScittLogStorage,
+  StoredLogEntry,
+  SubtreeHash,
+} from '../vault/index.ts';
 import type { Signer } from '../signing/signer.ts';
 import { cwtClaims, decodeSign1, logKeyOf, sign1Entry, type LogKey } from './cose.ts';
 import { TransparencyError } from './errors.ts';
@@ -29,12 +24,10 @@ import {
 import { decodeReceipt, issueReceipt, receiptsUnder, signTreeHead, type InclusionProof } from './receipt.ts';
 
 /**
- * The service's own append-only RFC 9162 Merkle log in PostgreSQL (migration 0005): the `local`
- * (dry-run) transparency backend, and what scrapi-routes.ts serves to other deployments.
- *
- * Storage: `scitt_log_entries` (one row per entry; leaf hashes are level 0), `scitt_log_nodes`
- * (every complete perfect subtree of level ≥ 1, written once by the append that completes it),
- * `scitt_log_head` (size and root; its row lock serializes appenders).
+ * The service's own append-only RFC 9162 Merkle log: the `local` (dry-run) transparency backend,
+ * and what scrapi-routes.ts serves to other deployments. The tree, receipts and group commit are
+ * here; the rows are the vault's (src/vault/scitt-log.ts: entries, perfect-subtree hashes and the
+ * head, whose row lock serializes appenders).
  *
  * Writes are group-committed: concurrent `append` calls that arrive while a batch transaction is
  * in flight form the next batch (`appendMany` is one batch). Costs, n = log size, b = batch size:
@@ -50,30 +43,18 @@ import { decodeReceipt, issueReceipt, receiptsUnder, signTreeHead, type Inclusio
  *   the decomposition of n), then O(log n) hashing. Never a scan of the log.
  */
 
-export interface LogEntry {
-  /** Hex of the leaf hash: content-addressed, equal for equal statements. */
-  readonly entryId: string;
-  /** RFC 9162 leaf index. */
-  readonly index: number;
-  /** The entry: the registered statement with its unprotected header emptied. */
-  readonly statement: Buffer;
-  /**
-   * The receipt issued at registration: inclusion in the tree its commit batch left behind (size
-   * index + 1 for a batch of one, at most index + batch size).
-   */
-  readonly receipt: Buffer;
-  readonly createdAt: Date;
-}
+/**
+ * A stored entry. Its receipt is the one issued at registration: inclusion in the tree its commit
+ * batch left behind (size index + 1 for a batch of one, at most index + batch size).
+ */
+export type LogEntry = StoredLogEntry;
 
 export interface AppendResult extends LogEntry {
   /** False when the statement was already in the log (idempotent re-registration). */
   readonly created: boolean;
 }
 
-export interface TreeHead {
-  readonly size: number;
-  readonly root: Buffer;
-}
+export type TreeHead = LogHead;
 
 export interface ConsistencyProof {
   readonly oldSize: number;
@@ -84,7 +65,8 @@ export interface ConsistencyProof {
 }
 
 export interface LocalLogOptions {
-  readonly pool: pg.Pool;
+  /** Where the log's rows live (`vault.scittLog`). */
+  readonly storage: ScittLogStorage;
   /** The log key: signs receipts. */
   readonly signer: Signer;
   /** The transparency service's identity, the CWT `iss` of its receipts (e.g. its base URL). */
@@ -122,28 +104,6 @@ export interface LocalLog {
 }
 
 const ENTRY_ID = /^[0-9a-f]{64}$/;
-const SQLSTATE_UNIQUE_VIOLATION = '23505';
-
-interface EntryRow {
-  idx: string;
-  entry_id: string;
-  statement: Buffer;
-  receipt: Buffer;
-  created_at: Date;
-}
-
-interface HeadRow {
-  tree_size: string;
-  root_hash: Buffer;
-}
-
-type Queryable = pg.Pool | pg.PoolClient;
-
-const ENTRY_COLUMNS = 'idx, entry_id, statement, receipt, created_at';
-const ENTRY_COLUMNS_OF = (alias: string): string =>
-  ENTRY_COLUMNS.split(', ')
-    .map((c) => `${alias}.${c}`)
-    .join(', ');
 
 /** A statement checked and reduced to its entry before it reaches the database. */
 interface Prepared {
@@ -168,44 +128,14 @@ function prepare(statement: Uint8Array): Prepared {
 /** Entries per chunk written to the COPY of a batch (see appendBatchLocked). */
 const COPY_CHUNK = 250;
 
-const COPY_ENTRIES_SQL =
-  'COPY scitt_log_entries (idx, entry_id, statement, leaf_hash, receipt, created_at) FROM STDIN (FORMAT binary)';
-
-async function storedEntries(q: Queryable, entryIds: readonly string[]): Promise<Map<string, LogEntry>> {
-  const { rows } = await q.query<EntryRow>({
-    name: 'scitt_log_get_entries',
-    text: `SELECT ${ENTRY_COLUMNS} FROM scitt_log_entries WHERE entry_id = ANY($1::text[])`,
-    values: [entryIds],
-  });
-  return new Map(rows.map((r) => [r.entry_id, toEntry(r)]));
-}
-
-function toEntry(r: EntryRow): LogEntry {
-  return {
-    entryId: r.entry_id,
-    index: Number(r.idx),
-    statement: r.statement,
-    receipt: r.receipt,
-    createdAt: r.created_at,
-  };
-}
-
-/** Fetches the hashes of perfect subtrees (leaf hashes for level 0) in one query. */
-async function fetchNodes(q: Queryable, nodes: readonly NodeId[]): Promise<Map<string, Buffer>> {
+/** Fetches the hashes of perfect subtrees (leaf hashes for level 0), keyed by nodeKey. */
+async function fetchNodes(
+  fetch: (nodes: readonly NodeId[]) => Promise<SubtreeHash[]>,
+  nodes: readonly NodeId[],
+): Promise<Map<string, Buffer>> {
   const out = new Map<string, Buffer>();
   if (nodes.length === 0) return out;
-  const leaves = nodes.filter((n) => n.level === 0).map((n) => n.index);
-  const inner = nodes.filter((n) => n.level > 0);
-  const { rows } = await q.query<{ level: number; idx: string; hash: Buffer }>({
-    name: 'scitt_log_fetch_nodes',
-    text:
-      'SELECT 0 AS level, idx, leaf_hash AS hash FROM scitt_log_entries WHERE idx = ANY($1::bigint[]) ' +
-      'UNION ALL ' +
-      'SELECT n.level::int, n.idx, n.hash FROM scitt_log_nodes n ' +
-      'JOIN unnest($2::smallint[], $3::bigint[]) AS w(level, idx) ON n.level = w.level AND n.idx = w.idx',
-    values: [leaves, inner.map((n) => n.level), inner.map((n) => n.index)],
-  });
-  for (const r of rows) out.set(nodeKey({ level: r.level, index: Number(r.idx) }), r.hash);
+  for (const r of await fetch(nodes)) out.set(nodeKey(r), r.hash);
   return out;
 }
 
@@ -220,25 +150,15 @@ function lookupIn(map: ReadonlyMap<string, Buffer>): (node: NodeId) => Buffer {
   };
 }
 
-async function hashesOf(q: Queryable, ranges: readonly Range[]): Promise<Buffer[]> {
-  return hashRanges(ranges, lookupIn(await fetchNodes(q, nodesForRanges(ranges))));
-}
-
 export function createLocalLog(options: LocalLogOptions): LocalLog {
-  const { pool, signer, issuer } = options;
+  const { storage, signer, issuer } = options;
   const maxBatch = options.maxBatch ?? 1000;
   if (!Number.isSafeInteger(maxBatch) || maxBatch < 1)
     throw new RangeError(`maxBatch ${maxBatch} is not ≥ 1`);
   const keys = Object.freeze([logKeyOf(signer.publicKey)]);
-
-  const readHead = async (q: Queryable, lock: boolean): Promise<TreeHead> => {
-    const { rows } = await q.query<HeadRow>(
-      `SELECT tree_size, root_hash FROM scitt_log_head${lock ? ' FOR UPDATE' : ''}`,
-    );
-    const head = rows[0];
-    if (head === undefined) throw new Error('scitt_log_head row is missing: was migration 0005 applied?');
-    return { size: Number(head.tree_size), root: head.root_hash };
-  };
+  const subtrees = (nodes: readonly NodeId[]) => storage.subtrees(nodes);
+  const hashesOf = async (ranges: readonly Range[]): Promise<Buffer[]> =>
+    hashRanges(ranges, lookupIn(await fetchNodes(subtrees, nodesForRanges(ranges))));
 
   const checkSize = (size: number, head: TreeHead, what: string): void => {
     if (!Number.isSafeInteger(size) || size < 0 || size > head.size) {
@@ -250,20 +170,15 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     }
   };
 
-  const rootOf = async (q: Queryable, size: number, head: TreeHead): Promise<Buffer> => {
+  const rootOf = async (size: number, head: TreeHead): Promise<Buffer> => {
     if (size === head.size) return head.root;
     if (size === 0) return EMPTY_ROOT;
-    return (await hashesOf(q, [{ start: 0, end: size }]))[0]!;
+    return (await hashesOf([{ start: 0, end: size }]))[0]!;
   };
 
   const getEntry = async (entryId: string): Promise<LogEntry | null> => {
     if (!ENTRY_ID.test(entryId)) return null;
-    const { rows } = await pool.query<EntryRow>({
-      name: 'scitt_log_get_entry',
-      text: `SELECT ${ENTRY_COLUMNS} FROM scitt_log_entries WHERE entry_id = $1`,
-      values: [entryId],
-    });
-    return rows[0] === undefined ? null : toEntry(rows[0]);
+    return storage.entry(entryId);
   };
 
   /**
@@ -272,24 +187,13 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
    * indexes, and all of them one receipt signature over the tree head the batch commits.
    */
   const appendBatchLocked = async (
-    client: pg.PoolClient,
+    tx: ScittLogAppend,
     batch: readonly Prepared[],
   ): Promise<AppendResult[]> => {
-    const head = await readHead(client, true);
+    const head = tx.head;
     const ids = [...new Set(batch.map((p) => p.entryId))];
-    // The registration time and the entries already stored, in one round trip: at least one row
-    // (for the time), plus one per stored entry. A new statement after the lock, so its snapshot
-    // sees every append committed before ours.
-    const probe = await client.query<{ now: Date } & { [K in keyof EntryRow]: EntryRow[K] | null }>({
-      name: 'scitt_log_append_probe',
-      text:
-        `SELECT date_trunc('milliseconds', clock_timestamp()) AS now, ${ENTRY_COLUMNS_OF('e')} ` +
-        'FROM (SELECT) AS one LEFT JOIN scitt_log_entries e ON e.entry_id = ANY($1::text[])',
-      values: [ids],
-    });
-    const now = probe.rows[0]!.now;
-    const stored = new Map<string, LogEntry>();
-    for (const r of probe.rows) if (r.entry_id !== null) stored.set(r.entry_id, toEntry(r as EntryRow));
+    // The registration time and the entries already stored, in one round trip, after the lock.
+    const { now, stored } = await tx.probe(ids);
 
     const start = head.size;
     const fresh: Prepared[] = [];
@@ -307,9 +211,9 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     const known =
       start === 0
         ? new Map<string, Buffer>()
-        : await fetchNodes(client, nodesForRanges([{ start: 0, end: start }]));
+        : await fetchNodes((n) => tx.subtrees(n), nodesForRanges([{ start: 0, end: start }]));
     const lookup = lookupIn(known);
-    const created: { node: NodeId; hash: Buffer }[] = [];
+    const created: SubtreeHash[] = [];
     for (const [k, p] of fresh.entries()) {
       const index = start + k;
       known.set(nodeKey({ level: 0, index }), p.leaf);
@@ -319,7 +223,7 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
           lookup({ level: node.level - 1, index: 2 * node.index + 1 }),
         );
         known.set(nodeKey(node), h);
-        created.push({ node, hash: h });
+        created.push({ level: node.level, index: node.index, hash: h });
       }
     }
     const [root] = hashRanges([{ start: 0, end: size }], lookup);
@@ -345,15 +249,7 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     // One binary COPY, fed a chunk at a time: PostgreSQL stores a chunk while this process builds
     // the receipts of the next. (A chunk's receipts are consecutive views of one buffer.)
     const receipts: Buffer[] = [];
-    const nowField = timestamptzField(now);
-    const copy = client.query(copyStreams.from(COPY_ENTRIES_SQL));
-    const copied = finished(copy);
-    // Attached at once, so an early server error never surfaces as an unhandled rejection.
-    copied.catch(() => undefined);
-    const write = async (chunk: Buffer): Promise<void> => {
-      if (!copy.write(chunk)) await once(copy, 'drain');
-    };
-    await write(COPY_BINARY_HEADER);
+    const copy = await tx.copyEntries(now);
     for (let from = 0; from < fresh.length; from += COPY_CHUNK) {
       const part = fresh.slice(from, from + COPY_CHUNK);
       const block = receiptsUnder(
@@ -365,41 +261,19 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
         })),
       );
       receipts.push(...block);
-      await write(
-        encodeCopyRows(
-          part.map((p, k) => [
-            int8Field(start + from + k),
-            textField(p.entryId),
-            p.entry,
-            p.leaf,
-            block[k]!,
-            nowField,
-          ]),
-        ),
+      await copy.write(
+        part.map((p, k) => ({
+          index: start + from + k,
+          entryId: p.entryId,
+          entry: p.entry,
+          leaf: p.leaf,
+          receipt: block[k]!,
+        })),
       );
     }
-    copy.end(COPY_BINARY_TRAILER);
-    await copied;
-    if (copy.rowCount !== fresh.length) {
-      throw new Error(`SCITT log COPY stored ${copy.rowCount} entries, expected ${fresh.length}`);
-    }
-    // The new subtrees and the head move in one statement (the head's trigger sees the entries
-    // copied above: same transaction).
-    await client.query({
-      name: 'scitt_log_advance',
-      text:
-        'WITH nodes AS (INSERT INTO scitt_log_nodes (level, idx, hash) ' +
-        'SELECT * FROM unnest($4::smallint[], $5::bigint[], $6::bytea[])) ' +
-        'UPDATE scitt_log_head SET tree_size = $1, root_hash = $2, updated_at = $3',
-      values: [
-        size,
-        root,
-        now,
-        created.map((c) => c.node.level),
-        created.map((c) => c.node.index),
-        created.map((c) => c.hash),
-      ],
-    });
+    await copy.end(fresh.length);
+    // The new subtrees and the head move in one statement.
+    await tx.advance({ size, root: root! }, now, created);
     const firstOf = new Set<string>();
     return batch.map((p): AppendResult => {
       const old = stored.get(p.entryId);
@@ -418,38 +292,17 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     });
   };
 
-  /** One transaction for the batch; a unique violation (a writer outside the lock) retries once. */
+  /** One transaction for the batch (the storage retries it once after a unique violation). */
   const appendBatch = async (batch: readonly Prepared[]): Promise<AppendResult[]> => {
     // Fast path without the lock for a lone statement: a re-registration (a client retrying, a
     // publisher resubmitting) returns the stored entry. A batch is mostly new statements: looking
     // them up twice would cost more than the lock.
     if (batch.length === 1) {
-      const known = await storedEntries(pool, [batch[0]!.entryId]);
+      const known = await storage.entries([batch[0]!.entryId]);
       const stored = known.get(batch[0]!.entryId);
       if (stored !== undefined) return [{ ...stored, created: false }];
     }
-    for (let attempt = 1; ; attempt++) {
-      const client = await pool.connect();
-      let discard: Error | undefined;
-      try {
-        await client.query('BEGIN');
-        try {
-          const result = await appendBatchLocked(client, batch);
-          await client.query('COMMIT');
-          return result;
-        } catch (err) {
-          await client.query('ROLLBACK').catch((e: unknown) => {
-            discard = e instanceof Error ? e : new Error(String(e));
-          });
-          // Only reachable if something appended outside the head lock: go again, the stored
-          // entries then come back as re-registrations.
-          if ((err as { code?: string }).code === SQLSTATE_UNIQUE_VIOLATION && attempt < 2) continue;
-          throw err;
-        }
-      } finally {
-        client.release(discard);
-      }
-    }
+    return storage.inAppendTransaction((tx) => appendBatchLocked(tx, batch));
   };
 
   // Group commit: appends arriving while a batch transaction is in flight wait for it and then go
@@ -488,7 +341,7 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     index: number,
     treeSize?: number,
   ): Promise<InclusionProof & { root: Buffer }> => {
-    const head = await readHead(pool, false);
+    const head = await storage.head();
     const size = treeSize ?? head.size;
     checkSize(size, head, 'tree size');
     if (!Number.isSafeInteger(index) || index < 0 || index >= size) {
@@ -497,7 +350,7 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
       });
     }
     // One query for the path and the root together.
-    const hashes = await hashesOf(pool, [...inclusionRanges(index, size), { start: 0, end: size }]);
+    const hashes = await hashesOf([...inclusionRanges(index, size), { start: 0, end: size }]);
     const root = hashes.pop()!;
     return { treeSize: size, leafIndex: index, path: hashes, root };
   };
@@ -515,20 +368,15 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
 
     async getEntryByIndex(index) {
       if (!Number.isSafeInteger(index) || index < 0) return null;
-      const { rows } = await pool.query<EntryRow>({
-        name: 'scitt_log_get_entry_by_index',
-        text: `SELECT ${ENTRY_COLUMNS} FROM scitt_log_entries WHERE idx = $1`,
-        values: [index],
-      });
-      return rows[0] === undefined ? null : toEntry(rows[0]);
+      return storage.entryAt(index);
     },
 
-    treeHead: () => readHead(pool, false),
+    treeHead: () => storage.head(),
 
     async rootAt(size) {
-      const head = await readHead(pool, false);
+      const head = await storage.head();
       checkSize(size, head, 'tree size');
-      return rootOf(pool, size, head);
+      return rootOf(size, head);
     },
 
     inclusionProof,
@@ -558,7 +406,7 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
     },
 
     async consistencyProof(m, n) {
-      const head = await readHead(pool, false);
+      const head = await storage.head();
       const newSize = n ?? head.size;
       checkSize(newSize, head, 'new tree size');
       checkSize(m, { size: newSize, root: head.root }, 'old tree size');
@@ -566,7 +414,7 @@ export function createLocalLog(options: LocalLogOptions): LocalLog {
       const edges: Range[] = [];
       if (m > 0) edges.push({ start: 0, end: m });
       if (newSize > 0) edges.push({ start: 0, end: newSize });
-      const hashes = await hashesOf(pool, [...ranges, ...edges]);
+      const hashes = await hashesOf([...ranges, ...edges]);
       const newRoot = newSize > 0 ? hashes.pop()! : EMPTY_ROOT;
       const oldRoot = m > 0 ? hashes.pop()! : EMPTY_ROOT;
       return { oldSize: m, newSize, oldRoot, newRoot, proof: hashes };

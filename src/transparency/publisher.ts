@@ -1,21 +1,15 @@
 import type { X509Certificate } from 'node:crypto';
-import type pg from 'pg';
 import type { DsseEnvelope } from '../attest/dsse.ts';
 import type { Logger } from '../log/index.ts';
 import type { Signer } from '../signing/signer.ts';
 import { buildSignedStatement } from './cose.ts';
 import type { DidX509Policy } from './did-x509.ts';
 import { isTransparencyError, TransparencyError } from './errors.ts';
+import type { TransparencyJobRepository } from '../vault/index.ts';
 import {
   claim,
-  complete,
   DEFAULT_RETRY_POLICY,
-  enqueue,
   fail,
-  getJob,
-  renewLease,
-  requeue,
-  setStatement,
   type ClaimedJob,
   type Publication,
   type RetryPolicy,
@@ -53,7 +47,8 @@ export interface AttestationToPublish {
 }
 
 export interface PublisherDeps {
-  readonly pool: pg.Pool;
+  /** The queue's rows (`vault.transparencyJobs`). */
+  readonly jobs: TransparencyJobRepository;
   readonly backend: PublishBackend;
   /** Signs statements: the service signer, with its certificate chain. */
   readonly signer: Signer;
@@ -66,10 +61,6 @@ export interface PublisherDeps {
   readonly payloadLocation?: (attestationId: string) => string | undefined;
   readonly policy?: RetryPolicy;
   readonly logger?: Logger;
-  /** After a job is published (update CR status, AIBOM metadata, emit an Event). Errors are logged. */
-  readonly onPublished?: (job: TransparencyJob) => void | Promise<void>;
-  /** After a job is left failed for good. Errors are logged. */
-  readonly onFailed?: (job: TransparencyJob) => void | Promise<void>;
 }
 
 export interface Publisher {
@@ -91,15 +82,14 @@ const SQLSTATE_FOREIGN_KEY_VIOLATION = '23503';
 export function createPublisher(deps: PublisherDeps): Publisher {
   const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
   const log = deps.logger?.child({ component: 'transparency-publisher' });
+  const jobs = deps.jobs;
 
-  const notify = async (hook: PublisherDeps['onPublished'], job: TransparencyJob): Promise<void> => {
-    if (hook === undefined) return;
-    try {
-      await hook(job);
-    } catch (err) {
-      log?.error({ err, jobId: job.id }, 'transparency hook failed');
-    }
-  };
+  const leaseLost = (job: TransparencyJob): TransparencyError =>
+    new TransparencyError(
+      'LEASE_LOST',
+      `transparency job ${job.id}: the lease expired and another worker holds the job`,
+      { retryable: false },
+    );
 
   const statementFor = async (job: ClaimedJob): Promise<Buffer> => {
     if (job.statement !== null) return job.statement;
@@ -124,7 +114,9 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       ...(location !== undefined ? { payloadLocation: location } : {}),
     });
     // The first statement stored wins; an earlier attempt's may come back instead of ours.
-    return setStatement(deps.pool, job, built.bytes);
+    const fixed = await jobs.setStatement(job, built.bytes);
+    if (fixed === null) throw leaseLost(job);
+    return fixed;
   };
 
   const submit = async (statement: Buffer, signal: AbortSignal | undefined): Promise<Publication> => {
@@ -151,7 +143,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     // Keep the lease while a slow remote is polled; a lost lease ends the heartbeat.
     const heartbeat = setInterval(
       () => {
-        renewLease(deps.pool, job, policy).catch((err: unknown) => {
+        jobs.renewLease(job, policy.leaseMs).catch((err: unknown) => {
           log?.warn({ err, jobId: job.id }, 'could not renew the transparency job lease');
         });
       },
@@ -161,7 +153,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     try {
       const statement = await statementFor(job);
       const publication = await submit(statement, options.signal);
-      const done = await complete(deps.pool, job, publication);
+      const done = await jobs.complete(job, publication);
       if (done === null) {
         log?.info(
           { jobId: job.id },
@@ -173,13 +165,12 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         { jobId: done.id, attestationId: done.attestationId, backend: done.backend, entryId: done.entryId },
         'attestation published to the transparency log',
       );
-      await notify(deps.onPublished, done);
       return done;
     } catch (err) {
       if (isTransparencyError(err, 'LEASE_LOST')) return null;
       const typed = isTransparencyError(err) ? err : undefined;
       // Unknown errors (a database hiccup, a bug) are retried: the cap bounds them.
-      const failed = await fail(deps.pool, job, `${typed?.code ?? 'ERROR'}: ${(err as Error).message}`, {
+      const failed = await fail(jobs, job, `${typed?.code ?? 'ERROR'}: ${(err as Error).message}`, {
         policy,
         permanent: typed !== undefined && !typed.retryable,
         ...(typed?.retryAfterMs !== undefined ? { retryAfterMs: typed.retryAfterMs } : {}),
@@ -196,7 +187,6 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         },
         'transparency publication attempt failed',
       );
-      if (failed.state === 'failed') await notify(deps.onFailed, failed);
       return failed;
     } finally {
       clearInterval(heartbeat);
@@ -209,7 +199,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     async publishNow(attestationId, options = {}) {
       let queued: { id: string }[];
       try {
-        queued = await enqueue(deps.pool, [attestationId]);
+        queued = await jobs.enqueue([attestationId]);
       } catch (err) {
         if ((err as { code?: string }).code === SQLSTATE_FOREIGN_KEY_VIOLATION) {
           throw new TransparencyError(
@@ -223,13 +213,13 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         throw err;
       }
       const jobId = queued[0]!.id;
-      let job = await getJob(deps.pool, { id: jobId });
+      let job = await jobs.get({ id: jobId });
       if (job === null) throw new Error(`transparency job ${jobId} vanished`);
       if (job.state === 'published') return job;
-      if (job.state === 'failed') job = (await requeue(deps.pool, job.id)) ?? job;
-      const [claimed] = await claim(deps.pool, 1, { policy, jobIds: [jobId], skipBackoff: true });
-      if (claimed === undefined) return (await getJob(deps.pool, { id: jobId })) ?? job;
-      return (await process(claimed, options)) ?? (await getJob(deps.pool, { id: jobId })) ?? job;
+      if (job.state === 'failed') job = (await jobs.requeue(job.id)) ?? job;
+      const [claimed] = await claim(jobs, 1, { policy, jobIds: [jobId], skipBackoff: true });
+      if (claimed === undefined) return (await jobs.get({ id: jobId })) ?? job;
+      return (await process(claimed, options)) ?? (await jobs.get({ id: jobId })) ?? job;
     },
   };
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 
+/** An artifact's metadata record (the AIBOM's: the spec's object-store metadata table). */
 export interface ArtifactRecord {
   readonly runId: string;
   readonly kind: string;
@@ -8,6 +9,13 @@ export interface ArtifactRecord {
   readonly digest: string;
   readonly metadata: Record<string, unknown>;
   readonly createdAt: Date;
+}
+
+export type NewArtifact = Omit<ArtifactRecord, 'createdAt'>;
+
+export interface ArtifactRepository {
+  get(runId: string, kind: string): Promise<ArtifactRecord | null>;
+  list(runId: string): Promise<ArtifactRecord[]>;
 }
 
 interface ArtifactRow {
@@ -31,13 +39,10 @@ const toRecord = (r: ArtifactRow): ArtifactRecord => ({
 });
 
 /**
- * Inserts an artifact record inside the caller's transaction (insert-once per run and kind); used
- * where the record must commit atomically with the attestation that stands for it.
+ * Inserts an artifact record inside the caller's transaction (insert-once per run and kind): it
+ * commits atomically with the attestation that stands for it (claims.ts).
  */
-export async function insertArtifact(
-  client: pg.PoolClient,
-  a: Omit<ArtifactRecord, 'createdAt'>,
-): Promise<void> {
+export async function insertArtifact(client: pg.PoolClient, a: NewArtifact): Promise<void> {
   await client.query({
     name: 'artifacts_insert_tx',
     text: `INSERT INTO artifacts (run_id, kind, namespace, object_key, digest, metadata)
@@ -46,26 +51,26 @@ export async function insertArtifact(
   });
 }
 
-export async function getArtifact(
-  pool: pg.Pool,
-  runId: string,
-  kind: string,
-): Promise<ArtifactRecord | null> {
-  const { rows } = await pool.query<ArtifactRow>({
-    name: 'artifacts_get',
-    text: `SELECT run_id, kind, namespace, object_key, digest, metadata, created_at
+export function artifactRepository(pool: pg.Pool): ArtifactRepository {
+  return {
+    async get(runId, kind) {
+      const { rows } = await pool.query<ArtifactRow>({
+        name: 'artifacts_get',
+        text: `SELECT run_id, kind, namespace, object_key, digest, metadata, created_at
            FROM artifacts WHERE run_id = $1::uuid AND kind = $2`,
-    values: [runId, kind],
-  });
-  return rows[0] ? toRecord(rows[0]) : null;
-}
+        values: [runId, kind],
+      });
+      return rows[0] ? toRecord(rows[0]) : null;
+    },
 
-export async function listArtifacts(pool: pg.Pool, runId: string): Promise<ArtifactRecord[]> {
-  const { rows } = await pool.query<ArtifactRow>({
-    name: 'artifacts_list',
-    text: `SELECT run_id, kind, namespace, object_key, digest, metadata, created_at
+    async list(runId) {
+      const { rows } = await pool.query<ArtifactRow>({
+        name: 'artifacts_list',
+        text: `SELECT run_id, kind, namespace, object_key, digest, metadata, created_at
            FROM artifacts WHERE run_id = $1::uuid ORDER BY kind`,
-    values: [runId],
-  });
-  return rows.map(toRecord);
+        values: [runId],
+      });
+      return rows.map(toRecord);
+    },
+  };
 }

@@ -20,26 +20,31 @@ export interface AuditRecord extends AuditEntry {
   readonly at: Date;
 }
 
-/**
- * Appends one audit entry. The table is append-only like the attestations (trigger + privileges).
- * Pass the transaction's client to record the entry atomically with other writes.
- */
-export async function recordAudit(db: pg.Pool | pg.PoolClient, entry: AuditEntry): Promise<AuditRecord> {
-  const { rows } = await db.query<{ id: string; at: Date }>({
-    name: 'vault_audit_insert',
-    text:
-      'INSERT INTO audit_log (actor, action, namespace, object, manifest_digest, attestation_ids, details) ' +
-      'VALUES ($1, $2, $3, $4, $5, $6::text[], $7::jsonb) RETURNING id, at',
-    values: [
-      entry.actor,
-      entry.action,
-      entry.namespace ?? null,
-      entry.object ?? null,
-      entry.manifestDigest ?? null,
-      [...(entry.attestationIds ?? [])],
-      JSON.stringify(entry.details ?? {}),
-    ],
-  });
-  const row = rows[0]!;
-  return { ...entry, id: Number(row.id), at: row.at };
+/** `audit_log`: append-only like the attestations (trigger + privileges). */
+export interface AuditRepository {
+  record(entry: AuditEntry): Promise<AuditRecord>;
+}
+
+export function auditRepository(pool: pg.Pool): AuditRepository {
+  return {
+    async record(entry) {
+      const { rows } = await pool.query<{ id: string; at: Date }>({
+        name: 'vault_audit_insert',
+        text:
+          'INSERT INTO audit_log (actor, action, namespace, object, manifest_digest, attestation_ids, details) ' +
+          'VALUES ($1, $2, $3, $4, $5, $6::text[], $7::jsonb) RETURNING id, at',
+        values: [
+          entry.actor,
+          entry.action,
+          entry.namespace ?? null,
+          entry.object ?? null,
+          entry.manifestDigest ?? null,
+          [...(entry.attestationIds ?? [])],
+          JSON.stringify(entry.details ?? {}),
+        ],
+      });
+      const row = rows[0]!;
+      return { ...entry, id: Number(row.id), at: row.at };
+    },
+  };
 }

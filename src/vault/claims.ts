@@ -1,51 +1,82 @@
-import type { PoolClient } from 'pg';
+import type pg from 'pg';
+import { append } from './append.ts';
+import { appendOptions, type AttestationAppendOptions } from './attestations.ts';
+import { insertArtifact, type NewArtifact } from './artifacts.ts';
+import { VaultError } from './errors.ts';
 import type { NewAttestation, StoredAttestation } from './types.ts';
-import type { Vault } from './index.ts';
 
 const UNIQUE_VIOLATION = '23505';
 
-/**
- * Appends `records` unless the logical `key` was already claimed. The claim row is written in the
- * same transaction as the attestations, under the chain-head lock, so of two racing writers exactly
- * one commits; the other's batch rolls back and it gets the stored ids instead. Returns the ids of
- * the records that stand for `key` and whether this call wrote them.
- */
-export async function appendOnce(
-  vault: Vault,
-  key: string,
-  records: readonly NewAttestation[],
-  options: {
-    /** More work that must commit with the records (e.g. enqueue transparency jobs). */
-    onAppend?: (client: PoolClient, inserted: readonly StoredAttestation[]) => Promise<void>;
-  } = {},
-): Promise<{ ids: string[]; created: boolean; stored: StoredAttestation[] }> {
-  const existing = await claimedIds(vault, key);
-  if (existing) return { ids: existing, created: false, stored: [] };
-  try {
-    const stored = await vault.append(records, {
-      inTransaction: async (client, inserted) => {
-        await client.query({
-          name: 'claims_insert',
-          text: 'INSERT INTO attestation_claims (key, attestation_ids) VALUES ($1, $2::uuid[])',
-          values: [key, inserted.map((s) => s.id)],
-        });
-        await options.onAppend?.(client, inserted);
-      },
-    });
-    return { ids: stored.map((s) => s.id), created: true, stored };
-  } catch (err) {
-    if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err;
-    const ids = await claimedIds(vault, key);
-    if (!ids) throw err;
-    return { ids, created: false, stored: [] };
-  }
+export interface ClaimedAppendOptions extends AttestationAppendOptions {
+  /** An artifact record that commits with the records (built from the stored ones: ids are known then). */
+  readonly artifact?: (inserted: readonly StoredAttestation[]) => NewArtifact;
 }
 
-export async function claimedIds(vault: Vault, key: string): Promise<string[] | null> {
-  const { rows } = await vault.pool.query<{ attestation_ids: string[] }>({
-    name: 'claims_get',
-    text: 'SELECT attestation_ids FROM attestation_claims WHERE key = $1',
-    values: [key],
-  });
-  return rows[0]?.attestation_ids ?? null;
+/**
+ * `attestation_claims`: which records stand for a logical key (`step:<run>:<step>`, `run:<run>`,
+ * `aibom:<run>`). The claim row is written in the same transaction as the records, under the
+ * chain-head lock, so of two racing writers exactly one commits. Recording once per key on top of
+ * this is src/recorder/once.ts.
+ */
+export interface ClaimRepository {
+  /** The ids claimed for `key`, or null. */
+  get(key: string): Promise<string[] | null>;
+  /** The claimed ids of each key that has a claim. */
+  getMany(keys: readonly string[]): Promise<Map<string, string[]>>;
+  /**
+   * Appends `records` and claims `key` for them in one transaction (with their SCITT jobs and the
+   * artifact record when asked). Throws VaultError CLAIM_TAKEN, and stores nothing, when `key` is
+   * claimed already.
+   */
+  append(
+    key: string,
+    records: readonly NewAttestation[],
+    options?: ClaimedAppendOptions,
+  ): Promise<StoredAttestation[]>;
+}
+
+export function claimRepository(pool: pg.Pool): ClaimRepository {
+  return {
+    async get(key) {
+      const { rows } = await pool.query<{ attestation_ids: string[] }>({
+        name: 'claims_get',
+        text: 'SELECT attestation_ids FROM attestation_claims WHERE key = $1',
+        values: [key],
+      });
+      return rows[0]?.attestation_ids ?? null;
+    },
+
+    async getMany(keys) {
+      if (keys.length === 0) return new Map();
+      const { rows } = await pool.query<{ key: string; attestation_ids: string[] }>({
+        name: 'claims_get_many',
+        text: 'SELECT key, attestation_ids FROM attestation_claims WHERE key = ANY($1::text[])',
+        values: [[...keys]],
+      });
+      return new Map(rows.map((r) => [r.key, r.attestation_ids]));
+    },
+
+    async append(key, records, options = {}) {
+      try {
+        return await append(
+          pool,
+          records,
+          appendOptions(options, async (client, inserted) => {
+            await client.query({
+              name: 'claims_insert',
+              text: 'INSERT INTO attestation_claims (key, attestation_ids) VALUES ($1, $2::uuid[])',
+              values: [key, inserted.map((s) => s.id)],
+            });
+            if (options.artifact !== undefined) await insertArtifact(client, options.artifact(inserted));
+          }),
+        );
+      } catch (err) {
+        const e = err as { code?: string; constraint?: string };
+        if (e.code === UNIQUE_VIOLATION && e.constraint === 'attestation_claims_pkey') {
+          throw new VaultError('CLAIM_TAKEN', `${key} is already recorded`, { cause: err });
+        }
+        throw err;
+      }
+    },
+  };
 }

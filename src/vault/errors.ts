@@ -1,3 +1,5 @@
+import { BaseError } from '../errors.ts';
+
 /**
  * Stable error codes of the vault. Callers (HTTP error handler, CLI) switch on `code`, never on
  * the message.
@@ -12,16 +14,11 @@ export type VaultErrorCode =
   /** The database lacks migrations this build needs, and this process may not apply them. */
   | 'MIGRATION_PENDING'
   /** The database holds a pending migration older than an applied one, or the files are malformed. */
-  | 'MIGRATION_INVALID';
+  | 'MIGRATION_INVALID'
+  /** A logical key (`step:<run>:<step>`, ...) is claimed already: the records were not stored again. */
+  | 'CLAIM_TAKEN';
 
-export class VaultError extends Error {
-  readonly code: VaultErrorCode;
-  constructor(code: VaultErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'VaultError';
-    this.code = code;
-  }
-}
+export class VaultError extends BaseError<VaultErrorCode> {}
 
 /**
  * SQLSTATE raised by the append-only triggers (`restrict_violation`). A missing privilege is

@@ -1,22 +1,30 @@
 import type pg from 'pg';
-import { append, type AppendOptions } from './append.ts';
-import { recordAudit, type AuditEntry, type AuditRecord } from './audit.ts';
-import { verifyChain, type ChainReport, type VerifyChainOptions } from './chain.ts';
+import { attestationRepository, type AttestationRepository } from './attestations.ts';
+import { artifactRepository, type ArtifactRepository } from './artifacts.ts';
+import { auditRepository, type AuditRepository } from './audit.ts';
+import { claimRepository, type ClaimRepository } from './claims.ts';
 import { CursorCodec, loadCursorKey } from './cursor.ts';
-import {
-  getAttestation,
-  getAttestations,
-  queryAttestations,
-  streamAttestations,
-  type AttestationFilter,
-  type Page,
-  type PageRequest,
-} from './query.ts';
-import type { NewAttestation, StoredAttestation } from './types.ts';
+import { createListener, type VaultListener } from './listener.ts';
+import { createVaultPool, type VaultPoolOptions } from './pool.ts';
+import { runRepository, type RunRepository } from './runs.ts';
+import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
+import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
 
-export { append, type AppendOptions } from './append.ts';
-export { recordAudit, type AuditEntry, type AuditRecord } from './audit.ts';
-export { verifyChain, type ChainBreak, type ChainReport, type VerifyChainOptions } from './chain.ts';
+/**
+ * The vault: PostgreSQL, the system of record. It owns its pool; everything else reaches the
+ * tables through the repositories below, each named for what it holds. Nothing outside src/vault
+ * imports `pg` (eslint.config.js).
+ */
+
+export {
+  type AttestationAppendOptions,
+  type AttestationRepository,
+  type AttestationSummary,
+} from './attestations.ts';
+export { type ArtifactRecord, type ArtifactRepository, type NewArtifact } from './artifacts.ts';
+export { type AuditEntry, type AuditRecord, type AuditRepository } from './audit.ts';
+export { type ChainBreak, type ChainReport, type VerifyChainOptions } from './chain.ts';
+export { type ClaimedAppendOptions, type ClaimRepository } from './claims.ts';
 export { CursorCodec, loadCursorKey } from './cursor.ts';
 export {
   SQLSTATE_APPEND_ONLY,
@@ -24,6 +32,7 @@ export {
   VaultError,
   type VaultErrorCode,
 } from './errors.ts';
+export { type Subscription, type VaultListener } from './listener.ts';
 export {
   checkSchema,
   loadMigrations,
@@ -32,49 +41,111 @@ export {
   type MigrateResult,
   type Migration,
 } from './migrate.ts';
-export { listNamespaces } from './namespaces.ts';
 export { createVaultPool, VAULT_WRITER_ROLE, type VaultPoolOptions } from './pool.ts';
 export {
   DEFAULT_LIMIT,
-  getAttestation,
   MAX_LIMIT,
-  queryAttestations,
   STREAM_BATCH,
-  streamAttestations,
   type AttestationFilter,
   type Page,
   type PageRequest,
 } from './query.ts';
+export { mirroredStatus, type RunRecord, type RunRepository } from './runs.ts';
+export {
+  type EntryCopy,
+  type LogHead,
+  type NewLogEntry,
+  type ScittLogAppend,
+  type ScittLogStorage,
+  type StoredLogEntry,
+  type SubtreeHash,
+  type SubtreeRef,
+} from './scitt-log.ts';
+export {
+  DUE_CHANNEL,
+  TRANSPARENCY_CHANNEL,
+  type ClaimedJob,
+  type ClaimOptions,
+  type JobBackend,
+  type JobState,
+  type Publication,
+  type RunJob,
+  type TransparencyJob,
+  type TransparencyJobRepository,
+} from './transparency-jobs.ts';
 export * from './types.ts';
 export { isUuidV7, uuidV7Time, UuidV7Generator } from './uuidv7.ts';
 
-/** The vault bound to one pool: what the controller and the HTTP routes receive. */
 export interface Vault {
-  readonly pool: pg.Pool;
-  append(input: readonly NewAttestation[], options?: AppendOptions): Promise<StoredAttestation[]>;
-  get(id: string, options?: { namespaces?: readonly string[] }): Promise<StoredAttestation | null>;
-  /** Many records by id in one query, keyed by (lower-case) id; unknown ids are absent. */
-  getMany(ids: readonly string[]): Promise<Map<string, StoredAttestation>>;
-  query(filter: AttestationFilter, page?: PageRequest): Promise<Page>;
-  stream(
-    filter: AttestationFilter,
-    options?: { batchSize?: number },
-  ): AsyncGenerator<StoredAttestation, void, undefined>;
-  verifyChain(options: VerifyChainOptions): Promise<ChainReport>;
-  recordAudit(entry: AuditEntry): Promise<AuditRecord>;
+  readonly attestations: AttestationRepository;
+  /** The mirror of each Run (spec and the pipeline's status). */
+  readonly runs: RunRepository;
+  /** Artifact metadata records (the AIBOM's). */
+  readonly artifacts: ArtifactRepository;
+  /** Which records stand for a logical key; appends that claim one. */
+  readonly claims: ClaimRepository;
+  /** The SCITT publication queue. */
+  readonly transparencyJobs: TransparencyJobRepository;
+  /** Rows of the service's own SCITT log (the log itself is src/transparency/local-log.ts). */
+  readonly scittLog: ScittLogStorage;
+  readonly audit: AuditRepository;
+  /** The dedicated LISTEN connection, opened on first subscription. */
+  readonly listener: VaultListener;
+  /** Resolves when the database answers (readiness). */
+  ping(): Promise<void>;
+  /** Closes the listener and the pool. */
+  close(): Promise<void>;
 }
 
-/** Binds the vault operations to a pool (see createVaultPool); loads the shared cursor key. */
-export async function openVault(pool: pg.Pool, options: { cursorKey?: Uint8Array } = {}): Promise<Vault> {
+export interface OpenVaultOptions {
+  readonly cursorKey?: Uint8Array;
+  /** Failures of the LISTEN connection (it reconnects by itself). */
+  readonly onListenerError?: (err: Error) => void;
+}
+
+/** Binds the repositories to a pool (see createVaultPool); loads the shared cursor key. */
+export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): Promise<Vault> {
   const cursors = new CursorCodec(options.cursorKey ?? (await loadCursorKey(pool)));
+  let listener: VaultListener | undefined;
+  const listenerOf = (): VaultListener =>
+    (listener ??= createListener(pool.options, {
+      ...(options.onListenerError !== undefined ? { onError: options.onListenerError } : {}),
+    }));
   return {
-    pool,
-    append: (input, opts) => append(pool, input, opts),
-    get: (id, opts) => getAttestation(pool, id, opts),
-    getMany: (ids) => getAttestations(pool, ids),
-    query: (filter, page) => queryAttestations(pool, cursors, filter, page),
-    stream: (filter, opts) => streamAttestations(pool, filter, opts),
-    verifyChain: (opts) => verifyChain(pool, opts),
-    recordAudit: (entry) => recordAudit(pool, entry),
+    attestations: attestationRepository(pool, cursors),
+    runs: runRepository(pool),
+    artifacts: artifactRepository(pool),
+    claims: claimRepository(pool),
+    transparencyJobs: transparencyJobRepository(pool),
+    scittLog: scittLogStorage(pool),
+    audit: auditRepository(pool),
+    get listener() {
+      return listenerOf();
+    },
+    async ping() {
+      await pool.query('SELECT 1');
+    },
+    async close() {
+      await listener?.close();
+      await pool.end();
+    },
   };
+}
+
+/** Opens the runtime pool (role vault_writer) on `url` and the vault over it. */
+export async function connectVault(
+  url: string,
+  options: VaultPoolOptions & OpenVaultOptions = {},
+): Promise<Vault> {
+  const { cursorKey, onListenerError, ...poolOptions } = options;
+  const pool = createVaultPool(url, poolOptions);
+  try {
+    return await openVault(pool, {
+      ...(cursorKey !== undefined ? { cursorKey } : {}),
+      ...(onListenerError !== undefined ? { onListenerError } : {}),
+    });
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
 }

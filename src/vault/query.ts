@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
+import { JOBS_JOIN, jobOfJoinedRow, type TransparencyJob } from './transparency-jobs.ts';
 import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
 
 /** All present fields are ANDed. */
@@ -30,17 +31,17 @@ export interface PageRequest {
   readonly limit?: number;
   /** `nextCursor` of the previous page, for the same filter. */
   readonly cursor?: string | null;
-  /** Extra columns for the page's rows from a table of another module, in the same query. */
-  readonly join?: PageJoin;
+  /** Each item's SCITT job too (`Page.jobs`), joined in the page's own query: one round trip. */
+  readonly withTransparencyJobs?: boolean;
 }
 
 /**
  * A LEFT JOIN onto a page, so that data kept beside the attestations (the transparency jobs) comes
- * back in the same round trip. The page rows are `q`; `clause` and `columns` are SQL written by the
- * module that owns the joined table (constants, never input), `name` tells the prepared statements
- * apart, and the joined table must have at most one row per attestation.
+ * back in the same round trip. The page rows are `q`; `clause` and `columns` are constant SQL (never
+ * input), `name` tells the prepared statements apart, and the joined table must have at most one
+ * row per attestation.
  */
-export interface PageJoin {
+interface PageJoin {
   readonly name: string;
   /** e.g. `LEFT JOIN transparency_jobs tj ON tj.attestation_id = q.id` */
   readonly clause: string;
@@ -52,8 +53,8 @@ export interface Page {
   readonly items: StoredAttestation[];
   /** Null when no row followed this page at the time of the query. */
   readonly nextCursor: string | null;
-  /** With `join`: each item's whole row (the joined columns included), in item order. */
-  readonly joined?: readonly Record<string, unknown>[];
+  /** With `withTransparencyJobs`: each item's job (null when it has none), in item order. */
+  readonly jobs?: readonly (TransparencyJob | null)[];
 }
 
 export const DEFAULT_LIMIT = 100;
@@ -112,14 +113,17 @@ export async function queryAttestations(
   const fp = filterFingerprint(filter);
   const after = page.cursor == null ? null : cursors.decode(page.cursor, fp);
   if (filter.namespaces.length === 0) return { items: [], nextCursor: null };
-  const rows = await selectBatch(pool, filter, after, null, limit + 1, page.join);
+  const join = page.withTransparencyJobs === true ? JOBS_JOIN : undefined;
+  const rows = await selectBatch(pool, filter, after, null, limit + 1, join);
   const kept = rows.slice(0, limit);
   const items = kept.map(toStored);
   const last = items.at(-1);
   return {
     items,
     nextCursor: rows.length > limit && last !== undefined ? cursors.encode(last.id, fp) : null,
-    ...(page.join !== undefined ? { joined: kept as unknown as Record<string, unknown>[] } : {}),
+    ...(join !== undefined
+      ? { jobs: kept.map((r) => jobOfJoinedRow(r as unknown as Record<string, unknown>)) }
+      : {}),
   };
 }
 

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Run, RunSpec, RunStatus } from '../api/run.ts';
 
+/** The mirror of a Run in PostgreSQL (what `service-ctl aibom generate` and GET /v1/runs read). */
 export interface RunRecord {
   readonly id: string;
   readonly namespace: string;
@@ -23,60 +24,55 @@ interface RunRow {
   updated_at: Date;
 }
 
-/** Upserts the mirror of a Run (id = metadata.uid). The controller's own status fields are left out. */
-export async function upsertRun(pool: pg.Pool, run: Run): Promise<void> {
-  const status = { phase: run.status?.phase, steps: run.status?.steps ?? [] };
-  await pool.query({
-    name: 'runs_upsert',
-    text: `INSERT INTO runs (id, namespace, name, spec, status, phase) VALUES ($1, $2, $3, $4, $5, $6)
+/** The part of a Run's status the mirror keeps: the pipeline's fields, not the controller's. */
+export function mirroredStatus(run: Run): RunStatus {
+  return { phase: run.status?.phase, steps: run.status?.steps ?? [] } as RunStatus;
+}
+
+export interface RunRepository {
+  /** Upserts the mirror of a Run (id = metadata.uid); a mirror already equal is left alone. */
+  upsert(run: Run): Promise<void>;
+  get(id: string): Promise<RunRecord | null>;
+}
+
+export function runRepository(pool: pg.Pool): RunRepository {
+  return {
+    async upsert(run) {
+      await pool.query({
+        name: 'runs_upsert',
+        text: `INSERT INTO runs (id, namespace, name, spec, status, phase) VALUES ($1, $2, $3, $4, $5, $6)
            ON CONFLICT (id) DO UPDATE SET spec = EXCLUDED.spec, status = EXCLUDED.status,
              phase = EXCLUDED.phase, updated_at = clock_timestamp()
            WHERE runs.spec IS DISTINCT FROM EXCLUDED.spec OR runs.status IS DISTINCT FROM EXCLUDED.status`,
-    values: [
-      run.metadata.uid,
-      run.metadata.namespace,
-      run.metadata.name,
-      run.spec,
-      status,
-      run.status?.phase ?? null,
-    ],
-  });
-}
+        values: [
+          run.metadata.uid,
+          run.metadata.namespace,
+          run.metadata.name,
+          run.spec,
+          mirroredStatus(run),
+          run.status?.phase ?? null,
+        ],
+      });
+    },
 
-export async function getRun(pool: pg.Pool, id: string): Promise<RunRecord | null> {
-  const { rows } = await pool.query<RunRow>({
-    name: 'runs_get',
-    text: 'SELECT id, namespace, name, spec, status, phase, created_at, updated_at FROM runs WHERE id = $1::uuid',
-    values: [id],
-  });
-  const r = rows[0];
-  if (!r) return null;
-  return {
-    id: r.id,
-    namespace: r.namespace,
-    name: r.name,
-    spec: r.spec,
-    status: r.status,
-    phase: r.phase,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
+    async get(id) {
+      const { rows } = await pool.query<RunRow>({
+        name: 'runs_get',
+        text: 'SELECT id, namespace, name, spec, status, phase, created_at, updated_at FROM runs WHERE id = $1::uuid',
+        values: [id],
+      });
+      const r = rows[0];
+      if (!r) return null;
+      return {
+        id: r.id,
+        namespace: r.namespace,
+        name: r.name,
+        spec: r.spec,
+        status: r.status,
+        phase: r.phase,
+        createdAt: r.created_at,
+        updatedAt: r.updated_at,
+      };
+    },
   };
-}
-
-/**
- * Ids of the attestations a run's AIBOM lists, in insert order: every record of the run made before
- * its AIBOM attestation (all of them while there is none yet), the AIBOM's own excluded. The
- * controller and `service-ctl aibom generate` both use this, so both list the same ids.
- */
-export async function aibomAttestationIds(pool: pg.Pool, runId: string): Promise<string[]> {
-  const { rows } = await pool.query<{ id: string }>({
-    name: 'runs_aibom_attestation_ids',
-    text: `SELECT id FROM attestations
-           WHERE run_id = $1::uuid AND kind <> 'aibom'
-             AND seq < coalesce((SELECT min(seq) FROM attestations WHERE run_id = $1::uuid AND kind = 'aibom'),
-                                9223372036854775807)
-           ORDER BY seq`,
-    values: [runId],
-  });
-  return rows.map((r) => r.id);
 }

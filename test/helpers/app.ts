@@ -4,7 +4,6 @@ import { pino } from 'pino';
 import { buildApp, type AppDeps } from '../../src/http/app.ts';
 import { kubernetesAuthorizer } from '../../src/http/auth/authorizer.ts';
 import type { Vault } from '../../src/vault/index.ts';
-import { listNamespaces } from '../../src/vault/namespaces.ts';
 import { stackBlobs } from './blobs.ts';
 import { kubeConfig } from './stack.ts';
 
@@ -24,7 +23,7 @@ export function stackApp(
     blobs: stackBlobs(),
     // The sidecar's own identity, which RBAC allows to create TokenReviews and SubjectAccessReviews.
     authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
-    listNamespaces: () => listNamespaces(vault.pool),
+    listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: true,
     trustAnchors,
     ...extra,

@@ -19,11 +19,10 @@ import { expect } from 'vitest';
 import { runMinioServer, startMinio } from '../../hack/stack/minio.ts';
 import { runPostgresServer, startPostgres } from '../../hack/stack/postgres.ts';
 import { isAlive, stopProcess, type Proc } from '../../hack/stack/proc.ts';
-import type { Condition, Run, RunSpec } from '../../src/api/run.ts';
-import { isFinished } from '../../src/controller/run/records.ts';
+import { isFinished, type Condition, type Run, type RunSpec } from '../../src/api/run.ts';
 import { envelopeDigest } from '../../src/attest/index.ts';
 import { generateDevPki, toSecretData, type DevPki } from '../../src/signing/dev-pki.ts';
-import { verifyChain, type ChainReport } from '../../src/vault/index.ts';
+import { openVault, type ChainReport } from '../../src/vault/index.ts';
 import { kubeConfig, stack, uniqueName } from './stack.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -625,7 +624,7 @@ export async function vaultFacts(databaseUrl: string): Promise<VaultFacts> {
       attestationIds: new Set(ids.rows.map((r) => r.id)),
       claimedIds: claims.rows.flatMap((r) => r.ids),
       claimKeys: claims.rows.map((r) => r.key),
-      chain: await verifyChain(pool, { digestOf: envelopeDigest }),
+      chain: await (await openVault(pool)).attestations.verifyChain({ digestOf: envelopeDigest }),
     };
   } finally {
     await pool.end();
@@ -698,7 +697,7 @@ export async function expectKubeMirrorsVault(databaseUrl: string, runs: readonly
 
 /**
  * Runs whose AIBOM attestation names a different C2PA sidecar than the artifacts row: must be none,
- * since both are written in one transaction (src/pipeline/aibom.ts).
+ * since both are written in one transaction (src/recorder/aibom.ts).
  */
 export async function manifestRefMismatches(databaseUrl: string): Promise<string[]> {
   const pool = quietPool(databaseUrl, 1);

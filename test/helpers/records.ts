@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { capabilityStatement, policyStatement, stepStatement } from '../../src/attest/index.ts';
-import { sealRecord } from '../../src/attestor/records.ts';
+import { sealRecord } from '../../src/recorder/index.ts';
 import type { Signer } from '../../src/signing/index.ts';
 import type { NewAttestation } from '../../src/vault/index.ts';
 

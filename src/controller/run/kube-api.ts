@@ -1,8 +1,10 @@
-import { GROUP, VERSION, type Run, type RunStatus } from '../../api/run.ts';
+import { FIELD_MANAGER, FINALIZER } from '../../api/reasons.ts';
+import { ATTESTATION_PLURAL, GROUP, RUN_PLURAL, VERSION, type Run, type RunStatus } from '../../api/run.ts';
 import {
   addFinalizer,
   applyStatus,
   isAlreadyExists,
+  isConflict,
   isNotFound,
   removeFinalizer,
   resourcePath,
@@ -10,45 +12,97 @@ import {
   type KubeClient,
   type ResourceType,
 } from '../runtime/index.ts';
-import { FIELD_MANAGER, FINALIZER } from './reasons.ts';
-import type { AttestationSummary, RunApi } from './reconciler.ts';
+import type { RunApi } from './reconciler.ts';
 
-export const RUN_TYPE: ResourceType = { group: GROUP, version: VERSION, plural: 'runs', kind: 'Run' };
+export const RUN_TYPE: ResourceType = { group: GROUP, version: VERSION, plural: RUN_PLURAL, kind: 'Run' };
 export const ATTESTATION_TYPE: ResourceType = {
   group: GROUP,
   version: VERSION,
-  plural: 'attestations',
+  plural: ATTESTATION_PLURAL,
   kind: 'Attestation',
 };
 
-/** RunApi over the Kubernetes API: live reads, SSA status, guarded finalizer patches, owned Attestations. */
-export function kubeRunApi(client: KubeClient, events: EventRecorder): RunApi {
+/** Live GET of a Run; null when it is gone. */
+export async function getRun(client: KubeClient, namespace: string, name: string): Promise<Run | null> {
+  try {
+    return await client.request<Run>({ method: 'GET', path: resourcePath(RUN_TYPE, { namespace, name }) });
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+/** Server-side apply of `status` onto a Run as `fieldManager` (its complete set of fields). */
+export async function applyRunStatus(
+  client: KubeClient,
+  run: Run,
+  status: RunStatus,
+  fieldManager: string,
+): Promise<void> {
+  await applyStatus(
+    client,
+    RUN_TYPE,
+    { namespace: run.metadata.namespace, name: run.metadata.name },
+    status as Record<string, unknown>,
+    { fieldManager },
+  );
+}
+
+/** Lists the Attestation resources of a Run (by the label the controller sets on them). */
+export async function listRunAttestations<S = unknown>(
+  client: KubeClient,
+  run: Run,
+): Promise<{ spec: { id: string }; status?: S }[]> {
+  const list = await client.request<{ items: { spec: { id: string }; status?: S }[] }>({
+    method: 'GET',
+    path: resourcePath(ATTESTATION_TYPE, { namespace: run.metadata.namespace }),
+    query: { labelSelector: `vault.service.dev/run=${run.metadata.name}` },
+  });
+  return list.items;
+}
+
+/**
+ * Runs a finalizer patch (guarded by the resourceVersion of `run`); when the copy was stale (409),
+ * re-reads the Run and tries once more.
+ */
+async function withFreshRun<T>(
+  client: KubeClient,
+  run: Run,
+  patch: (run: Run) => Promise<T>,
+): Promise<T | null> {
+  try {
+    return await patch(run);
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+    const live = await getRun(client, run.metadata.namespace, run.metadata.name);
+    if (live === null || live.metadata.uid !== run.metadata.uid) return null;
+    return patch(live);
+  }
+}
+
+/**
+ * RunApi over the Kubernetes API: reads from the informer cache (`cached`), live reads where the
+ * reconciler asks for them, SSA status, guarded finalizer patches, owned Attestations.
+ */
+export function kubeRunApi(
+  client: KubeClient,
+  events: EventRecorder,
+  cache: (namespace: string, name: string) => Run | undefined,
+): RunApi {
   return {
-    async get(namespace, name) {
-      try {
-        return await client.request<Run>({
-          method: 'GET',
-          path: resourcePath(RUN_TYPE, { namespace, name }),
-        });
-      } catch (err) {
-        if (isNotFound(err)) return null;
-        throw err;
-      }
+    cached: (namespace, name) => cache(namespace, name) ?? null,
+    get: (namespace, name) => getRun(client, namespace, name),
+    async addFinalizer(run) {
+      return (await withFreshRun(client, run, (r) => addFinalizer(client, RUN_TYPE, r, FINALIZER))) ?? run;
     },
-    addFinalizer: (run) => addFinalizer(client, RUN_TYPE, run, FINALIZER),
     async removeFinalizer(run) {
-      await removeFinalizer(client, RUN_TYPE, run, FINALIZER);
+      await withFreshRun(client, run, (r) => removeFinalizer(client, RUN_TYPE, r, FINALIZER));
     },
-    async applyStatus(run: Run, status: RunStatus) {
-      await applyStatus(
-        client,
-        RUN_TYPE,
-        { namespace: run.metadata.namespace, name: run.metadata.name },
-        status as Record<string, unknown>,
-        { fieldManager: FIELD_MANAGER },
-      );
+    applyStatus: (run, status) => applyRunStatus(client, run, status, FIELD_MANAGER),
+    async attestationIds(run) {
+      return new Set((await listRunAttestations(client, run)).map((i) => i.spec.id));
     },
-    async ensureAttestation(run: Run, a: AttestationSummary) {
+    async createAttestation(run, a) {
       try {
         await client.request({
           method: 'POST',
@@ -88,20 +142,5 @@ export function kubeRunApi(client: KubeClient, events: EventRecorder): RunApi {
       }
     },
     event: (run, type, reason, note) => events.event(run, type, reason, note),
-    async attestationTransparency(run: Run) {
-      const list = await client.request<{
-        items: { spec: { id: string }; status?: { transparency?: unknown } }[];
-      }>({
-        method: 'GET',
-        path: resourcePath(ATTESTATION_TYPE, { namespace: run.metadata.namespace }),
-        query: { labelSelector: `vault.service.dev/run=${run.metadata.name}` },
-      });
-      return new Map(list.items.map((i) => [i.spec.id, i.status?.transparency]));
-    },
-    async applyAttestationStatus(run: Run, id: string, status: Record<string, unknown>) {
-      await applyStatus(client, ATTESTATION_TYPE, { namespace: run.metadata.namespace, name: id }, status, {
-        fieldManager: FIELD_MANAGER,
-      });
-    },
   };
 }

@@ -13,3 +13,4 @@ export * from './leader.ts';
 export * from './conditions.ts';
 export * from './status.ts';
 export * from './events.ts';
+export * from './equal.ts';

@@ -35,14 +35,14 @@ beforeAll(async () => {
   await bindUser('alice', 'aibom-vault-viewer', nsA);
   const a = runRecords(signer, nsA);
   const b = runRecords(signer, nsB, { pack: { name: 'strict', version: '2.0.0' } });
-  runA = { runId: a.runId, stored: await vault.append(a.records) };
-  runB = { runId: b.runId, stored: await vault.append(b.records) };
+  runA = { runId: a.runId, stored: await vault.attestations.append(a.records) };
+  runB = { runId: b.runId, stored: await vault.attestations.append(b.records) };
   app = await stackApp(vault, []);
 });
 
 afterAll(async () => {
   await app?.close();
-  await vault?.pool.end();
+  await vault?.close();
 });
 
 const query = (body: unknown, headers: Record<string, string> = token('admin')) =>

@@ -30,7 +30,7 @@ let url: string;
 beforeAll(async () => {
   t = await setupVault('ndjson');
   for (let b = 0; b < ROWS / BATCH; b++) {
-    await t.vault.append(
+    await t.vault.attestations.append(
       Array.from({ length: BATCH }, () => attestation({ namespace: 'bulk', padding: 1000 })),
     );
   }

@@ -33,11 +33,11 @@ beforeAll(async () => {
   await migrate(url);
   vault = await openVault(createVaultPool(url));
   signer = signerFromPem(await generateDevPki());
-  stored = await vault.append(runRecords(signer, uniqueName('tamper')).records);
+  stored = await vault.attestations.append(runRecords(signer, uniqueName('tamper')).records);
 });
 
 afterAll(async () => {
-  await vault?.pool.end();
+  await vault?.close();
 });
 
 it('a changed byte in a stored envelope is reported by verify, service-ctl verify and the chain walk', async () => {
@@ -89,7 +89,7 @@ it('a changed byte in a stored envelope is reported by verify, service-ctl verif
     await app.close();
   }
 
-  const chain = await vault.verifyChain({ digestOf: envelopeDigest });
+  const chain = await vault.attestations.verifyChain({ digestOf: envelopeDigest });
   expect(chain.ok).toBe(false);
   expect(chain.firstBroken).toMatchObject({ id: victim.id, reason: 'DIGEST_MISMATCH' });
 });

@@ -12,13 +12,14 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { readFile } from 'node:fs/promises';
 import type { Run } from '../../../src/api/run.ts';
 import { validateCycloneDx } from '../../../src/aibom/index.ts';
 import { envelopeDigest } from '../../../src/attest/index.ts';
-import { driveRun } from '../../../src/cli/drive.ts';
+import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/controller/runtime/index.ts';
 import { generateDevPki } from '../../../src/signing/dev-pki.ts';
@@ -35,6 +36,8 @@ const run = promisify(execFile);
 const ns = uniqueName('e2e');
 const group = 'vault.service.dev';
 let vault: Vault;
+/** The test's own view of the database (superuser), for checks the service has no reader for. */
+let db: pg.Pool;
 let dbUrl: string;
 let signer: KeySigner;
 let caPem: string;
@@ -76,6 +79,7 @@ beforeAll(async () => {
   dbUrl = await freshDatabase('e2e');
   await migrate(dbUrl);
   vault = await openVault(createVaultPool(dbUrl));
+  db = new pg.Pool({ connectionString: dbUrl, max: 2 });
   const pki = await generateDevPki();
   caPem = pki['ca.crt'];
   signer = signerFromPem(pki);
@@ -101,7 +105,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await controller?.stop();
   await app?.close();
-  await vault?.pool.end();
+  await vault?.close();
+  await db?.end();
 });
 
 describe('a Run driven to Succeeded', () => {
@@ -111,7 +116,7 @@ describe('a Run driven to Succeeded', () => {
   beforeAll(async () => {
     const created = await createSampleRun('ok');
     runId = created.metadata.uid;
-    await driveRun(kubeClient(kubeConfig('admin')), ns, 'ok');
+    await driveRun(kubeConfig('admin'), ns, 'ok');
     done = await waitFor('AIBOMReady', async () => {
       const r = await getRun('ok');
       return aibomReady(r) ? r : undefined;
@@ -155,10 +160,9 @@ describe('a Run driven to Succeeded', () => {
       (await blobs.get(meta.key.replace(/aibom\.json$/, 'aibom.meta.json')))!.toString('utf8'),
     ) as unknown;
     expect(beside).toEqual(done.status?.artifacts?.aibom);
-    const { rows } = await vault.pool.query<{ n: string }>(
-      `SELECT count(*) AS n FROM artifacts WHERE run_id = $1`,
-      [runId],
-    );
+    const { rows } = await db.query<{ n: string }>(`SELECT count(*) AS n FROM artifacts WHERE run_id = $1`, [
+      runId,
+    ]);
     expect(rows[0]!.n).toBe('1');
   });
 
@@ -179,7 +183,7 @@ describe('a Run driven to Succeeded', () => {
         items: { spec: { id: string; digest: string }; metadata: { ownerReferences: { uid: string }[] } }[];
       }
     ).items;
-    const stored = await vault.query({ namespaces: [ns], runId }, { limit: 1000 });
+    const stored = await vault.attestations.query({ namespaces: [ns], runId }, { limit: 1000 });
     expect(items.map((i) => i.spec.id).sort()).toEqual(stored.items.map((a) => a.id).sort());
     // 3 capability + 3 step + 2 policy + 1 run + 1 aibom
     expect(items).toHaveLength(10);
@@ -258,7 +262,7 @@ describe('a Run driven to Succeeded', () => {
     await writeFile(anchor, caPem);
     const ok = await cli(['verify', '--aibom', dir, '--trust-anchor', anchor]);
     expect(ok.stdout).toContain('AIBOM verified');
-    const { rows } = await vault.pool.query<{ action: string; manifest_digest: string }>(
+    const { rows } = await db.query<{ action: string; manifest_digest: string }>(
       `SELECT action, manifest_digest FROM audit_log WHERE object LIKE $1`,
       [`%${runId}%`],
     );
@@ -277,13 +281,17 @@ describe('a Run driven to Succeeded', () => {
 describe('a Run driven to Failed', () => {
   it('still gets an AIBOM, with status failed and the failing step attested', async () => {
     const created = await createSampleRun('broken');
-    await driveRun(kubeClient(kubeConfig('admin')), ns, 'broken', { fail: 'summarise' });
+    await driveRun(kubeConfig('admin'), ns, 'broken', { fail: 'summarise' });
     const done = await waitFor('AIBOMReady', async () => {
       const r = await getRun('broken');
       return aibomReady(r) ? r : undefined;
     });
     expect(done.status?.artifacts?.aibom).toMatchObject({ status: 'failed', run_id: created.metadata.uid });
-    const steps = await vault.query({ namespaces: [ns], runId: created.metadata.uid, kind: 'step' });
+    const steps = await vault.attestations.query({
+      namespaces: [ns],
+      runId: created.metadata.uid,
+      kind: 'step',
+    });
     expect(steps.items.map((s) => s.stepId)).toEqual(['retrieve', 'summarise']);
   });
 });
@@ -297,7 +305,7 @@ describe('deleting a Run', () => {
         ? true
         : undefined,
     );
-    await driveRun(kubeClient(kubeConfig('admin')), ns, 'gone');
+    await driveRun(kubeConfig('admin'), ns, 'gone');
     await runs().deleteNamespacedCustomObject({
       group,
       version: 'v1',
@@ -313,7 +321,7 @@ describe('deleting a Run', () => {
         return true;
       }
     });
-    const { rows } = await vault.pool.query<{ n: string }>(
+    const { rows } = await db.query<{ n: string }>(
       `SELECT count(*) AS n FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = 'gone' AND r.namespace = $1`,
       [ns],
     );

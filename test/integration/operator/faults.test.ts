@@ -5,9 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Run, RunSpec } from '../../../src/api/run.ts';
 import { s3BlobStore } from '../../../src/blob/store.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
-import { driveRun } from '../../../src/cli/drive.ts';
-import { kubeClient } from '../../../src/controller/runtime/index.ts';
-import type { AibomMetadata } from '../../../src/pipeline/aibom.ts';
+import { driveRun } from '../../../hack/sample-pipeline.ts';
+import type { AibomMetadata } from '../../../src/recorder/index.ts';
 import type { DevPki } from '../../../src/signing/dev-pki.ts';
 import {
   aibomReady,
@@ -38,7 +37,7 @@ import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stac
 
 let spec: RunSpec;
 let logDir: string;
-const pipeline = () => kubeClient(kubeConfig('admin'));
+const pipeline = () => kubeConfig('admin');
 
 beforeAll(async () => {
   spec = await sampleRunSpec();

@@ -6,22 +6,22 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aibomRunOf } from '../../../src/aibom/index.ts';
-import type { Run, RunSpec, StepStatus } from '../../../src/api/run.ts';
+import { isFinished, type Run, type RunSpec, type StepStatus } from '../../../src/api/run.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
-import { driveRun } from '../../../src/cli/drive.ts';
-import { isFinished, stepBatch, terminalBatch } from '../../../src/controller/run/records.ts';
-import { kubeClient } from '../../../src/controller/runtime/index.ts';
-import {
-  aibomKeys,
-  recordAibom,
-  type AibomMetadata,
-  type AibomPipelineDeps,
-} from '../../../src/pipeline/aibom.ts';
+import { driveRun } from '../../../hack/sample-pipeline.ts';
+import { aibomKeys, recordAibom, type AibomDeps, type AibomMetadata } from '../../../src/recorder/aibom.ts';
+import { stepBatch, terminalBatch } from '../../../src/recorder/extract.ts';
+import { appendOnce } from '../../../src/recorder/once.ts';
+import { sealBatch } from '../../../src/recorder/seal.ts';
 import type { BlobStore } from '../../../src/blob/store.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
-import type { ArtifactRecord } from '../../../src/vault/artifacts.ts';
-import { appendOnce } from '../../../src/vault/claims.ts';
-import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
+import {
+  createVaultPool,
+  migrate,
+  openVault,
+  type ArtifactRecord,
+  type Vault,
+} from '../../../src/vault/index.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import {
   aibomReady,
@@ -94,19 +94,19 @@ function terminalRun(ns: string, name: string, fail?: string): Run {
   };
 }
 
-/** What the controller appends before the AIBOM pipeline: one batch per finished step, then the run's. */
+/** What the controller appends before the AIBOM: one batch per finished step, then the run's. */
 async function attestLikeTheController(vault: Vault, run: Run, signer: KeySigner): Promise<string[]> {
   const statuses = new Map((run.status?.steps ?? []).map((s) => [s.id, s]));
   const keys: string[] = [];
   for (const step of run.spec.steps) {
     const st = statuses.get(step.id);
     if (!isFinished(st)) continue;
-    const b = stepBatch(run, step, st, signer);
-    await appendOnce(vault, b.key, b.records);
+    const b = stepBatch(run, step, st);
+    await appendOnce(vault.claims, b.key, sealBatch(b.items, signer));
     keys.push(b.key);
   }
-  const t = terminalBatch(run, signer, new Date());
-  await appendOnce(vault, t.key, t.records);
+  const t = terminalBatch(run, new Date());
+  await appendOnce(vault.claims, t.key, sealBatch(t.items, signer));
   keys.push(t.key);
   return keys;
 }
@@ -128,7 +128,7 @@ describe('recordAibom from two replicas at once', () => {
   });
 
   afterAll(async () => {
-    await Promise.all(vaults.map((v) => v.pool.end()));
+    await Promise.all(vaults.map((v) => v.close()));
     await admin?.end();
   });
 
@@ -147,7 +147,7 @@ describe('recordAibom from two replicas at once', () => {
           ),
         ),
       );
-      const [a, b] = results as [ArtifactRecord, ArtifactRecord];
+      const [a, b] = results.map((r) => r.artifact) as [ArtifactRecord, ArtifactRecord];
       expect(b, `run ${i}: both replicas return the stored record`).toEqual(a);
 
       const count = async (text: string) =>
@@ -203,37 +203,35 @@ describe('recordAibom from two replicas at once', () => {
 describe('recordAibom after a crash between its stages', () => {
   let url: string;
   let vault: Vault;
+  let db: pg.Pool;
   let signer: KeySigner;
 
   beforeAll(async () => {
     url = await freshDatabase('opcrash');
     await migrate(url);
     vault = await openVault(createVaultPool(url));
+    db = new pg.Pool({ connectionString: url, max: 1 });
     signer = signerFromPem(pki);
   });
 
   afterAll(async () => {
-    await vault?.pool.end();
+    await vault?.close();
+    await db?.end();
   });
 
-  /** A pool whose query named `failOn` throws once, like a process dying right before that write. */
-  /** A vault whose query named `failOn` throws once, on its `nth` call (1-based). */
-  function crashingVault(failOn: string, nth = 1): Vault {
-    let armed = true;
+  /** A vault whose artifact read throws once, on its `nth` call (1-based): a process dying right there. */
+  function crashingVault(nth: number): Vault {
     let calls = 0;
-    const pool = new Proxy(vault.pool, {
-      get(target, prop, receiver) {
-        if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
-        return (config: unknown, ...rest: unknown[]) => {
-          if (armed && (config as { name?: string })?.name === failOn && ++calls === nth) {
-            armed = false;
-            return Promise.reject(new Error(`simulated crash before ${failOn}`));
-          }
-          return (target.query as (...a: unknown[]) => unknown).call(target, config, ...rest);
-        };
+    return {
+      ...vault,
+      artifacts: {
+        ...vault.artifacts,
+        get: (runId, kind) =>
+          ++calls === nth
+            ? Promise.reject(new Error('simulated crash before reading the artifact record'))
+            : vault.artifacts.get(runId, kind),
       },
-    });
-    return { ...vault, pool };
+    };
   }
 
   /** A store whose put of a key ending in `suffix` throws once. */
@@ -253,15 +251,15 @@ describe('recordAibom after a crash between its stages', () => {
     };
   }
 
-  async function afterCrash(crashed: AibomPipelineDeps, run: Run): Promise<ArtifactRecord> {
+  async function afterCrash(crashed: AibomDeps, run: Run): Promise<ArtifactRecord> {
     await expect(recordAibom(crashed, aibomRunOf(run))).rejects.toThrow(/simulated crash/);
-    return recordAibom({ vault, blobs: stackBlobs(), signer, logger }, aibomRunOf(run));
+    return (await recordAibom({ vault, blobs: stackBlobs(), signer, logger }, aibomRunOf(run))).artifact;
   }
 
   async function expectConsistent(run: Run, record: ArtifactRecord): Promise<void> {
     const blobs = stackBlobs();
     const meta = record.metadata as unknown as AibomMetadata;
-    const rows = await vault.pool.query<{ id: string; ref: string | null }>(
+    const rows = await db.query<{ id: string; ref: string | null }>(
       `SELECT id::text AS id, c2pa_manifest_ref AS ref FROM attestations WHERE run_id = $1 AND kind = 'aibom'`,
       [run.metadata.uid],
     );
@@ -291,10 +289,7 @@ describe('recordAibom after a crash between its stages', () => {
   it('a crash right after the AIBOM transaction commits is repaired by the next attempt', async () => {
     const run = terminalRun(namespace, 'crash-artifact-row');
     await attestLikeTheController(vault, run, signer);
-    const record = await afterCrash(
-      { vault: crashingVault('artifacts_get', 2), blobs: stackBlobs(), signer, logger },
-      run,
-    );
+    const record = await afterCrash({ vault: crashingVault(2), blobs: stackBlobs(), signer, logger }, run);
     await expectConsistent(run, record);
   });
 
@@ -329,7 +324,7 @@ describe('two controller processes on one Lease', () => {
     const names = Array.from({ length: 10 }, (_, i) => `ctl-${i}`);
     const fails = new Map(names.map((n, i) => [n, i % 3 === 2 ? 'summarise' : undefined]));
     await Promise.all(names.map((n) => createRun(namespace, n, spec)));
-    const pipeline = kubeClient(kubeConfig('admin'));
+    const pipeline = kubeConfig('admin');
     const drive = (name: string) => {
       const fail = fails.get(name);
       return driveRun(pipeline, namespace, name, {

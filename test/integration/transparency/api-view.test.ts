@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { enqueue, getJob, transparencyView } from '../../../src/transparency/jobs.ts';
+import { transparencyView } from '../../../src/transparency/jobs.ts';
 import { createLocalLog } from '../../../src/transparency/local-log.ts';
 import { createPublisher } from '../../../src/transparency/publisher.ts';
 import { stackApp } from '../../helpers/app.ts';
@@ -25,16 +25,22 @@ describe('transparency field on the read API', () => {
   beforeAll(async () => {
     db = await setupDb('api_view');
     signer = await statementSigner();
-    ids = (await db.vault.append(Array.from({ length: 4 }, () => record(signer, ns)))).map((s) => s.id);
+    ids = (await db.vault.attestations.append(Array.from({ length: 4 }, () => record(signer, ns)))).map(
+      (s) => s.id,
+    );
     // ids[0]: no job; ids[1]: queued; ids[2] and ids[3]: published through the local log.
-    await enqueue(db.pool, ids.slice(1));
-    const log = createLocalLog({ pool: db.pool, signer: logSigner(), issuer: 'https://scitt.view.invalid' });
+    await db.vault.transparencyJobs.enqueue(ids.slice(1));
+    const log = createLocalLog({
+      storage: db.vault.scittLog,
+      signer: logSigner(),
+      issuer: 'https://scitt.view.invalid',
+    });
     const publisher = createPublisher({
-      pool: db.pool,
+      jobs: db.vault.transparencyJobs,
       signer,
       caCertificates: signer.caCertificates,
       backend: { kind: 'local', log },
-      loadAttestation: (id) => db.vault.get(id),
+      loadAttestation: (id) => db.vault.attestations.get(id),
     });
     for (const id of ids.slice(2)) expect((await publisher.publishNow(id)).state).toBe('published');
     app = await stackApp(db.vault, []);
@@ -47,7 +53,7 @@ describe('transparency field on the read API', () => {
   /** What every read path must show for record i. */
   const expected = async (i: number): Promise<unknown> => {
     if (i === 0) return null;
-    const job = await getJob(db.pool, { attestationId: ids[i]! });
+    const job = await db.vault.transparencyJobs.get({ attestationId: ids[i]! });
     return transparencyView(job!);
   };
 

@@ -34,7 +34,7 @@ export async function setupDb(label: string): Promise<TestDb> {
     admin,
     vault,
     close: async () => {
-      await pool.end();
+      await vault.close();
       await admin.end();
       const c = new pg.Client({ connectionString: stack().env.DATABASE_URL });
       await c.connect();

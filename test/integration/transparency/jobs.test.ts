@@ -1,20 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import {
-  claim,
-  complete,
-  enqueue,
-  fail,
-  getJob,
-  getJobsByAttestation,
-  queueStats,
-  requeue,
-  setStatement,
-  transparencyView,
-  type RetryPolicy,
-} from '../../../src/transparency/jobs.ts';
-import { append, createVaultPool } from '../../../src/vault/index.ts';
+import { claim, fail, transparencyView, type RetryPolicy } from '../../../src/transparency/jobs.ts';
+import { connectVault } from '../../../src/vault/index.ts';
 import { statementSigner } from '../../unit/transparency/fixtures.ts';
 import { record, setupDb, sqlstate, type TestDb } from './helpers.ts';
 
@@ -39,17 +27,9 @@ describe('transparency job queue', () => {
 
   /** Stores attestations and enqueues their jobs in the same transaction, as the service does. */
   const store = async (n: number): Promise<string[]> => {
-    const stored = await append(
-      db.pool,
+    const stored = await db.vault.attestations.append(
       Array.from({ length: n }, () => record(signer)),
-      {
-        inTransaction: async (client, inserted) => {
-          await enqueue(
-            client,
-            inserted.map((s) => s.id),
-          );
-        },
-      },
+      { enqueueTransparency: true },
     );
     return stored.map((s) => s.id);
   };
@@ -72,33 +52,29 @@ describe('transparency job queue', () => {
 
   it('enqueues in the vault append transaction: both commit or neither', async () => {
     const ids = await store(3);
-    const jobs = await getJobsByAttestation(db.pool, ids);
+    const jobs = await db.vault.transparencyJobs.getByAttestation(ids);
     expect([...jobs.keys()].sort()).toEqual([...ids].sort());
     for (const job of jobs.values())
       expect(job).toMatchObject({ state: 'queued', attempts: 0, receipt: null });
     // Enqueueing again is a no-op that returns the existing jobs.
-    const again = await enqueue(db.pool, ids);
+    const again = await db.vault.transparencyJobs.enqueue(ids);
     expect(again.map((j) => j.id).sort()).toEqual([...jobs.values()].map((j) => j.id).sort());
 
-    const before = await queueStats(db.pool);
+    // A transaction that fails after the insert (here: its claim is taken) leaves neither.
+    await db.vault.claims.append('test:taken', [record(signer)], { enqueueTransparency: true });
+    const before = await db.vault.transparencyJobs.stats();
     const failing = record(signer);
     await expect(
-      append(db.pool, [failing], {
-        inTransaction: async (client, inserted) => {
-          await enqueue(
-            client,
-            inserted.map((s) => s.id),
-          );
-          throw new Error('boom');
-        },
-      }),
-    ).rejects.toThrow('boom');
-    expect(await queueStats(db.pool)).toEqual(before);
+      db.vault.claims.append('test:taken', [failing], { enqueueTransparency: true }),
+    ).rejects.toMatchObject({ code: 'CLAIM_TAKEN' });
+    expect(await db.vault.transparencyJobs.stats()).toEqual(before);
     const { rows } = await db.admin.query('SELECT count(*)::int AS n FROM attestations WHERE digest = $1', [
       failing.digest,
     ]);
     expect(rows[0]).toEqual({ n: 0 });
-    await expect(enqueue(db.pool, ['01890000-0000-7000-8000-000000000000'])).rejects.toMatchObject({
+    await expect(
+      db.vault.transparencyJobs.enqueue(['01890000-0000-7000-8000-000000000000']),
+    ).rejects.toMatchObject({
       code: '23503',
     });
   });
@@ -107,19 +83,22 @@ describe('transparency job queue', () => {
     await db.admin.query(`UPDATE transparency_jobs SET state = 'failed' WHERE state = 'queued'`);
     const ids = await store(80);
     const processed = new Map<string, string[]>();
-    const workers = Array.from({ length: 4 }, (_, w) => ({
-      name: `w${w}`,
-      pool: createVaultPool(db.url, { max: 2 }),
-    }));
+    const workers = await Promise.all(
+      Array.from({ length: 4 }, async (_, w) => ({
+        name: `w${w}`,
+        vault: await connectVault(db.url, { max: 2 }),
+      })),
+    );
     // Each worker holds its first batch until all four have one: they really overlap.
     let arrived = 0;
     let release!: () => void;
     const barrier = new Promise<void>((resolve) => (release = resolve));
     try {
       await Promise.all(
-        workers.map(async ({ name, pool }) => {
+        workers.map(async ({ name, vault }) => {
+          const jobs = vault.transparencyJobs;
           for (let round = 0; ; round++) {
-            const batch = await claim(pool, 3, { policy: POLICY });
+            const batch = await claim(jobs, 3, { policy: POLICY });
             if (round === 0) {
               expect(batch).toHaveLength(3);
               if (++arrived === workers.length) release();
@@ -128,50 +107,57 @@ describe('transparency job queue', () => {
             if (batch.length === 0) return;
             for (const job of batch) {
               processed.set(job.attestationId, [...(processed.get(job.attestationId) ?? []), name]);
-              await setStatement(pool, job, randomBytes(100));
-              expect(await complete(pool, job, publication())).toMatchObject({ state: 'published' });
+              await jobs.setStatement(job, randomBytes(100));
+              expect(await jobs.complete(job, publication())).toMatchObject({ state: 'published' });
             }
           }
         }),
       );
     } finally {
-      await Promise.all(workers.map((w) => w.pool.end()));
+      await Promise.all(workers.map((w) => w.vault.close()));
     }
     for (const id of ids) expect(processed.get(id), id).toHaveLength(1);
     expect(new Set([...processed.values()].flat()).size).toBe(4);
-    const jobs = await getJobsByAttestation(db.pool, ids);
+    const jobs = await db.vault.transparencyJobs.getByAttestation(ids);
     for (const job of jobs.values())
       expect(job).toMatchObject({ state: 'published', attempts: 1, leaseToken: null });
   });
 
   it('hands a job whose lease expired to another worker; the first one can no longer touch it', async () => {
     const [id] = await store(1);
-    const jobId = (await getJob(db.pool, { attestationId: id! }))!.id;
-    const [a] = await claim(db.pool, 10, { policy: POLICY, jobIds: [jobId] });
+    const jobId = (await db.vault.transparencyJobs.get({ attestationId: id! }))!.id;
+    const [a] = await claim(db.vault.transparencyJobs, 10, { policy: POLICY, jobIds: [jobId] });
     expect(a).toMatchObject({ attempts: 1 });
     // While A holds the lease nobody else gets the job.
-    expect(await claim(db.pool, 10, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
-    const fixed = await setStatement(db.pool, a!, Buffer.from('statement of A'));
+    expect(await claim(db.vault.transparencyJobs, 10, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
+    const fixed = (await db.vault.transparencyJobs.setStatement(a!, Buffer.from('statement of A')))!;
+    expect(fixed.toString()).toBe('statement of A');
 
     await makeDue(jobId); // A's lease runs out (A died, or hangs)
-    const [b] = await claim(db.pool, 10, { policy: POLICY, jobIds: [jobId] });
+    const [b] = await claim(db.vault.transparencyJobs, 10, { policy: POLICY, jobIds: [jobId] });
     expect(b).toMatchObject({ attempts: 2 });
     expect(b!.leaseToken).not.toBe(a!.leaseToken);
     // B resubmits A's statement: the statement is fixed once chosen.
     expect(b!.statement?.equals(fixed)).toBe(true);
-    expect((await setStatement(db.pool, b!, Buffer.from('another'))).equals(fixed)).toBe(true);
+    expect((await db.vault.transparencyJobs.setStatement(b!, Buffer.from('another')))?.equals(fixed)).toBe(
+      true,
+    );
 
-    expect(await complete(db.pool, a!, publication())).toBeNull();
-    expect(await fail(db.pool, a!, 'late', { policy: POLICY })).toBeNull();
-    await expect(setStatement(db.pool, { ...a!, statement: null }, Buffer.from('x'))).rejects.toMatchObject({
-      code: 'LEASE_LOST',
+    expect(await db.vault.transparencyJobs.complete(a!, publication())).toBeNull();
+    expect(await fail(db.vault.transparencyJobs, a!, 'late', { policy: POLICY })).toBeNull();
+    // Lease lost: nothing is stored and the holder is told (null).
+    expect(
+      await db.vault.transparencyJobs.setStatement({ ...a!, statement: null }, Buffer.from('x')),
+    ).toBeNull();
+    expect(await db.vault.transparencyJobs.complete(b!, publication())).toMatchObject({
+      state: 'published',
+      attempts: 2,
     });
-    expect(await complete(db.pool, b!, publication())).toMatchObject({ state: 'published', attempts: 2 });
   });
 
   it('backs off, honours Retry-After, and leaves the job failed (visible) at the attempt cap', async () => {
     const [id] = await store(1);
-    const jobId = (await getJob(db.pool, { attestationId: id! }))!.id;
+    const jobId = (await db.vault.transparencyJobs.get({ attestationId: id! }))!.id;
     const gap = async (): Promise<number> => {
       const { rows } = await db.admin.query<{ ms: number }>(
         'SELECT (extract(epoch FROM next_attempt_at - updated_at) * 1000)::float8 AS ms FROM transparency_jobs WHERE id = $1',
@@ -180,9 +166,12 @@ describe('transparency job queue', () => {
       return rows[0]!.ms;
     };
 
-    let [job] = await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] });
+    let [job] = await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] });
     expect(
-      await fail(db.pool, job!, 'REMOTE_UNAVAILABLE: 503', { policy: POLICY, random: () => 1 }),
+      await fail(db.vault.transparencyJobs, job!, 'REMOTE_UNAVAILABLE: 503', {
+        policy: POLICY,
+        random: () => 1,
+      }),
     ).toMatchObject({
       state: 'queued',
       attempts: 1,
@@ -190,24 +179,29 @@ describe('transparency job queue', () => {
       leaseToken: null,
     });
     expect(await gap()).toBe(1_000); // base · 2^0, full jitter share
-    expect(await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]); // not due yet
+    expect(await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]); // not due yet
 
     await makeDue(jobId);
-    [job] = await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] });
-    await fail(db.pool, job!, 'REMOTE_UNAVAILABLE: 429', { policy: POLICY, retryAfterMs: 42_000 });
+    [job] = await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] });
+    await fail(db.vault.transparencyJobs, job!, 'REMOTE_UNAVAILABLE: 429', {
+      policy: POLICY,
+      retryAfterMs: 42_000,
+    });
     expect(await gap()).toBe(42_000);
 
     await makeDue(jobId);
-    [job] = await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] });
+    [job] = await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] });
     expect(job).toMatchObject({ attempts: 3 });
-    const failed = await fail(db.pool, job!, 'REMOTE_UNAVAILABLE: still down', { policy: POLICY });
+    const failed = await fail(db.vault.transparencyJobs, job!, 'REMOTE_UNAVAILABLE: still down', {
+      policy: POLICY,
+    });
     expect(failed).toMatchObject({
       state: 'failed',
       attempts: 3,
       lastError: 'REMOTE_UNAVAILABLE: still down',
     });
     await makeDue(jobId);
-    expect(await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
+    expect(await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
     expect(transparencyView(failed!)).toEqual({
       job_id: jobId,
       status: 'failed',
@@ -216,19 +210,19 @@ describe('transparency job queue', () => {
     });
 
     // An operator's retry starts a fresh budget.
-    expect(await requeue(db.pool, jobId)).toMatchObject({ state: 'queued', attempts: 0 });
+    expect(await db.vault.transparencyJobs.requeue(jobId)).toMatchObject({ state: 'queued', attempts: 0 });
   });
 
   it('fails a job whose worker died on the last allowed attempt once its lease ends', async () => {
     const [id] = await store(1);
-    const jobId = (await getJob(db.pool, { attestationId: id! }))!.id;
+    const jobId = (await db.vault.transparencyJobs.get({ attestationId: id! }))!.id;
     for (let i = 0; i < POLICY.maxAttempts; i++) {
       await makeDue(jobId);
-      expect(await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] })).toHaveLength(1);
+      expect(await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] })).toHaveLength(1);
     }
     await makeDue(jobId);
-    expect(await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
-    expect(await getJob(db.pool, { id: jobId })).toMatchObject({
+    expect(await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
+    expect(await db.vault.transparencyJobs.get({ id: jobId })).toMatchObject({
       state: 'failed',
       attempts: POLICY.maxAttempts,
     });
@@ -236,10 +230,10 @@ describe('transparency job queue', () => {
 
   it('keeps published jobs immutable and undeletable; queued jobs are never deleted by the runtime role', async () => {
     const [id] = await store(1);
-    const jobId = (await getJob(db.pool, { attestationId: id! }))!.id;
-    const [job] = await claim(db.pool, 1, { policy: POLICY, jobIds: [jobId] });
-    await setStatement(db.pool, job!, Buffer.from('s'));
-    const published = await complete(db.pool, job!, publication());
+    const jobId = (await db.vault.transparencyJobs.get({ attestationId: id! }))!.id;
+    const [job] = await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] });
+    await db.vault.transparencyJobs.setStatement(job!, Buffer.from('s'));
+    const published = await db.vault.transparencyJobs.complete(job!, publication());
     const view = transparencyView(published!);
     expect(view).toMatchObject({
       job_id: jobId,

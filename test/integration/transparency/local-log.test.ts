@@ -9,7 +9,7 @@ import {
   verifyInclusion,
 } from '../../../src/transparency/merkle.ts';
 import { attachReceipt, decodeReceipt, entryOf, verifyReceipt } from '../../../src/transparency/receipt.ts';
-import { createVaultPool } from '../../../src/vault/index.ts';
+import { createVaultPool, openVault } from '../../../src/vault/index.ts';
 import { logSigner, statementSigner } from '../../unit/transparency/fixtures.ts';
 import { setupDb, sqlstate, statement, type TestDb } from './helpers.ts';
 
@@ -44,7 +44,7 @@ describe('local SCITT log (PostgreSQL)', () => {
     db = await setupDb('log');
     signer = await statementSigner();
     logKey = logSigner();
-    log = createLocalLog({ pool: db.pool, signer: logKey, issuer: ISSUER });
+    log = createLocalLog({ storage: db.vault.scittLog, signer: logKey, issuer: ISSUER });
   });
   afterAll(async () => {
     await db.close();
@@ -109,7 +109,12 @@ describe('local SCITT log (PostgreSQL)', () => {
 
   it('reads O(log n) stored hashes per proof, never the log', async () => {
     const counting = countingPool(db.pool);
-    const reader = createLocalLog({ pool: counting.pool, signer: logKey, issuer: ISSUER });
+    const reader = createLocalLog({
+      storage: (await openVault(counting.pool)).scittLog,
+      signer: logKey,
+      issuer: ISSUER,
+    });
+    counting.reset();
     const { size } = await reader.treeHead();
     expect(size).toBeGreaterThanOrEqual(200);
     const bound = 2 * Math.ceil(Math.log2(size)) + 2; // + the head row
@@ -148,7 +153,11 @@ describe('local SCITT log (PostgreSQL)', () => {
     try {
       const results = await Promise.all(
         pools.map(async (pool) => {
-          const writer = createLocalLog({ pool, signer: logKey, issuer: ISSUER });
+          const writer = createLocalLog({
+            storage: (await openVault(pool)).scittLog,
+            signer: logKey,
+            issuer: ISSUER,
+          });
           const mine = [...Array.from({ length: PER }, () => statement(signer)), ...shared];
           const out = [];
           for (const s of mine) out.push({ s, r: await writer.append(s) });

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { freePort } from '../../../hack/stack/proc.ts';
 import type { Run } from '../../../src/api/run.ts';
-import { driveRun } from '../../../src/cli/drive.ts';
+import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/controller/runtime/index.ts';
 import { generateDevPki } from '../../../src/signing/dev-pki.ts';
@@ -131,7 +131,7 @@ afterAll(async () => {
   await controller?.stop();
   for (const d of [a, b]) {
     await d?.app.close();
-    await d?.vault.pool.end();
+    await d?.vault.close();
   }
 });
 
@@ -160,7 +160,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       plural: 'runs',
       body: sample,
     });
-    await driveRun(kubeClient(kubeConfig('admin')), ns, 'anchored');
+    await driveRun(kubeConfig('admin'), ns, 'anchored');
 
     // 1 capability + 2 steps + 1 policy + 1 run + 1 AIBOM = 6 records.
     // B is not listening: every record is stored, enqueued, and shown as queued after a failed attempt.

@@ -4,21 +4,13 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
 import { decodeSign1, verifySignedStatement } from '../../../src/transparency/cose.ts';
-import {
-  enqueue,
-  getJob,
-  getJobsByAttestation,
-  transparencyView,
-  type RetryPolicy,
-  type TransparencyJob,
-} from '../../../src/transparency/jobs.ts';
+import { transparencyView, type RetryPolicy } from '../../../src/transparency/jobs.ts';
 import { createLocalLog, type LocalLog } from '../../../src/transparency/local-log.ts';
 import { createPublisher, type PublishBackend } from '../../../src/transparency/publisher.ts';
 import { verifyReceipt } from '../../../src/transparency/receipt.ts';
 import { createScrapiClient } from '../../../src/transparency/scrapi-client.ts';
 import { registerScrapiRoutes } from '../../../src/transparency/scrapi-routes.ts';
 import { createWorker } from '../../../src/transparency/worker.ts';
-import { append } from '../../../src/vault/index.ts';
 import { logSigner, statementSigner } from '../../unit/transparency/fixtures.ts';
 import { record, setupDb, type TestDb } from './helpers.ts';
 
@@ -41,41 +33,32 @@ describe('publisher and worker', () => {
 
   const storeAndEnqueue = async (n: number): Promise<string[]> =>
     (
-      await append(
-        a.pool,
+      await a.vault.attestations.append(
         Array.from({ length: n }, () => record(signer)),
-        {
-          inTransaction: async (client, inserted) => {
-            await enqueue(
-              client,
-              inserted.map((s) => s.id),
-            );
-          },
-        },
+        { enqueueTransparency: true },
       )
     ).map((s) => s.id);
 
-  const publisherWith = (backend: PublishBackend, onPublished?: (job: TransparencyJob) => void) =>
+  const publisherWith = (backend: PublishBackend) =>
     createPublisher({
-      pool: a.pool,
+      jobs: a.vault.transparencyJobs,
       backend,
       signer,
       caCertificates: signer.caCertificates,
-      loadAttestation: (id) => a.vault.get(id),
+      loadAttestation: (id) => a.vault.attestations.get(id),
       payloadLocation: (id) => `https://vault.test.invalid/v1/attestations/${id}`,
       policy: POLICY,
-      ...(onPublished !== undefined ? { onPublished } : {}),
     });
 
   const checkPublished = async (ids: readonly string[], backend: 'local' | 'scrapi', log: LocalLog) => {
-    const jobs = await getJobsByAttestation(a.pool, ids);
+    const jobs = await a.vault.transparencyJobs.getByAttestation(ids);
     expect(jobs.size).toBe(ids.length);
     for (const id of ids) {
       const job = jobs.get(id)!;
       expect(job).toMatchObject({ state: 'published', backend });
       const statement = verifySignedStatement(job.statement!, { trustAnchors: signer.caCertificates });
       expect(statement.subject).toBe(id);
-      const stored = await a.vault.get(id);
+      const stored = await a.vault.attestations.get(id);
       expect(`sha256:${statement.payload.toString('hex')}`).toBe(stored!.digest);
       expect(decodeSign1(job.statement!, 'MALFORMED_STATEMENT').protectedHeader.get(260)).toBe(
         `https://vault.test.invalid/v1/attestations/${id}`,
@@ -98,8 +81,16 @@ describe('publisher and worker', () => {
   beforeAll(async () => {
     [a, b] = await Promise.all([setupDb('pub_a'), setupDb('pub_b')]);
     signer = await statementSigner();
-    localLog = createLocalLog({ pool: a.pool, signer: logSigner(), issuer: 'https://a.scitt.test.invalid' });
-    remoteLog = createLocalLog({ pool: b.pool, signer: logSigner(), issuer: 'https://b.scitt.test.invalid' });
+    localLog = createLocalLog({
+      storage: a.vault.scittLog,
+      signer: logSigner(),
+      issuer: 'https://a.scitt.test.invalid',
+    });
+    remoteLog = createLocalLog({
+      storage: b.vault.scittLog,
+      signer: logSigner(),
+      issuer: 'https://b.scitt.test.invalid',
+    });
     remote = Fastify({ logger: false });
     await registerScrapiRoutes(remote, { log: remoteLog, trustAnchors: signer.caCertificates });
     await remote.listen({ port: 0, host: '127.0.0.1' });
@@ -112,24 +103,22 @@ describe('publisher and worker', () => {
 
   it('publishes every enqueued attestation to the local log (dry run)', async () => {
     const ids = await storeAndEnqueue(12);
-    const published: string[] = [];
     const worker = createWorker({
-      pool: a.pool,
-      publisher: publisherWith({ kind: 'local', log: localLog }, (job) => published.push(job.attestationId)),
+      jobs: a.vault.transparencyJobs,
+      publisher: publisherWith({ kind: 'local', log: localLog }),
       batchSize: 5,
       policy: POLICY,
     });
     let claimed = 0;
     for (let n = await worker.drainOnce(); n > 0; n = await worker.drainOnce()) claimed += n;
     expect(claimed).toBe(12);
-    expect(published.sort()).toEqual([...ids].sort());
     await checkPublished(ids, 'local', localLog);
   });
 
   it('publishes to another deployment over SCRAPI', async () => {
     const ids = await storeAndEnqueue(4);
     const publisher = publisherWith({ kind: 'scrapi', client: createScrapiClient({ baseUrl: remoteUrl }) });
-    const worker = createWorker({ pool: a.pool, publisher, policy: POLICY });
+    const worker = createWorker({ jobs: a.vault.transparencyJobs, publisher, policy: POLICY });
     while ((await worker.drainOnce()) > 0);
     await checkPublished(ids, 'scrapi', remoteLog);
     expect((await remoteLog.treeHead()).size).toBe(4);
@@ -165,12 +154,12 @@ describe('publisher and worker', () => {
   it('fails for good, visibly, when the vault record does not match its digest', async () => {
     const [id] = await storeAndEnqueue(1);
     const publisher = createPublisher({
-      pool: a.pool,
+      jobs: a.vault.transparencyJobs,
       backend: { kind: 'local', log: localLog },
       signer,
       caCertificates: signer.caCertificates,
       loadAttestation: async (attestationId) => {
-        const stored = await a.vault.get(attestationId);
+        const stored = await a.vault.attestations.get(attestationId);
         return stored && { ...stored, digest: `sha256:${'1'.repeat(64)}` };
       },
       policy: POLICY,
@@ -186,7 +175,7 @@ describe('publisher and worker', () => {
   it('runs as a loop until stopped, woken by new work', async () => {
     const stop = new AbortController();
     const worker = createWorker({
-      pool: a.pool,
+      jobs: a.vault.transparencyJobs,
       publisher: publisherWith({ kind: 'local', log: localLog }),
       idleMs: 60_000,
       policy: POLICY,
@@ -196,13 +185,14 @@ describe('publisher and worker', () => {
     worker.wake();
     // Wait for the condition itself (bounded by the test timeout), not for an amount of time.
     for (;;) {
-      const jobs = await getJobsByAttestation(a.pool, ids);
+      const jobs = await a.vault.transparencyJobs.getByAttestation(ids);
       if ([...jobs.values()].every((j) => j.state === 'published')) break;
       await sleep(20);
       worker.wake();
     }
     stop.abort();
     await running;
-    for (const id of ids) expect((await getJob(a.pool, { attestationId: id }))?.backend).toBe('local');
+    for (const id of ids)
+      expect((await a.vault.transparencyJobs.get({ attestationId: id }))?.backend).toBe('local');
   });
 });

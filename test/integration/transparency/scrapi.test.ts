@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
 import { encodeKeySet } from '../../../src/transparency/cose.ts';
 import { isTransparencyError, type TransparencyError } from '../../../src/transparency/errors.ts';
-import { enqueue, getJob, type RetryPolicy } from '../../../src/transparency/jobs.ts';
+import type { RetryPolicy } from '../../../src/transparency/jobs.ts';
 import { createLocalLog, type LocalLog } from '../../../src/transparency/local-log.ts';
 import { createPublisher } from '../../../src/transparency/publisher.ts';
 import { leafHash } from '../../../src/transparency/merkle.ts';
@@ -96,7 +96,11 @@ describe('SCRAPI client ↔ server', () => {
   beforeAll(async () => {
     db = await setupDb('scrapi');
     signer = await statementSigner();
-    log = createLocalLog({ pool: db.pool, signer: logSigner(), issuer: 'https://b.scitt.test.invalid' });
+    log = createLocalLog({
+      storage: db.vault.scittLog,
+      signer: logSigner(),
+      issuer: 'https://b.scitt.test.invalid',
+    });
   });
   afterEach(async () => {
     await Promise.all(apps.splice(0).map((a) => a.close()));
@@ -216,7 +220,7 @@ describe('SCRAPI client ↔ server', () => {
   it('refuses responses that are not a valid receipt for the statement', async () => {
     const s = statement(signer);
     const other = await log.append(statement(signer));
-    const strangerLog = createLocalLog({ pool: db.pool, signer: logSigner(), issuer: 'x' });
+    const strangerLog = createLocalLog({ storage: db.vault.scittLog, signer: logSigner(), issuer: 'x' });
     let answer: Buffer = Buffer.from('<html>hello</html>');
     const t = await tiny((req, _body, res) => {
       if (req.url === '/.well-known/scitt-keys') return keysRoute(res);
@@ -241,8 +245,8 @@ describe('SCRAPI client ↔ server', () => {
     expect(await caught(pinned.register(s3))).toMatchObject({ code: 'RECEIPT_SIGNATURE_INVALID' });
 
     // Through the publisher: the job records the failure and nothing else.
-    const [stored] = await db.vault.append([record(signer)]);
-    const [queued] = await enqueue(db.pool, [stored!.id]);
+    const [stored] = await db.vault.attestations.append([record(signer)]);
+    const [queued] = await db.vault.transparencyJobs.enqueue([stored!.id]);
     answer = Buffer.from('garbage');
     const policy: RetryPolicy = {
       maxAttempts: 5,
@@ -252,11 +256,11 @@ describe('SCRAPI client ↔ server', () => {
       leaseMs: 60_000,
     };
     const publisher = createPublisher({
-      pool: db.pool,
+      jobs: db.vault.transparencyJobs,
       backend: { kind: 'scrapi', client: c },
       signer,
       caCertificates: signer.caCertificates,
-      loadAttestation: (id) => db.vault.get(id),
+      loadAttestation: (id) => db.vault.attestations.get(id),
       policy,
     });
     const after = await publisher.publishNow(stored!.id);
@@ -269,7 +273,7 @@ describe('SCRAPI client ↔ server', () => {
       backend: null,
     });
     expect(after.lastError).toMatch(/^MALFORMED_RECEIPT/);
-    expect((await getJob(db.pool, { id: queued!.id }))!.statement).not.toBeNull();
+    expect((await db.vault.transparencyJobs.get({ id: queued!.id }))!.statement).not.toBeNull();
   });
 
   it('answers errors as CBOR problem details; the client maps them to REMOTE_REJECTED', async () => {

@@ -6,8 +6,8 @@ describe('vault append-only enforcement', () => {
   let t: TestVault;
   beforeAll(async () => {
     t = await setupVault('appendonly');
-    await t.vault.append([attestation(), attestation()]);
-    await t.vault.recordAudit({
+    await t.vault.attestations.append([attestation(), attestation()]);
+    await t.vault.audit.record({
       actor: 'alice',
       action: 'attestations.export',
       namespace: 'team-a',
@@ -73,9 +73,9 @@ describe('vault append-only enforcement', () => {
   });
 
   it('the runtime role can still read, append and audit', async () => {
-    const [s] = await t.vault.append([attestation()]);
+    const [s] = await t.vault.attestations.append([attestation()]);
     expect(s!.seq).toBe(3);
-    const audit = await t.vault.recordAudit({
+    const audit = await t.vault.audit.record({
       actor: 'bob',
       action: 'artifact.download',
       namespace: 'team-a',

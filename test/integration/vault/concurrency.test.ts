@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { append, createVaultPool, UuidV7Generator, verifyChain } from '../../../src/vault/index.ts';
+import { connectVault, UuidV7Generator } from '../../../src/vault/index.ts';
 import { attestation, digestOf, setupVault, type TestVault } from './helpers.ts';
 
 const WRITERS = 8;
@@ -22,17 +22,19 @@ describe('vault append under concurrency', () => {
     clocks.push(() => Date.now() - 3_600_000);
     const frozen = Date.now();
     clocks.push(() => frozen);
-    const writers = clocks.map((now) => ({
-      pool: createVaultPool(t.url, { max: 1 }),
-      ids: new UuidV7Generator({ now }),
-    }));
+    const writers = await Promise.all(
+      clocks.map(async (now) => ({
+        vault: await connectVault(t.url, { max: 1 }),
+        ids: new UuidV7Generator({ now }),
+      })),
+    );
     try {
       const results = await Promise.all(
         writers.map(async (w, i) => {
           const seqs: number[][] = [];
           for (let b = 0; b < BATCHES; b++) {
             const batch = Array.from({ length: BATCH_SIZE }, () => attestation({ namespace: `writer-${i}` }));
-            const stored = await append(w.pool, batch, { ids: w.ids });
+            const stored = await w.vault.attestations.append(batch, { ids: w.ids });
             seqs.push(stored.map((s) => s.seq));
           }
           return seqs;
@@ -45,7 +47,7 @@ describe('vault append under concurrency', () => {
         expect(firsts).toEqual([...firsts].sort((a, b) => a - b));
       }
     } finally {
-      await Promise.all(writers.map((w) => w.pool.end()));
+      await Promise.all(writers.map((w) => w.vault.close()));
     }
 
     const total = WRITERS * BATCHES * BATCH_SIZE;
@@ -67,7 +69,7 @@ describe('vault append under concurrency', () => {
     );
     expect(v7.rows[0]!.n).toBe(String(total));
 
-    const report = await verifyChain(t.pool, { digestOf, batchSize: 500 });
+    const report = await t.vault.attestations.verifyChain({ digestOf, batchSize: 500 });
     expect(report).toEqual({ ok: true, checked: total, headSeq: total });
   });
 });

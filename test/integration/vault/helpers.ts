@@ -82,7 +82,7 @@ export async function setupVault(label: string): Promise<TestVault> {
     admin,
     vault,
     close: async () => {
-      await pool.end();
+      await vault.close();
       await admin.end();
       await db.drop();
     },

@@ -1,13 +1,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  append,
+  connectVault,
   createVaultPool,
   CursorCodec,
-  listNamespaces,
-  queryAttestations,
+  openVault,
   VaultError,
   type AttestationFilter,
+  type Page,
   type StoredAttestation,
 } from '../../../src/vault/index.ts';
 import { attestation, setupVault, sleep, type TestVault } from './helpers.ts';
@@ -47,7 +47,7 @@ describe('vault queries', () => {
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const page = await t.vault.query(filter, { limit, cursor });
+      const page = await t.vault.attestations.query(filter, { limit, cursor });
       pages += 1;
       expect(page.items.length).toBeLessThanOrEqual(limit);
       items.push(...page.items);
@@ -78,7 +78,7 @@ describe('vault queries', () => {
           capabilityTokenIds: i % 6 === 0 ? ['tok-1'] : i % 5 === 1 ? ['tok-1', 'tok-2'] : [],
         });
       });
-      stored.push(...(await t.vault.append(batch)));
+      stored.push(...(await t.vault.attestations.append(batch)));
       await sleep(5);
     }
   });
@@ -139,28 +139,31 @@ describe('vault queries', () => {
   });
 
   it('lists the namespaces holding attestations', async () => {
-    expect(await listNamespaces(t.pool)).toEqual([...NAMESPACES].sort());
+    expect(await t.vault.attestations.namespaces()).toEqual([...NAMESPACES].sort());
   });
 
   it('an empty namespace list sees nothing', async () => {
-    expect(await t.vault.query({ namespaces: [] })).toEqual({ items: [], nextCursor: null });
+    expect(await t.vault.attestations.query({ namespaces: [] })).toEqual({ items: [], nextCursor: null });
     const streamed = [];
-    for await (const s of t.vault.stream({ namespaces: [] })) streamed.push(s);
+    for await (const s of t.vault.attestations.stream({ namespaces: [] })) streamed.push(s);
     expect(streamed).toEqual([]);
   });
 
   it('limit defaults to 100 and is capped at 1000', async () => {
-    await t.vault.append(Array.from({ length: 1100 }, () => attestation({ namespace: 'bulk' })));
-    const first = await t.vault.query({ namespaces: ['bulk'] });
+    await t.vault.attestations.append(Array.from({ length: 1100 }, () => attestation({ namespace: 'bulk' })));
+    const first = await t.vault.attestations.query({ namespaces: ['bulk'] });
     expect(first.items).toHaveLength(100);
     expect(first.nextCursor).not.toBeNull();
-    const capped = await t.vault.query({ namespaces: ['bulk'] }, { limit: 5000 });
+    const capped = await t.vault.attestations.query({ namespaces: ['bulk'] }, { limit: 5000 });
     expect(capped.items).toHaveLength(1000);
-    const rest = await t.vault.query({ namespaces: ['bulk'] }, { limit: 1000, cursor: capped.nextCursor });
+    const rest = await t.vault.attestations.query(
+      { namespaces: ['bulk'] },
+      { limit: 1000, cursor: capped.nextCursor },
+    );
     expect(rest.items).toHaveLength(100);
     expect(rest.nextCursor).toBeNull();
     for (const limit of [0, -1, 1.5]) {
-      await expect(t.vault.query({ namespaces: ['bulk'] }, { limit })).rejects.toMatchObject({
+      await expect(t.vault.attestations.query({ namespaces: ['bulk'] }, { limit })).rejects.toMatchObject({
         code: 'INVALID_INPUT',
       });
     }
@@ -168,7 +171,7 @@ describe('vault queries', () => {
 
   it('rejects forged, corrupted, foreign and cross-filter cursors with CURSOR_INVALID', async () => {
     const filter = { namespaces: NAMESPACES };
-    const page = await t.vault.query(filter, { limit: 5 });
+    const page = await t.vault.attestations.query(filter, { limit: 5 });
     const cursor = page.nextCursor!;
     const [body, mac] = cursor.split('.') as [string, string];
     const payload = JSON.parse(Buffer.from(body, 'base64url').toString()) as {
@@ -195,23 +198,24 @@ describe('vault queries', () => {
       foreign,
     ];
     for (const c of bad) {
-      const err = await t.vault.query(filter, { limit: 5, cursor: c }).catch((e: unknown) => e);
+      const err = await t.vault.attestations.query(filter, { limit: 5, cursor: c }).catch((e: unknown) => e);
       expect(err, c).toBeInstanceOf(VaultError);
       expect((err as VaultError).code).toBe('CURSOR_INVALID');
     }
     // A genuine cursor replayed with another filter is stale.
-    await expect(t.vault.query({ ...filter, kind: 'step' }, { limit: 5, cursor })).rejects.toMatchObject({
+    await expect(
+      t.vault.attestations.query({ ...filter, kind: 'step' }, { limit: 5, cursor }),
+    ).rejects.toMatchObject({
       code: 'CURSOR_INVALID',
     });
     // ...but survives a change of the caller's namespaces (permissions are re-applied per page).
-    const narrowed = await t.vault.query({ namespaces: ['team-a'] }, { limit: 5, cursor });
+    const narrowed = await t.vault.attestations.query({ namespaces: ['team-a'] }, { limit: 5, cursor });
     expect(narrowed.items.every((s) => s.namespace === 'team-a' && s.id > payload.after)).toBe(true);
     // Cursors come from the database key: another replica (pool + codec) accepts them.
     const replica = createVaultPool(t.url, { max: 1 });
     try {
-      const { openVault } = await import('../../../src/vault/index.ts');
       const other = await openVault(replica);
-      const next = await other.query(filter, { limit: 5, cursor });
+      const next = await other.attestations.query(filter, { limit: 5, cursor });
       expect(next.items.map((s) => s.id)).toEqual(stored.slice(5, 10).map((s) => s.id));
     } finally {
       await replica.end();
@@ -220,13 +224,16 @@ describe('vault queries', () => {
 
   it('pages stay exact while writers append: nothing skipped, nothing repeated', async () => {
     const filter = { namespaces: ['live'] };
-    await t.vault.append(Array.from({ length: 50 }, () => attestation({ namespace: 'live' })));
-    const writerPool = createVaultPool(t.url, { max: 2 });
+    await t.vault.attestations.append(Array.from({ length: 50 }, () => attestation({ namespace: 'live' })));
+    const writer = await connectVault(t.url, { max: 2 });
     let stop = false;
     // A free-running writer (matching and non-matching rows) races with the pager...
     const background = (async () => {
       while (!stop) {
-        await append(writerPool, [attestation({ namespace: 'live' }), attestation({ namespace: 'other' })]);
+        await writer.attestations.append([
+          attestation({ namespace: 'live' }),
+          attestation({ namespace: 'other' }),
+        ]);
       }
     })();
     try {
@@ -234,16 +241,14 @@ describe('vault queries', () => {
       let cursor: string | null = null;
       let pages = 0;
       do {
-        const page = await queryAttestations(t.pool, new CursorCodec(await loadKey()), filter, {
-          limit: 7,
-          cursor,
-        });
+        // Each page through a fresh vault (its own cursor codec from the shared key): another replica.
+        const page: Page = await (await openVault(t.pool)).attestations.query(filter, { limit: 7, cursor });
         seen.push(...page.items.map((s) => s.id));
         cursor = page.nextCursor;
         pages += 1;
         // ...and every one of the first pages is followed by a committed matching append, so rows
         // certainly arrive behind the cursor while paging.
-        if (pages <= 10) await append(writerPool, [attestation({ namespace: 'live' })]);
+        if (pages <= 10) await writer.attestations.append([attestation({ namespace: 'live' })]);
         if (pages === 20) stop = true;
       } while (cursor !== null);
       stop = true;
@@ -261,12 +266,7 @@ describe('vault queries', () => {
     } finally {
       stop = true;
       await background;
-      await writerPool.end();
-    }
-
-    async function loadKey(): Promise<Buffer> {
-      const { rows } = await t.pool.query<{ key: Buffer }>('SELECT key FROM vault_cursor_key');
-      return rows[0]!.key;
+      await writer.close();
     }
   });
 
@@ -277,6 +277,7 @@ describe('vault queries', () => {
       { namespaces: NAMESPACES, from: new Date('nope') },
       { namespaces: NAMESPACES, kind: 'nope' as 'run' },
     ];
-    for (const f of bad) await expect(t.vault.query(f)).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    for (const f of bad)
+      await expect(t.vault.attestations.query(f)).rejects.toMatchObject({ code: 'INVALID_INPUT' });
   });
 });

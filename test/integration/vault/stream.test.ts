@@ -23,7 +23,7 @@ describe('vault streaming export', () => {
     // ~1.7 KiB envelopes: holding all rows would take several hundred MiB of heap.
     for (let b = 0; b < ROWS / BATCH; b++) {
       const ns = b % 2 === 0 ? 'even' : 'odd';
-      await t.vault.append(
+      await t.vault.attestations.append(
         Array.from({ length: BATCH }, () => attestation({ namespace: ns, padding: 1000 })),
       );
     }
@@ -39,12 +39,12 @@ describe('vault streaming export', () => {
     let prev = '';
     let ordered = true;
     let lateWrite: Promise<unknown> | undefined;
-    for await (const s of t.vault.stream({ namespaces: ['even', 'odd'] })) {
+    for await (const s of t.vault.attestations.stream({ namespaces: ['even', 'odd'] })) {
       if (s.id <= prev) ordered = false;
       prev = s.id;
       count += 1;
       // Rows committed after the stream started are not part of this export.
-      if (count === 500) lateWrite = t.vault.append([attestation({ namespace: 'even' })]);
+      if (count === 500) lateWrite = t.vault.attestations.append([attestation({ namespace: 'even' })]);
       if (count % (10 * BATCH) === 0) peak = Math.max(peak, retainedHeap());
     }
     await lateWrite;
@@ -57,7 +57,7 @@ describe('vault streaming export', () => {
 
   it('applies filters while streaming', async () => {
     let count = 0;
-    for await (const s of t.vault.stream({ namespaces: ['odd', 'other'] }, { batchSize: 777 })) {
+    for await (const s of t.vault.attestations.stream({ namespaces: ['odd', 'other'] }, { batchSize: 777 })) {
       expect(s.namespace).toBe('odd');
       count += 1;
     }
@@ -68,7 +68,7 @@ describe('vault streaming export', () => {
     const baseline = retainedHeap();
     let peak = baseline;
     let calls = 0;
-    const report = await t.vault.verifyChain({
+    const report = await t.vault.attestations.verifyChain({
       batchSize: 1000,
       digestOf: (envelope) => {
         calls += 1;

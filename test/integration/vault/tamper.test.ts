@@ -23,14 +23,14 @@ describe('vault tamper detection', () => {
     t = await setupVault('tamper');
     rows = [];
     for (let i = 0; i < 5; i++)
-      rows.push(...(await t.vault.append(Array.from({ length: 7 }, () => attestation()))));
-    expect((await t.vault.verifyChain({ digestOf })).ok).toBe(true);
+      rows.push(...(await t.vault.attestations.append(Array.from({ length: 7 }, () => attestation()))));
+    expect((await t.vault.attestations.verifyChain({ digestOf })).ok).toBe(true);
   });
   afterAll(async () => {
     await t.close();
   });
 
-  const verify = (batchSize = 4) => t.vault.verifyChain({ digestOf, batchSize });
+  const verify = (batchSize = 4) => t.vault.attestations.verifyChain({ digestOf, batchSize });
 
   it('one changed byte of an envelope: DIGEST_MISMATCH at that row', async () => {
     const victim = rows[12]!;

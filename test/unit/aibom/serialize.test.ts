@@ -1,14 +1,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../../src/attest/index.ts';
-import {
-  aibomDigest,
-  BASELINE_GUARDRAILS,
-  buildAibom,
-  prettyAibom,
-  serializeAibom,
-  summarize,
-} from '../../../src/aibom/index.ts';
+import { aibomDigest, buildAibom, prettyAibom, serializeAibom, summarize } from '../../../src/aibom/index.ts';
+import { BASELINE_GUARDRAILS } from '../../../src/policy/index.ts';
 import { fixtureInput, runWith } from './fixtures.ts';
 
 describe('serializeAibom / aibomDigest', () => {

@@ -5,13 +5,7 @@ import { isAllowed } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { toApiEnvelope, type ApiEnvelope } from '../../envelope.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
-import {
-  getJobsByAttestation,
-  JOBS_JOIN,
-  jobOfJoinedRow,
-  transparencyView,
-  type TransparencyJob,
-} from '../../../transparency/jobs.ts';
+import { transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
 import { createBatchLoader } from '../../batch-loader.ts';
 import { ProblemError } from '../../problem.ts';
@@ -103,10 +97,7 @@ async function withTransparency(
   deps: AttestationRouteDeps,
   records: readonly StoredAttestation[],
 ): Promise<ApiEnvelope[]> {
-  const jobs = await getJobsByAttestation(
-    deps.vault.pool,
-    records.map((r) => r.id),
-  );
+  const jobs = await deps.vault.transparencyJobs.getByAttestation(records.map((r) => r.id));
   return records.map((r) => withJob(r, jobs.get(r.id)));
 }
 
@@ -147,11 +138,8 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     // Both by the requested ids (the route's schema admits UUIDv7 only), so the two queries run
     // side by side on two connections.
     const [found, jobs] = await Promise.all([
-      deps.vault.getMany(ids),
-      getJobsByAttestation(
-        deps.vault.pool,
-        ids.filter((id) => UUID_V7.test(id)),
-      ),
+      deps.vault.attestations.getMany(ids),
+      deps.vault.transparencyJobs.getByAttestation(ids.filter((id) => UUID_V7.test(id))),
     ]);
     return new Map(
       [...found].map(([id, record]) => [id, { record, envelope: withJob(record, jobs.get(id)) }]),
@@ -222,7 +210,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
             },
           );
         }
-        const records = deps.vault.stream(filter);
+        const records = deps.vault.attestations.stream(filter);
         // Transparency state is joined per batch of 500 records: one query each, memory stays flat.
         async function* lines(): AsyncGenerator<string> {
           let batch: StoredAttestation[] = [];
@@ -240,14 +228,14 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         return reply.type('application/x-ndjson').send(Readable.from(lines(), { objectMode: false }));
       }
       // The page's transparency jobs come in the page query itself (one round trip, not two).
-      const page = await deps.vault.query(filter, {
+      const page = await deps.vault.attestations.query(filter, {
         ...(body.limit !== undefined ? { limit: body.limit } : {}),
         ...(body.cursor !== undefined ? { cursor: body.cursor } : {}),
-        join: JOBS_JOIN,
+        withTransparencyJobs: true,
       });
-      const joined = page.joined ?? [];
+      const jobs = page.jobs ?? [];
       return sendJson(reply, {
-        items: page.items.map((record, i) => withJob(record, jobOfJoinedRow(joined[i] ?? {}))),
+        items: page.items.map((record, i) => withJob(record, jobs[i])),
         next_cursor: page.nextCursor,
         excluded_namespaces: excluded,
       } satisfies AttestationPageBody);
@@ -273,7 +261,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       },
     },
     async (req, reply) => {
-      const record = await deps.vault.get(req.body.id);
+      const record = await deps.vault.attestations.get(req.body.id);
       const notFound = new ProblemError(404, 'NOT_FOUND', `attestation ${req.body.id} not found`);
       if (!record) throw notFound;
       const ns = record.namespace;

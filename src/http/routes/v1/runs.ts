@@ -3,10 +3,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../../../blob/store.ts';
 import { C2PA_MEDIA_TYPE } from '../../../c2pa/index.ts';
 import { loadGuardedArtifact } from '../../export-guard.ts';
-import { getJob, transparencyView } from '../../../transparency/jobs.ts';
-import { getArtifact, listArtifacts } from '../../../vault/artifacts.ts';
-import type { Vault } from '../../../vault/index.ts';
-import { getRun, type RunRecord } from '../../../vault/runs.ts';
+import { transparencyView } from '../../../transparency/jobs.ts';
+import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
@@ -48,7 +46,7 @@ export const runDetailSchema = {
 /** The run, if the caller may `get` runs in its namespace; 404 when it cannot even see it. */
 async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId: string): Promise<RunRecord> {
   const id = rawId.toLowerCase();
-  const run = await getRun(deps.vault.pool, id);
+  const run = await deps.vault.runs.get(id);
   const notFound = new ProblemError(404, 'NOT_FOUND', `run ${id} not found`);
   if (!run) throw notFound;
   const attrs = { namespace: run.namespace, resource: 'runs' as const, name: run.name };
@@ -71,7 +69,7 @@ const artifactParams = {
 export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
-    const record = await getArtifact(deps.vault.pool, run.id, params.kind);
+    const record = await deps.vault.artifacts.get(run.id, params.kind);
     if (!record) throw new ProblemError(404, 'NOT_FOUND', `run ${run.id} has no ${params.kind} yet`);
     const meta = record.metadata as { key: string; c2pa_manifest?: { key?: string; digest?: string } };
     const artifact = await loadGuardedArtifact(deps.blobs, meta, {
@@ -92,7 +90,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     },
     async (req, reply) => {
       const { run, record, artifact } = await artifactOf(req, req.params);
-      await deps.vault.recordAudit({
+      await deps.vault.audit.record({
         actor: req.user?.username ?? 'unknown',
         action: 'artifact.download',
         namespace: run.namespace,
@@ -144,11 +142,11 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
       const run = await visibleRun(deps, req, req.params.id);
       const id = run.id;
       const artifacts: Record<string, Record<string, unknown>> = {};
-      for (const a of await listArtifacts(deps.vault.pool, id)) artifacts[a.kind] = { ...a.metadata };
+      for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = { ...a.metadata };
       // The transparency entry changes (queued → published) while the record is immutable: joined here.
       const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
       if (typeof aibomAttestation === 'string') {
-        const job = await getJob(deps.vault.pool, { attestationId: aibomAttestation });
+        const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
         if (job) artifacts.aibom!.transparency = transparencyView(job);
       }
       const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];

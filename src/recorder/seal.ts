@@ -15,7 +15,7 @@ export interface RecordMeta {
 }
 
 /**
- * statement → signed envelope → vault record. The record's subjects are the statement's subject
+ * Sign: statement → signed envelope → vault record. The record's subjects are the statement's subject
  * names; artifact digests are indexed for artifact and AIBOM statements, whose subject digests are
  * digests of stored bytes.
  */
@@ -46,4 +46,12 @@ export function sealRecord(statement: Statement, signer: Signer, meta: RecordMet
     signature: sealed.signature,
     c2paManifestRef: meta.c2paManifestRef ?? null,
   };
+}
+
+/** Every statement of a batch sealed with one signer, in order. */
+export function sealBatch(
+  items: readonly { readonly statement: Statement; readonly meta: RecordMeta }[],
+  signer: Signer,
+): NewAttestation[] {
+  return items.map((i) => sealRecord(i.statement, signer, i.meta));
 }

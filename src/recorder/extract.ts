@@ -1,27 +1,43 @@
-import type { Run, StepSpec, StepStatus } from '../../api/run.ts';
+import { isFinished, type Run, type StepSpec, type StepStatus } from '../api/run.ts';
 import {
   capabilityStatement,
   policyStatement,
   runStatement,
   stepStatement,
   type Statement,
-} from '../../attest/index.ts';
-import { DEFAULT_TEMPERATURE, policyComponents, resolveRunPack, resolveStepPack } from '../../aibom/index.ts';
-import { sealRecord } from '../../attestor/records.ts';
-import type { Signer } from '../../signing/index.ts';
-import type { NewAttestation } from '../../vault/index.ts';
+} from '../attest/index.ts';
+import { DEFAULT_TEMPERATURE } from '../aibom/index.ts';
+import { policyComponents, resolveRunPack, resolveStepPack } from '../policy/index.ts';
+import type { RecordMeta } from './seal.ts';
 
 /**
- * Pure translation of a Run into vault records. Each batch has a claim key: the controller appends
- * a batch once per key (see src/vault/claims.ts), however often it reconciles.
+ * Extract: the pure translation of a Run into the statements to record. Each batch has a claim key:
+ * the recorder stores a batch once per key (once.ts), however often the Run is reconciled.
  */
-export interface RecordBatch {
-  readonly key: string;
-  readonly records: NewAttestation[];
+
+/** One statement with the index fields its vault record gets. */
+export interface Extracted {
+  readonly statement: Statement;
+  readonly meta: RecordMeta;
 }
 
-export const isFinished = (s: StepStatus | undefined): s is StepStatus & { phase: 'Succeeded' | 'Failed' } =>
-  s?.phase === 'Succeeded' || s?.phase === 'Failed';
+export interface Batch {
+  readonly key: string;
+  readonly items: readonly Extracted[];
+}
+
+export const stepKey = (runId: string, stepId: string): string => `step:${runId}:${stepId}`;
+export const terminalKey = (runId: string): string => `run:${runId}`;
+export const aibomKey = (runId: string): string => `aibom:${runId}`;
+
+/** The steps of `run` that finished (their status is terminal), in spec order, with that status. */
+export function finishedSteps(run: Run): { step: StepSpec; status: StepStatus }[] {
+  const statuses = new Map((run.status?.steps ?? []).map((s) => [s.id, s]));
+  return run.spec.steps.flatMap((step) => {
+    const status = statuses.get(step.id);
+    return isFinished(status) ? [{ step, status }] : [];
+  });
+}
 
 function stepKind(step: StepSpec) {
   if (step.model) {
@@ -41,8 +57,8 @@ function stepKind(step: StepSpec) {
   };
 }
 
-/** Capability-token records of one step, then the step record authorised by them. */
-export function stepBatch(run: Run, step: StepSpec, status: StepStatus, signer: Signer): RecordBatch {
+/** Capability-token statements of one finished step, then the step statement authorised by them. */
+export function stepBatch(run: Run, step: StepSpec, status: StepStatus): Batch {
   const runId = run.metadata.uid;
   const namespace = run.metadata.namespace;
   const pack = resolveStepPack(step, resolveRunPack(run.spec));
@@ -69,22 +85,29 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus, signer: 
   });
   const meta = { namespace, runId, stepId: step.id, policyPack: pack };
   return {
-    key: `step:${runId}:${step.id}`,
-    records: [
-      ...capabilities.map((c) => sealRecord(c, signer, { ...meta, kind: 'capability' })),
-      sealRecord(statement, signer, { ...meta, kind: 'step', capabilityTokenIds: capIds }),
+    key: stepKey(runId, step.id),
+    items: [
+      ...capabilities.map((c) => ({ statement: c, meta: { ...meta, kind: 'capability' as const } })),
+      { statement, meta: { ...meta, kind: 'step' as const, capabilityTokenIds: capIds } },
     ],
   };
 }
 
-/** At a terminal phase: one policy record per pack the run used, then the run's SLSA provenance. */
-export function terminalBatch(run: Run, signer: Signer, now: Date): RecordBatch {
+/** At a terminal phase: one policy statement per pack the run used, then the run's SLSA provenance. */
+export function terminalBatch(run: Run, now: Date): Batch {
   const runId = run.metadata.uid;
   const namespace = run.metadata.namespace;
   const runPack = resolveRunPack(run.spec);
-  const policies: Statement[] = policyComponents(run.spec, runPack).map((p) =>
-    policyStatement({ runId, pack: p.pack, version: p.version, guardrails: p.guardrails, decision: 'allow' }),
-  );
+  const policies: Extracted[] = policyComponents(run.spec, runPack).map((p) => ({
+    statement: policyStatement({
+      runId,
+      pack: p.pack,
+      version: p.version,
+      guardrails: p.guardrails,
+      decision: 'allow',
+    }),
+    meta: { namespace, runId, kind: 'policy', policyPack: { name: p.pack, version: p.version } },
+  }));
   const steps = run.status?.steps ?? [];
   const times = (f: 'startedAt' | 'finishedAt') => steps.flatMap((s) => (s[f] ? [s[f]] : [])).sort();
   const startedOn = times('startedAt')[0] ?? run.metadata.creationTimestamp ?? now.toISOString();
@@ -102,18 +125,10 @@ export function terminalBatch(run: Run, signer: Signer, now: Date): RecordBatch 
     finishedOn: finishedOn < startedOn ? startedOn : finishedOn,
   });
   return {
-    key: `run:${runId}`,
-    records: [
-      ...policies.map((p) => {
-        const pred = p.predicate as { pack: string; version: string };
-        return sealRecord(p, signer, {
-          namespace,
-          runId,
-          kind: 'policy',
-          policyPack: { name: pred.pack, version: pred.version },
-        });
-      }),
-      sealRecord(provenance, signer, { namespace, runId, kind: 'run', policyPack: runPack }),
+    key: terminalKey(runId),
+    items: [
+      ...policies,
+      { statement: provenance, meta: { namespace, runId, kind: 'run', policyPack: runPack } },
     ],
   };
 }

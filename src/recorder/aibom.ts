@@ -1,5 +1,4 @@
 import { aibomStatement } from '../attest/index.ts';
-import { sealRecord } from '../attestor/records.ts';
 import {
   aibomDigest,
   buildAibom,
@@ -14,43 +13,35 @@ import { buildManifest, C2PA_MEDIA_TYPE } from '../c2pa/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner } from '../signing/index.ts';
 import { signatureMetadata } from '../signing/index.ts';
-import { getArtifact, insertArtifact, type ArtifactRecord } from '../vault/artifacts.ts';
-import { appendOnce } from '../vault/claims.ts';
-import type { PoolClient } from 'pg';
-import type { StoredAttestation, Vault } from '../vault/index.ts';
-import { aibomAttestationIds } from '../vault/runs.ts';
+import type {
+  ArtifactRecord,
+  ArtifactRepository,
+  AttestationRepository,
+  ClaimRepository,
+} from '../vault/index.ts';
+import { because, RecordError } from './errors.ts';
+import { aibomKey } from './extract.ts';
+import { appendOnce } from './once.ts';
+import { sealRecord } from './seal.ts';
 
 export const CLAIM_GENERATOR = 'aibom-vault/0.1.0';
-
-/** Which dependency a pipeline step failed on: the Run's condition reason says it. */
-export type PipelineFailure = 'VaultUnavailable' | 'ObjectStoreUnavailable';
-
-export class PipelineError extends Error {
-  readonly reason: PipelineFailure;
-  constructor(reason: PipelineFailure, cause: unknown) {
-    super((cause as Error)?.message ?? String(cause), { cause });
-    this.name = 'PipelineError';
-    this.reason = reason;
-  }
-}
-
-async function on<T>(reason: PipelineFailure, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw err instanceof PipelineError ? err : new PipelineError(reason, err);
-  }
-}
 export const AIBOM_MEDIA_TYPE = 'application/json';
 
-export interface AibomPipelineDeps {
-  readonly vault: Vault;
+/** The parts of the vault the AIBOM flow reads and writes. */
+export interface AibomStore {
+  readonly attestations: Pick<AttestationRepository, 'aibomInputs'>;
+  readonly artifacts: Pick<ArtifactRepository, 'get'>;
+  readonly claims: ClaimRepository;
+}
+
+export interface AibomDeps {
+  readonly vault: AibomStore;
   readonly blobs: BlobStore;
   /** The runtime trust signer (signs the AIBOM bytes, the C2PA claim and the AIBOM attestation). */
   readonly signer: KeySigner;
   readonly logger: Logger;
-  /** Runs in the transaction of the AIBOM attestation's append (SERVICE_TRANSPARENCY_WRITER=1: enqueue). */
-  readonly onAppend?: (client: PoolClient, inserted: readonly StoredAttestation[]) => Promise<void>;
+  /** SERVICE_TRANSPARENCY_WRITER=1: the AIBOM attestation's SCITT job commits with it. */
+  readonly enqueueTransparency?: boolean;
 }
 
 /** The spec's AIBOM object-store metadata record, as stored in Postgres and beside the blob. */
@@ -93,12 +84,8 @@ export function aibomKeys(namespace: string, runId: string) {
 }
 
 /** The metadata record that won (ours or an earlier writer's), as JSON beside the blob: idempotent. */
-async function writeMetadataBeside(
-  deps: AibomPipelineDeps,
-  run: AibomRun,
-  record: ArtifactRecord,
-): Promise<void> {
-  await on('ObjectStoreUnavailable', () =>
+async function writeMetadataBeside(deps: AibomDeps, run: AibomRun, record: ArtifactRecord): Promise<void> {
+  await because('ObjectStoreUnavailable', () =>
     deps.blobs.put(
       aibomKeys(run.namespace, run.id).meta,
       Buffer.from(JSON.stringify(record.metadata, null, 2)),
@@ -108,37 +95,52 @@ async function writeMetadataBeside(
   );
 }
 
-/** Builds the AIBOM of a run from the vault: the same bytes for the controller and the CLI. */
-export async function computeAibom(
-  vault: Vault,
+/** The AIBOM of a run listing `attestationIds`, its canonical bytes and their digest (pure). */
+function aibomOf(
   run: AibomRun,
+  attestationIds: readonly string[],
   override?: PolicyPackOverride,
-): Promise<{ bom: Aibom; bytes: Buffer; digest: string }> {
-  const attestationIds = await aibomAttestationIds(vault.pool, run.id);
+): { bom: Aibom; bytes: Buffer; digest: string } {
   const bom = buildAibom({ run, attestationIds, ...(override ? { policyPackOverride: override } : {}) });
   const bytes = serializeAibom(bom);
   return { bom, bytes, digest: aibomDigest(bytes) };
 }
 
+/** Builds the AIBOM of a run from the vault: the same bytes for the controller and the CLI. */
+export async function computeAibom(
+  attestations: Pick<AttestationRepository, 'aibomInputs'>,
+  run: AibomRun,
+  override?: PolicyPackOverride,
+): Promise<{ bom: Aibom; bytes: Buffer; digest: string }> {
+  return aibomOf(run, await attestations.aibomInputs(run.id), override);
+}
+
 /**
- * The AIBOM pipeline of one terminal run: build → sign → C2PA manifest → object store → AIBOM
+ * The AIBOM of one terminal run: build → sign → C2PA manifest → object store → AIBOM
  * attestation → metadata record. Safe to run again after a crash at any point and from racing
  * replicas: the BOM bytes are deterministic (same key, same bytes), the sidecar key is
  * content-addressed (a loser's sidecar never replaces the winner's), the AIBOM attestation is
  * claimed once (`aibom:<run>`), and the metadata row is insert-once per (run, kind): whoever loses
  * adopts the stored record. Returns that record.
  */
-export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promise<ArtifactRecord> {
-  const existing = await on('VaultUnavailable', () => getArtifact(deps.vault.pool, run.id, 'aibom'));
+export async function recordAibom(
+  deps: AibomDeps,
+  run: AibomRun,
+): Promise<{ artifact: ArtifactRecord; created: boolean }> {
+  const existing = await because('VaultUnavailable', () => deps.vault.artifacts.get(run.id, 'aibom'));
   if (existing) {
     // A crash (or an object-store outage) after the record was inserted may have kept the copy
     // beside the blob from being written: repair it.
-    if (!(await on('ObjectStoreUnavailable', () => deps.blobs.stat(aibomKeys(run.namespace, run.id).meta)))) {
+    if (
+      !(await because('ObjectStoreUnavailable', () => deps.blobs.stat(aibomKeys(run.namespace, run.id).meta)))
+    ) {
       await writeMetadataBeside(deps, run, existing);
     }
-    return existing;
+    return { artifact: existing, created: false };
   }
-  const { bom, bytes, digest } = await on('VaultUnavailable', () => computeAibom(deps.vault, run));
+  // Only the read is the vault's: a run the builder rejects is not a vault outage.
+  const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
+  const { bom, bytes, digest } = aibomOf(run, inputs);
   const sha256 = digest.slice('sha256:'.length);
   const signature = deps.signer.sign(bytes).toString('base64');
   const manifest = buildManifest({
@@ -153,7 +155,7 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
   const keys = aibomKeys(run.namespace, run.id);
   const sidecarKey = keys.sidecar(manifest.digest);
   const small = { kind: 'aibom', 'run-id': run.id, status: bom.metadata.status, digest };
-  await on('ObjectStoreUnavailable', async () => {
+  await because('ObjectStoreUnavailable', async () => {
     await deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small);
     await deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
       ...small,
@@ -204,28 +206,23 @@ export async function recordAibom(deps: AibomPipelineDeps, run: AibomRun): Promi
   });
   // The AIBOM attestation, its claim and the metadata record commit together: after any crash
   // either all three exist (and name the same sidecar) or none does and the retry starts over.
-  const { created } = await on('VaultUnavailable', () =>
-    appendOnce(deps.vault, `aibom:${run.id}`, [record], {
-      onAppend: async (client, inserted) => {
-        await deps.onAppend?.(client, inserted);
-        await insertArtifact(client, {
-          runId: run.id,
-          kind: 'aibom',
-          namespace: run.namespace,
-          objectKey: keys.blob,
-          digest,
-          metadata: metadataFor(inserted[0]!.id) as unknown as Record<string, unknown>,
-        });
-      },
+  const { created } = await because('VaultUnavailable', () =>
+    appendOnce(deps.vault.claims, aibomKey(run.id), [record], {
+      enqueueTransparency: deps.enqueueTransparency === true,
+      artifact: (inserted) => ({
+        runId: run.id,
+        kind: 'aibom',
+        namespace: run.namespace,
+        objectKey: keys.blob,
+        digest,
+        metadata: metadataFor(inserted[0]!.id) as unknown as Record<string, unknown>,
+      }),
     }),
   );
-  const stored = await on('VaultUnavailable', () => getArtifact(deps.vault.pool, run.id, 'aibom'));
+  const stored = await because('VaultUnavailable', () => deps.vault.artifacts.get(run.id, 'aibom'));
   if (!stored)
-    throw new PipelineError(
-      'VaultUnavailable',
-      new Error(`AIBOM of run ${run.id} is claimed but has no record`),
-    );
+    throw new RecordError('VaultUnavailable', `AIBOM of run ${run.id} is claimed but has no record`);
   await writeMetadataBeside(deps, run, stored);
   deps.logger.info({ digest, created, attestations: bom.trust.attestation_ids.length }, 'AIBOM recorded');
-  return stored;
+  return { artifact: stored, created };
 }

@@ -1,6 +1,26 @@
 import type { PolicyPackRef, RunSpec, StepSpec } from '../api/run.ts';
-import { AibomError } from './errors.ts';
-import type { AibomPolicy, PolicyPackOverride } from './types.ts';
+import { PolicyError } from './errors.ts';
+
+/**
+ * Policy-pack resolution: which pack (and version) governs a run and each of its steps, and the
+ * packs a run uses with their guardrails. One definition, read by the AIBOM builder (metadata and
+ * `components.policies[]`) and by the recorder (the pack of step and policy attestations), so the
+ * two never disagree. Pure.
+ */
+
+/** `PACK[@VERSION]`, as `--policy-pack` takes it. */
+export interface PackOverride {
+  name: string;
+  version?: string;
+}
+
+/** A pack in use, as `components.policies[]` lists it. */
+export interface PackComponent {
+  pack: string;
+  version: string;
+  /** Sorted (UTF-16 code units, as JCS sorts keys), without duplicates. */
+  guardrails: string[];
+}
 
 /** The pack recorded when neither the override, the run nor any step names one. */
 export const DEFAULT_POLICY_PACK = 'baseline';
@@ -34,7 +54,7 @@ export interface ResolvedPack {
 
 function checkName(name: string, where: string): void {
   if (name.length === 0 || name.length > MAX_NAME || !TOKEN.test(name)) {
-    throw new AibomError(
+    throw new PolicyError(
       'INVALID_POLICY_PACK',
       `${where}: policy pack name ${JSON.stringify(name)} must be 1-${MAX_NAME} characters without '@', whitespace or control characters`,
     );
@@ -43,7 +63,7 @@ function checkName(name: string, where: string): void {
 
 function checkVersion(version: string, where: string): void {
   if (version.length > MAX_VERSION || !TOKEN.test(version)) {
-    throw new AibomError(
+    throw new PolicyError(
       'INVALID_POLICY_PACK',
       `${where}: policy pack version ${JSON.stringify(version)} must be 1-${MAX_VERSION} characters without '@', whitespace or control characters`,
     );
@@ -51,17 +71,17 @@ function checkVersion(version: string, where: string): void {
 }
 
 /**
- * Parses `--policy-pack PACK[@VERSION]`. Rejects (AibomError INVALID_POLICY_PACK) an empty string,
+ * Parses `--policy-pack PACK[@VERSION]`. Rejects (PolicyError INVALID_POLICY_PACK) an empty string,
  * an empty pack or version (`@1`, `pack@`), more than one `@`, whitespace and control characters.
  */
-export function parsePolicyPackRef(text: string): PolicyPackOverride {
+export function parsePolicyPackRef(text: string): PackOverride {
   const at = text.indexOf('@');
   const name = at === -1 ? text : text.slice(0, at);
   checkName(name, '--policy-pack');
   if (at === -1) return { name };
   const version = text.slice(at + 1);
   if (version.length === 0) {
-    throw new AibomError('INVALID_POLICY_PACK', `--policy-pack ${JSON.stringify(text)}: empty version`);
+    throw new PolicyError('INVALID_POLICY_PACK', `--policy-pack ${JSON.stringify(text)}: empty version`);
   }
   checkVersion(version, '--policy-pack');
   return { name, version };
@@ -89,7 +109,7 @@ function stepRefs(spec: RunSpec): { step: StepSpec; ref: PolicyPackRef }[] {
  * 4. DEFAULT_POLICY_PACK.
  * For 2 and 3 the version is the reference's own, else UNVERSIONED.
  */
-export function resolveRunPack(spec: RunSpec, override?: PolicyPackOverride): ResolvedPack {
+export function resolveRunPack(spec: RunSpec, override?: PackOverride): ResolvedPack {
   if (override !== undefined) {
     checkName(override.name, 'policy pack override');
     const own = declaredVersion(override, 'policy pack override');
@@ -141,7 +161,7 @@ const sortedUnique = (values: Iterable<string>): string[] =>
  * reference replaced by the override is not in use, but still contributes guardrails when it
  * resolves to the same pack@version.
  */
-export function policyComponents(spec: RunSpec, runPack: ResolvedPack): AibomPolicy[] {
+export function policyComponents(spec: RunSpec, runPack: ResolvedPack): PackComponent[] {
   const used = new Map<string, ResolvedPack>([[keyOf(runPack), runPack]]);
   for (const step of spec.steps) {
     const pack = resolveStepPack(step, runPack);

@@ -1,15 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { PolicyPackRef, RunSpec, StepSpec } from '../../../src/api/run.ts';
+import { buildAibom, type Aibom, type PolicyPackOverride } from '../../../src/aibom/index.ts';
 import {
-  AibomError,
   BASELINE_GUARDRAILS,
-  buildAibom,
   parsePolicyPackRef,
+  PolicyError,
   UNVERSIONED,
-  type Aibom,
-  type PolicyPackOverride,
-} from '../../../src/aibom/index.ts';
-import { runWith } from './fixtures.ts';
+} from '../../../src/policy/index.ts';
+import { runWith } from '../aibom/fixtures.ts';
 
 const model = (id: string, policyPack?: PolicyPackRef): StepSpec => ({
   id,
@@ -63,8 +61,8 @@ describe('parsePolicyPackRef', () => {
     } catch (e) {
       error = e;
     }
-    expect(error).toBeInstanceOf(AibomError);
-    expect((error as AibomError).code).toBe('INVALID_POLICY_PACK');
+    expect(error).toBeInstanceOf(PolicyError);
+    expect((error as PolicyError).code).toBe('INVALID_POLICY_PACK');
   });
 });
 

@@ -1,4 +1,4 @@
-import type { Logger } from './log/index.ts';
+import type { Logger } from '../log/index.ts';
 
 export type Stop = () => Promise<void>;
 

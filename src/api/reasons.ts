@@ -1,0 +1,43 @@
+/**
+ * Condition types, reasons, event reasons, the finalizer and the field managers of the resources
+ * this operator writes, in one place (kubebuilder habit).
+ */
+export const FINALIZER = 'vault.service.dev/aibom';
+
+/** SSA field manager of the Run reconciler: status.attestations, artifacts, conditions, observedGeneration. */
+export const FIELD_MANAGER = 'aibom-vault-controller';
+/** SSA field manager of the transparency projection: status.transparency (Runs and Attestations). */
+export const TRANSPARENCY_FIELD_MANAGER = 'aibom-vault-transparency';
+
+export const ConditionTypes = {
+  /** Every finished step (and, at a terminal phase, the run and its policies) is in the vault. */
+  Attested: 'Attested',
+  /** The AIBOM is built, signed, has its C2PA manifest and is stored. */
+  AIBOMReady: 'AIBOMReady',
+} as const;
+
+export const Reasons = {
+  StepsAttested: 'StepsAttested',
+  RunAttested: 'RunAttested',
+  WaitingForSteps: 'WaitingForSteps',
+  AIBOMRecorded: 'AIBOMRecorded',
+  RunNotTerminal: 'RunNotTerminal',
+  VaultUnavailable: 'VaultUnavailable',
+  ObjectStoreUnavailable: 'ObjectStoreUnavailable',
+  SignerUnavailable: 'SignerUnavailable',
+  /** Recording failed for another reason than an unavailable dependency (the message says why). */
+  RecordingFailed: 'RecordingFailed',
+} as const;
+
+/** Reasons of a failed recording: which dependency it failed on, or none of them. */
+export type FailureReason =
+  | typeof Reasons.VaultUnavailable
+  | typeof Reasons.ObjectStoreUnavailable
+  | typeof Reasons.SignerUnavailable
+  | typeof Reasons.RecordingFailed;
+
+export const EventReasons = {
+  Attested: 'Attested',
+  AIBOMRecorded: 'AIBOMRecorded',
+  TransparencyPublished: 'TransparencyPublished',
+} as const;

@@ -1,0 +1,176 @@
+import { ConditionTypes, Reasons, type FailureReason } from '../../api/reasons.ts';
+import { isFinished, isTerminal, type Condition, type Run, type RunStatus } from '../../api/run.ts';
+import { finishedSteps, stepKey, terminalKey } from '../../recorder/index.ts';
+import {
+  mirroredStatus,
+  type ArtifactRecord,
+  type AttestationSummary,
+  type RunRecord,
+} from '../../vault/index.ts';
+import { conditionsEqual, jsonEqual, setCondition } from '../runtime/index.ts';
+
+/**
+ * The Run reconciler's pure part (cert-manager's policy chain): what the vault holds for a Run
+ * (`Observed`, gathered by the reconciler) → what to do next (`Plan`, checks in order) → the
+ * status the controller owns, compared structurally with the current one.
+ */
+
+/** What the vault holds for one Run. */
+export interface Observed {
+  /** The Run's mirror (null before the first reconcile). */
+  readonly mirror: RunRecord | null;
+  /** Claim keys of the Run already recorded (`step:…`, `run:…`). */
+  readonly claimed: ReadonlySet<string>;
+  /** The AIBOM's metadata record, once recorded. */
+  readonly aibom: ArtifactRecord | null;
+  /** Every record of the Run, in insert order. */
+  readonly attestations: readonly AttestationSummary[];
+}
+
+export interface Plan {
+  /** The mirror differs from the Run: upsert it. */
+  readonly mirror: boolean;
+  /** Finished steps not yet recorded, in spec order. */
+  readonly steps: readonly string[];
+  /** The Run is terminal and its policies and provenance are not recorded. */
+  readonly terminal: boolean;
+  /** The Run is terminal and its AIBOM is not recorded, or its status does not show it yet. */
+  readonly aibom: boolean;
+}
+
+/** The claim keys a Run can have (the AIBOM's is the artifact record's business). */
+export function claimKeys(run: Run): string[] {
+  const id = run.metadata.uid;
+  return [...finishedSteps(run).map(({ step }) => stepKey(id, step.id)), terminalKey(id)];
+}
+
+/** True when the Run's status already shows `aibom` as recorded (the last thing a recording does). */
+function statusShowsAibom(run: Run, aibom: ArtifactRecord): boolean {
+  const shown = run.status?.artifacts?.aibom as { digest?: unknown } | undefined;
+  const ready = run.status?.conditions?.find((c) => c.type === ConditionTypes.AIBOMReady);
+  return shown?.digest === aibom.digest && ready?.status === 'True';
+}
+
+/** The checks, in order; each only reads. An empty plan means the vault is up to date. */
+export function plan(run: Run, observed: Observed): Plan {
+  const mirror =
+    observed.mirror === null ||
+    observed.mirror.namespace !== run.metadata.namespace ||
+    observed.mirror.name !== run.metadata.name ||
+    !jsonEqual(observed.mirror.spec, run.spec) ||
+    !jsonEqual(observed.mirror.status, mirroredStatus(run));
+  const id = run.metadata.uid;
+  const steps = finishedSteps(run)
+    .filter(({ step }) => !observed.claimed.has(stepKey(id, step.id)))
+    .map(({ step }) => step.id);
+  const terminal = isTerminal(run.status?.phase);
+  return {
+    mirror,
+    steps,
+    terminal: terminal && !observed.claimed.has(terminalKey(id)),
+    aibom: terminal && (observed.aibom === null || !statusShowsAibom(run, observed.aibom)),
+  };
+}
+
+export const isEmpty = (p: Plan): boolean => !p.mirror && p.steps.length === 0 && !p.terminal && !p.aibom;
+
+function withCondition(
+  conditions: Condition[] | undefined,
+  type: string,
+  status: Condition['status'],
+  reason: string,
+  message: string,
+  generation: number | undefined,
+  now: Date,
+): Condition[] {
+  return setCondition(
+    conditions ?? [],
+    {
+      type,
+      status,
+      reason,
+      message,
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    },
+    now,
+  );
+}
+
+/** The controller-owned part of the status (SSA: always the complete set of its fields). */
+export function desiredStatus(run: Run, observed: Observed, now: Date): RunStatus {
+  const gen = run.metadata.generation;
+  const terminal = isTerminal(run.status?.phase);
+  const stored = observed.attestations;
+  const aibom = terminal ? observed.aibom : null;
+  const finished = (run.status?.steps ?? []).filter(isFinished).length;
+  let conditions = withCondition(
+    run.status?.conditions,
+    ConditionTypes.Attested,
+    terminal || finished > 0 ? 'True' : 'False',
+    terminal ? Reasons.RunAttested : finished > 0 ? Reasons.StepsAttested : Reasons.WaitingForSteps,
+    terminal
+      ? `${stored.length} attestation(s) recorded for the run`
+      : `${finished} finished step(s) attested; waiting for the run to finish`,
+    gen,
+    now,
+  );
+  conditions = withCondition(
+    conditions,
+    ConditionTypes.AIBOMReady,
+    aibom ? 'True' : 'False',
+    aibom ? Reasons.AIBOMRecorded : Reasons.RunNotTerminal,
+    aibom
+      ? `AIBOM ${aibom.digest} signed with a C2PA manifest`
+      : 'the AIBOM is built when the run succeeds or fails',
+    gen,
+    now,
+  );
+  const runRecord = stored.find((a) => a.kind === 'run');
+  const aibomRecord = stored.find((a) => a.kind === 'aibom');
+  return {
+    ...(aibom ? { artifacts: { aibom: { ...aibom.metadata } } } : {}),
+    attestations: {
+      count: stored.length,
+      ...(runRecord ? { runAttestationId: runRecord.id } : {}),
+      ...(aibomRecord ? { aibomAttestationId: aibomRecord.id } : {}),
+    },
+    conditions,
+    ...(gen !== undefined ? { observedGeneration: gen } : {}),
+  };
+}
+
+/** After a failure: the condition of the stage that failed says why; the rest stays as it is. */
+export function failedStatus(run: Run, reason: FailureReason, message: string, now: Date): RunStatus {
+  const gen = run.metadata.generation;
+  const type = isTerminal(run.status?.phase) ? ConditionTypes.AIBOMReady : ConditionTypes.Attested;
+  return {
+    ...(run.status?.artifacts ? { artifacts: ownArtifacts(run.status.artifacts) } : {}),
+    ...(run.status?.attestations ? { attestations: run.status.attestations } : {}),
+    conditions: withCondition(run.status?.conditions, type, 'False', reason, message, gen, now),
+    ...(gen !== undefined ? { observedGeneration: gen } : {}),
+  };
+}
+
+/** `status.artifacts` without the transparency entries, which the projection owns (its own field manager). */
+function ownArtifacts(artifacts: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [kind, value] of Object.entries(artifacts)) {
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      const { transparency: _projected, ...own } = value as Record<string, unknown>;
+      out[kind] = own;
+    } else {
+      out[kind] = value;
+    }
+  }
+  return out;
+}
+
+/** Whether writing `desired` would change the fields the reconciler owns. */
+export function statusChanged(current: RunStatus | undefined, desired: RunStatus): boolean {
+  return !(
+    conditionsEqual(current?.conditions, desired.conditions) &&
+    jsonEqual(current?.attestations ?? {}, desired.attestations ?? {}) &&
+    jsonEqual(ownArtifacts(current?.artifacts ?? {}), desired.artifacts ?? {}) &&
+    current?.observedGeneration === desired.observedGeneration
+  );
+}

@@ -1,0 +1,149 @@
+import { EventReasons } from '../../api/reasons.ts';
+import type { Run, RunStatus } from '../../api/run.ts';
+import type { Logger } from '../../log/index.ts';
+import { transparencyView } from '../../transparency/jobs.ts';
+import type { RunJob, TransparencyJob, TransparencyJobRepository } from '../../vault/index.ts';
+import { jsonEqual } from '../runtime/index.ts';
+
+/**
+ * The transparency projection: SCITT job state (the vault's) → `status.transparency` of each
+ * Attestation resource, and the Run's summary (`status.transparency`, and the AIBOM metadata's
+ * `transparency` entry in `status.artifacts.aibom`), under its own SSA field manager. A controller
+ * of its own, driven by job changes (the vault's notifications, any replica) and by the Run
+ * reconciler's writes that add resources to project onto; it never polls.
+ */
+
+/** The Run's summary, as the TRANSPARENCY printer column shows it. */
+export type TransparencySummary = NonNullable<RunStatus['transparency']> & {
+  state: 'queued' | 'published' | 'failed';
+  queued: number;
+  published: number;
+  failed: number;
+};
+
+/** What the projection needs from the Kubernetes API (kube-api.ts implements it). */
+export interface ProjectionApi {
+  /** The Run from the informer cache (null when gone). */
+  cached(namespace: string, name: string): Run | null;
+  /** `status.transparency` of the Run's Attestation resources, by attestation id (existing ones only). */
+  attestationTransparency(run: Run): Promise<Map<string, unknown>>;
+  applyAttestationTransparency(run: Run, id: string, transparency: Record<string, unknown>): Promise<void>;
+  /** Server-side apply of the projection's Run fields (the complete set, every time). */
+  applyRunTransparency(run: Run, status: RunStatus): Promise<void>;
+  event(run: Run, type: 'Normal' | 'Warning', reason: string, note: string): Promise<void>;
+}
+
+export interface ProjectionDeps {
+  readonly api: ProjectionApi;
+  readonly jobs: Pick<TransparencyJobRepository, 'forRun'>;
+  readonly logger: Logger;
+}
+
+/** Attestation resource status of a job (camelCase like the rest of the resource). */
+export function attestationTransparency(job: TransparencyJob): Record<string, unknown> {
+  return {
+    state: job.state,
+    jobId: job.id,
+    attempts: job.attempts,
+    ...(job.entryId !== null ? { entryId: job.entryId } : {}),
+    ...(job.logIndex !== null ? { logIndex: job.logIndex } : {}),
+    ...(job.backend !== null ? { backend: job.backend } : {}),
+    ...(job.lastError !== null && job.state !== 'published'
+      ? { lastError: job.lastError.slice(0, 4000) }
+      : {}),
+  };
+}
+
+export function summarize(jobs: readonly RunJob[]): TransparencySummary {
+  const counts = { queued: 0, published: 0, failed: 0 };
+  for (const { job } of jobs) counts[job.state]++;
+  const state = counts.failed > 0 ? 'failed' : counts.queued > 0 ? 'queued' : 'published';
+  return { state, ...counts };
+}
+
+/** The AIBOM metadata record the Run's status shows, if any (the Run reconciler writes it). */
+function shownAibom(run: Run): Record<string, unknown> | undefined {
+  const aibom = run.status?.artifacts?.aibom;
+  return typeof aibom === 'object' && aibom !== null && 'digest' in aibom ? aibom : undefined;
+}
+
+/** The projection's fields of the Run's status. */
+export function desiredRunTransparency(run: Run, jobs: readonly RunJob[]): RunStatus {
+  const aibomJob = jobs.find((j) => j.kind === 'aibom');
+  return {
+    transparency: summarize(jobs),
+    // Only onto a recorded AIBOM: an `artifacts.aibom` holding nothing but this entry would read
+    // as an AIBOM that is not there.
+    ...(aibomJob !== undefined && shownAibom(run) !== undefined
+      ? { artifacts: { aibom: { transparency: transparencyView(aibomJob.job) } } }
+      : {}),
+  };
+}
+
+function runTransparencyChanged(run: Run, desired: RunStatus): boolean {
+  const current = run.status;
+  const aibom = desired.artifacts?.aibom as { transparency?: unknown } | undefined;
+  return !(
+    jsonEqual(current?.transparency, desired.transparency) &&
+    (aibom === undefined || jsonEqual(shownAibom(run)?.transparency, aibom.transparency))
+  );
+}
+
+/**
+ * Whether a Run may show less than its jobs say: it has records and its summary is missing, does
+ * not count all of them, is not final, or its AIBOM lacks the final entry. Used to choose the Runs
+ * to project after a (re)connect or a new leadership term; a Run whose records predate the writer
+ * (no jobs) is projected then too, and nothing is written for it.
+ */
+export function mayNeedProjection(run: Run): boolean {
+  const count = run.status?.attestations?.count ?? 0;
+  if (count === 0) return false;
+  const t = run.status?.transparency;
+  if (t === undefined || t.state !== 'published') return true;
+  if ((t.published ?? 0) + (t.queued ?? 0) + (t.failed ?? 0) !== count) return true;
+  const aibom = shownAibom(run);
+  return (
+    aibom !== undefined && (aibom.transparency as { status?: string } | undefined)?.status !== 'published'
+  );
+}
+
+/** Whether a Run update added something to project onto (Attestation resources, the AIBOM record). */
+export function projectionTargetsChanged(old: Run, next: Run): boolean {
+  return (
+    (old.status?.attestations?.count ?? 0) !== (next.status?.attestations?.count ?? 0) ||
+    shownAibom(old)?.digest !== shownAibom(next)?.digest
+  );
+}
+
+/**
+ * Projects the jobs of one Run (by id): Attestation statuses that differ, then the Run's fields
+ * when they differ. Writes nothing when everything already shows the jobs' state.
+ */
+export async function projectRun(deps: ProjectionDeps, runId: string): Promise<void> {
+  const { run: ref, jobs } = await deps.jobs.forRun(runId);
+  if (ref === null || jobs.length === 0) return;
+  const run = deps.api.cached(ref.namespace, ref.name);
+  if (run === null || run.metadata.uid !== runId) return;
+  const current = await deps.api.attestationTransparency(run);
+  for (const { attestationId, job } of jobs) {
+    // A resource not created yet is projected when the Run reconciler has created it (its count moves).
+    if (!current.has(attestationId)) continue;
+    const desired = attestationTransparency(job);
+    if (!jsonEqual(current.get(attestationId), desired)) {
+      await deps.api.applyAttestationTransparency(run, attestationId, desired);
+    }
+  }
+  const desired = desiredRunTransparency(run, jobs);
+  if (!runTransparencyChanged(run, desired)) return;
+  await deps.api.applyRunTransparency(run, desired);
+  const summary = desired.transparency as TransparencySummary;
+  if (summary.state === 'published' && run.status?.transparency?.state !== 'published') {
+    await deps.api.event(
+      run,
+      'Normal',
+      EventReasons.TransparencyPublished,
+      `${summary.published} attestation(s) anchored in the transparency log`,
+    );
+  }
+  deps.logger.debug({ runId, state: summary.state }, 'transparency projected');
+}

@@ -1,0 +1,14 @@
+/** Policy packs: resolution of the pack governing a run and its steps, and the packs in use. */
+export { PolicyError, type PolicyErrorCode } from './errors.ts';
+export {
+  BASELINE_GUARDRAILS,
+  DEFAULT_POLICY_PACK,
+  parsePolicyPackRef,
+  policyComponents,
+  resolveRunPack,
+  resolveStepPack,
+  UNVERSIONED,
+  type PackComponent,
+  type PackOverride,
+  type ResolvedPack,
+} from './packs.ts';

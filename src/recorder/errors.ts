@@ -1,0 +1,23 @@
+import type { FailureReason } from '../api/reasons.ts';
+import { BaseError } from '../errors.ts';
+
+/**
+ * A recording step failed on a dependency; the code is the condition reason the Run shows for it
+ * (src/api/reasons.ts). The one way a reason is attached to a failure: `because(reason, fn)`.
+ */
+export type RecordErrorCode = FailureReason;
+
+export class RecordError extends BaseError<RecordErrorCode> {}
+
+/**
+ * Runs `fn`; a failure becomes a RecordError with `reason` (the dependency it failed on), unless it
+ * already is one: the innermost reason is the most precise.
+ */
+export async function because<T>(reason: RecordErrorCode, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof RecordError) throw err;
+    throw new RecordError(reason, (err as Error)?.message ?? String(err), { cause: err });
+  }
+}

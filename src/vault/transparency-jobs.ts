@@ -1,0 +1,383 @@
+import type pg from 'pg';
+
+/**
+ * Storage of the SCITT publication queue (`transparency_jobs`, migrations 0005 and 0007). One job
+ * per attestation, enqueued in the same transaction as the attestation insert (see claims.ts and
+ * attestations.ts), so "stored" and "queued" commit together. Workers claim with
+ * `FOR UPDATE SKIP LOCKED` (many replicas never claim the same job) and hold a lease: claiming moves
+ * `next_attempt_at` to the lease end and sets a fresh `lease_token`; only the token holder may
+ * complete or fail the job, and a worker that dies leaves the job claimable again once the lease
+ * ends. Attempts count claims. A published job is immutable (enforced by a trigger).
+ *
+ * Every change a reader cares about (a job enqueued, published, failed or put back) is announced on
+ * the channel {@link TRANSPARENCY_CHANNEL}, and a job that became claimable on {@link DUE_CHANNEL},
+ * by triggers, in the transaction of the change (migration 0007, listener.ts). The retry policy (how long a lease, how many attempts, which backoff) is the
+ * caller's: src/transparency/jobs.ts.
+ */
+
+export type JobState = 'queued' | 'published' | 'failed';
+export type JobBackend = 'local' | 'scrapi';
+
+/** NOTIFY channel of job changes; the payload is the comma-separated run ids concerned, or `*`. */
+export const TRANSPARENCY_CHANNEL = 'aibom_vault_transparency';
+/** NOTIFY channel (no payload) of a job becoming claimable now: enqueued, or put back. */
+export const DUE_CHANNEL = 'aibom_vault_transparency_due';
+
+export interface TransparencyJob {
+  readonly id: string;
+  readonly attestationId: string;
+  readonly state: JobState;
+  /** Claims so far (including the current one while leased). */
+  readonly attempts: number;
+  readonly lastError: string | null;
+  /** When a queued job is next due; while leased, the lease end. */
+  readonly nextAttemptAt: Date;
+  /** Non-null while a worker holds the lease (until completion, failure or expiry). */
+  readonly leaseToken: string | null;
+  /** The signed statement submitted; fixed once chosen, so resubmission is idempotent. */
+  readonly statement: Buffer | null;
+  readonly entryId: string | null;
+  readonly logIndex: number | null;
+  readonly receipt: Buffer | null;
+  readonly backend: JobBackend | null;
+  readonly publishedAt: Date | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** A job this worker holds the lease of. */
+export interface ClaimedJob extends TransparencyJob {
+  readonly leaseToken: string;
+}
+
+export interface Publication {
+  readonly backend: JobBackend;
+  readonly entryId: string;
+  readonly logIndex: number | null;
+  readonly receipt: Buffer;
+}
+
+/** The job of one attestation of a run, with what the projection onto Kubernetes needs. */
+export interface RunJob {
+  readonly attestationId: string;
+  readonly kind: string;
+  readonly job: TransparencyJob;
+}
+
+export interface ClaimOptions {
+  /** Attempts (claims) before a job is left failed. */
+  readonly maxAttempts: number;
+  /** How long a claim is exclusive. */
+  readonly leaseMs: number;
+  /** Only these jobs (the synchronous publish path). */
+  readonly jobIds?: readonly string[];
+  /** With `jobIds`: also take jobs waiting out a backoff (not leased ones). An explicit push. */
+  readonly skipBackoff?: boolean;
+}
+
+export interface TransparencyJobRepository {
+  /**
+   * One job per attestation id (idempotent: an attestation already queued keeps its job); returns
+   * the jobs of all given ids (new and pre-existing). An unknown attestation is SQLSTATE 23503.
+   */
+  enqueue(attestationIds: readonly string[]): Promise<{ id: string; attestationId: string }[]>;
+  /**
+   * Claims up to `limit` due jobs (lease of `leaseMs`). Jobs whose lease expired with the attempt
+   * cap reached (their worker died on the last attempt) are marked failed first.
+   */
+  claim(limit: number, options: ClaimOptions): Promise<ClaimedJob[]>;
+  /** Extends the lease (a heartbeat while a slow remote is polled); false when it was lost. */
+  renewLease(job: ClaimedJob, leaseMs: number): Promise<boolean>;
+  /**
+   * Fixes the job's signed statement: the first one stored wins and is returned. Null when this
+   * worker no longer holds the job.
+   */
+  setStatement(job: ClaimedJob, statement: Buffer): Promise<Buffer | null>;
+  /** Records the receipt and publishes the job (immutable from then on); null when the lease was lost. */
+  complete(job: ClaimedJob, publication: Publication): Promise<TransparencyJob | null>;
+  /** Records a failed attempt: back to `queued` after `delayMs`, or `failed`; null when the lease was lost. */
+  fail(
+    job: ClaimedJob,
+    outcome: { state: 'queued' | 'failed'; error: string; delayMs: number },
+  ): Promise<TransparencyJob | null>;
+  /** Puts a failed job back in the queue with a fresh attempt budget (an operator's retry). */
+  requeue(jobId: string): Promise<TransparencyJob | null>;
+  get(key: { id: string } | { attestationId: string }): Promise<TransparencyJob | null>;
+  /** Jobs of several attestations, keyed by attestation id. */
+  getByAttestation(attestationIds: readonly string[]): Promise<Map<string, TransparencyJob>>;
+  /** The run (null when not mirrored) and the jobs of its attestations, in attestation order. */
+  forRun(runId: string): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[] }>;
+  /** Counts per state: for metrics and readiness. */
+  stats(): Promise<Record<JobState, number>>;
+  /** Milliseconds until the earliest queued job (or lease) is due, ≤ 0 when one is due now; null when none is queued. */
+  nextDueInMs(): Promise<number | null>;
+}
+
+interface JobRow {
+  id: string;
+  attestation_id: string;
+  state: JobState;
+  attempts: number;
+  last_error: string | null;
+  next_attempt_at: Date;
+  lease_token: string | null;
+  statement: Buffer | null;
+  entry_id: string | null;
+  log_index: string | null;
+  receipt: Buffer | null;
+  backend: JobBackend | null;
+  published_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const JOB_COLUMNS =
+  'id, attestation_id, state, attempts, last_error, next_attempt_at, lease_token, statement, entry_id, ' +
+  'log_index, receipt, backend, published_at, created_at, updated_at';
+
+function prefixed(alias: string): string {
+  return JOB_COLUMNS.split(', ')
+    .map((c) => `${alias}.${c}`)
+    .join(', ');
+}
+
+function toJob(r: JobRow): TransparencyJob {
+  return {
+    id: r.id,
+    attestationId: r.attestation_id,
+    state: r.state,
+    attempts: r.attempts,
+    lastError: r.last_error,
+    nextAttemptAt: r.next_attempt_at,
+    leaseToken: r.lease_token,
+    statement: r.statement,
+    entryId: r.entry_id,
+    logIndex: r.log_index === null ? null : Number(r.log_index),
+    receipt: r.receipt,
+    backend: r.backend,
+    publishedAt: r.published_at,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+/**
+ * The job of each attestation of a page, in the page's own query (one round trip; at most one job
+ * per attestation: `attestation_id` is UNIQUE). See query.ts `PageJoin`.
+ */
+export const JOBS_JOIN = {
+  name: 'tj',
+  clause: 'LEFT JOIN transparency_jobs tj ON tj.attestation_id = q.id',
+  columns: JOB_COLUMNS.split(', ')
+    .map((c) => `tj.${c} AS tj_${c}`)
+    .join(', '),
+} as const;
+
+/** The job in a row of a page queried with JOBS_JOIN, or null when the attestation has none. */
+export function jobOfJoinedRow(row: Readonly<Record<string, unknown>>): TransparencyJob | null {
+  if (row.tj_id === null || row.tj_id === undefined) return null;
+  const r = Object.fromEntries(JOB_COLUMNS.split(', ').map((c) => [c, row[`tj_${c}`]])) as unknown as JobRow;
+  return toJob(r);
+}
+
+type Queryable = pg.Pool | pg.PoolClient;
+
+/** Inside the append transaction (attestations.ts, claims.ts): one statement. */
+export async function enqueueJobs(
+  q: Queryable,
+  attestationIds: readonly string[],
+): Promise<{ id: string; attestationId: string }[]> {
+  if (attestationIds.length === 0) return [];
+  const { rows } = await q.query<{ id: string; attestation_id: string }>({
+    name: 'transparency_enqueue',
+    text:
+      'WITH ins AS (' +
+      '  INSERT INTO transparency_jobs (attestation_id) SELECT unnest($1::uuid[]) ' +
+      '  ON CONFLICT (attestation_id) DO NOTHING RETURNING id, attestation_id) ' +
+      'SELECT id, attestation_id FROM ins ' +
+      'UNION ALL ' +
+      'SELECT id, attestation_id FROM transparency_jobs WHERE attestation_id = ANY($1::uuid[])',
+    values: [[...new Set(attestationIds)]],
+  });
+  // The second SELECT reads the snapshot from before the INSERT, so no row appears twice.
+  return rows.map((r) => ({ id: r.id, attestationId: r.attestation_id }));
+}
+
+export function transparencyJobRepository(pool: pg.Pool): TransparencyJobRepository {
+  const get = async (key: { id: string } | { attestationId: string }): Promise<TransparencyJob | null> => {
+    const byId = 'id' in key;
+    const { rows } = await pool.query<JobRow>({
+      name: byId ? 'transparency_get_job' : 'transparency_get_job_by_attestation',
+      text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs WHERE ${byId ? 'id' : 'attestation_id'} = $1::uuid`,
+      values: [byId ? key.id : key.attestationId],
+    });
+    return rows[0] === undefined ? null : toJob(rows[0]);
+  };
+
+  return {
+    enqueue: (attestationIds) => enqueueJobs(pool, attestationIds),
+
+    async claim(limit, options) {
+      if (!Number.isInteger(limit) || limit < 1) throw new RangeError('claim limit must be ≥ 1');
+      const only = options.jobIds === undefined ? null : [...options.jobIds];
+      await pool.query({
+        name: 'transparency_expire_exhausted',
+        text:
+          `UPDATE transparency_jobs SET state = 'failed', lease_token = NULL, updated_at = now(), ` +
+          `last_error = concat_ws('; ', last_error, 'attempt cap reached: the last attempt''s lease expired') ` +
+          `WHERE state = 'queued' AND next_attempt_at <= now() AND attempts >= $1 ` +
+          `AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[]))`,
+        values: [options.maxAttempts, only],
+      });
+      const { rows } = await pool.query<JobRow>({
+        name: 'transparency_claim',
+        text:
+          'WITH due AS (' +
+          `  SELECT id FROM transparency_jobs WHERE state = 'queued' ` +
+          '  AND (next_attempt_at <= now() OR ($5 AND lease_token IS NULL)) ' +
+          '  AND attempts < $2 AND ($4::uuid[] IS NULL OR id = ANY($4::uuid[])) ' +
+          '  ORDER BY next_attempt_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) ' +
+          'UPDATE transparency_jobs j SET attempts = j.attempts + 1, lease_token = gen_random_uuid(), ' +
+          "  next_attempt_at = now() + $3 * interval '1 millisecond', updated_at = now() " +
+          `FROM due WHERE j.id = due.id RETURNING ${prefixed('j')}`,
+        values: [
+          limit,
+          options.maxAttempts,
+          options.leaseMs,
+          only,
+          only !== null && options.skipBackoff === true,
+        ],
+      });
+      return rows.map((r) => toJob(r) as ClaimedJob);
+    },
+
+    async renewLease(job, leaseMs) {
+      const { rowCount } = await pool.query({
+        name: 'transparency_renew_lease',
+        text:
+          "UPDATE transparency_jobs SET next_attempt_at = now() + $3 * interval '1 millisecond', " +
+          `updated_at = now() WHERE id = $1 AND lease_token = $2 AND state = 'queued'`,
+        values: [job.id, job.leaseToken, leaseMs],
+      });
+      return rowCount === 1;
+    },
+
+    async setStatement(job, statement) {
+      const { rows } = await pool.query<{ statement: Buffer }>({
+        name: 'transparency_set_statement',
+        text:
+          'UPDATE transparency_jobs SET statement = $3, updated_at = now() ' +
+          `WHERE id = $1 AND lease_token = $2 AND state = 'queued' AND statement IS NULL RETURNING statement`,
+        values: [job.id, job.leaseToken, statement],
+      });
+      if (rows[0] !== undefined) return rows[0].statement;
+      const current = await get({ id: job.id });
+      if (current === null || current.leaseToken !== job.leaseToken || current.state !== 'queued')
+        return null;
+      if (current.statement === null) throw new Error(`transparency job ${job.id}: statement was not stored`);
+      return current.statement;
+    },
+
+    async complete(job, publication) {
+      const { rows } = await pool.query<JobRow>({
+        name: 'transparency_complete',
+        text:
+          `UPDATE transparency_jobs SET state = 'published', backend = $3, entry_id = $4, log_index = $5, ` +
+          'receipt = $6, last_error = NULL, lease_token = NULL, published_at = now(), ' +
+          'updated_at = now() ' +
+          `WHERE id = $1 AND lease_token = $2 AND state = 'queued' RETURNING ${JOB_COLUMNS}`,
+        values: [
+          job.id,
+          job.leaseToken,
+          publication.backend,
+          publication.entryId,
+          publication.logIndex,
+          publication.receipt,
+        ],
+      });
+      return rows[0] === undefined ? null : toJob(rows[0]);
+    },
+
+    async fail(job, outcome) {
+      const { rows } = await pool.query<JobRow>({
+        name: 'transparency_fail',
+        text:
+          'UPDATE transparency_jobs SET state = $3, last_error = $4, lease_token = NULL, ' +
+          "next_attempt_at = now() + $5 * interval '1 millisecond', updated_at = now() " +
+          `WHERE id = $1 AND lease_token = $2 AND state = 'queued' RETURNING ${JOB_COLUMNS}`,
+        values: [job.id, job.leaseToken, outcome.state, outcome.error.slice(0, 2000), outcome.delayMs],
+      });
+      return rows[0] === undefined ? null : toJob(rows[0]);
+    },
+
+    async requeue(jobId) {
+      const { rows } = await pool.query<JobRow>({
+        name: 'transparency_requeue',
+        text:
+          `UPDATE transparency_jobs SET state = 'queued', attempts = 0, lease_token = NULL, ` +
+          'next_attempt_at = now(), updated_at = now() ' +
+          `WHERE id = $1 AND state = 'failed' RETURNING ${JOB_COLUMNS}`,
+        values: [jobId],
+      });
+      return rows[0] === undefined ? null : toJob(rows[0]);
+    },
+
+    get,
+
+    async getByAttestation(attestationIds) {
+      if (attestationIds.length === 0) return new Map();
+      const { rows } = await pool.query<JobRow>({
+        name: 'transparency_get_jobs_by_attestation',
+        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs WHERE attestation_id = ANY($1::uuid[])`,
+        values: [[...attestationIds]],
+      });
+      return new Map(rows.map((r) => [r.attestation_id, toJob(r)]));
+    },
+
+    async forRun(runId) {
+      // The run's name comes along on every row (and alone when it has no job), in one round trip.
+      const { rows } = await pool.query<
+        { run_namespace: string; run_name: string; a_id: string | null; a_kind: string | null } & {
+          [K in keyof JobRow]: JobRow[K] | null;
+        }
+      >({
+        name: 'transparency_jobs_for_run',
+        text:
+          'SELECT r.namespace AS run_namespace, r.name AS run_name, a.id AS a_id, a.kind AS a_kind, ' +
+          `${prefixed('j')} FROM runs r ` +
+          'LEFT JOIN attestations a ON a.run_id = r.id ' +
+          'LEFT JOIN transparency_jobs j ON j.attestation_id = a.id ' +
+          'WHERE r.id = $1::uuid ORDER BY a.id',
+        values: [runId],
+      });
+      const first = rows[0];
+      if (first === undefined) return { run: null, jobs: [] };
+      const jobs: RunJob[] = [];
+      for (const r of rows) {
+        if (r.a_id === null || r.id === null) continue;
+        jobs.push({ attestationId: r.a_id, kind: r.a_kind!, job: toJob(r as JobRow) });
+      }
+      return { run: { namespace: first.run_namespace, name: first.run_name }, jobs };
+    },
+
+    async stats() {
+      const { rows } = await pool.query<{ state: JobState; n: string }>(
+        'SELECT state, count(*) AS n FROM transparency_jobs GROUP BY state',
+      );
+      const out: Record<JobState, number> = { queued: 0, published: 0, failed: 0 };
+      for (const r of rows) out[r.state] = Number(r.n);
+      return out;
+    },
+
+    async nextDueInMs() {
+      // The partial index (next_attempt_at, id) WHERE state = 'queued' answers min() with one descent.
+      const { rows } = await pool.query<{ ms: number | null }>({
+        name: 'transparency_next_due',
+        text:
+          'SELECT (extract(epoch FROM min(next_attempt_at) - clock_timestamp()) * 1000)::float8 AS ms ' +
+          `FROM transparency_jobs WHERE state = 'queued'`,
+      });
+      return rows[0]?.ms ?? null;
+    },
+  };
+}

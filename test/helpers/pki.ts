@@ -1,0 +1,5 @@
+/**
+ * The dev PKI tests generate keys and CAs with (never committed). One import site for the test
+ * helpers that need it, so where the generator lives is a one-line change.
+ */
+export { generateDevPki, toSecretData, type DevPki } from '../../src/signing/dev-pki.ts';

@@ -1,0 +1,282 @@
+/**
+ * A converged Run costs nothing: once a Run's records, AIBOM, Attestation resources, status and
+ * transparency state are in place, reconciling it again (the Run reconciler after an unrelated
+ * update, the transparency projection after a job notification) makes ZERO writes: no request to
+ * the real kube-apiserver but reads, and no SQL write to the real PostgreSQL.
+ *
+ * Counted at the seams the controller is given: its KubeClient (every request, by verb and
+ * resource; the leader election's Lease traffic is reported apart) and its vault's pool (every
+ * statement, on the pool and on checked-out clients, classified by its SQL text).
+ */
+import { randomBytes } from 'node:crypto';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import pg from 'pg';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { driveRun } from '../../../hack/sample-pipeline.ts';
+import type { Run } from '../../../src/api/run.ts';
+import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import {
+  kubeClient,
+  type KubeClient,
+  type RequestSpec,
+  type StreamSpec,
+} from '../../../src/controller/runtime/index.ts';
+import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
+import { setupTransparency } from '../../../src/transparency/setup.ts';
+import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
+import { stackBlobs } from '../../helpers/blobs.ts';
+import { metricValue, sampleRunSpec } from '../../helpers/controller-process.ts';
+import { generateDevPki } from '../../helpers/pki.ts';
+import { createNamespace } from '../../helpers/rbac.ts';
+import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
+import { waitFor } from '../../helpers/wait.ts';
+
+const GROUP = 'vault.service.dev';
+const ns = uniqueName('converged');
+
+/** Requests by `VERB resource`, e.g. `PATCH runs/status`, `LIST attestations`, `WATCH runs`. */
+class CountingClient implements KubeClient {
+  readonly counts = new Map<string, number>();
+  readonly #inner: KubeClient;
+  constructor(inner: KubeClient) {
+    this.#inner = inner;
+  }
+
+  private bump(method: string, path: string, watch: boolean): void {
+    const parts = path.split('/').filter(Boolean);
+    const at = parts.indexOf('namespaces');
+    const [plural, name, sub] = at >= 0 && parts.length > at + 2 ? parts.slice(at + 2) : parts.slice(-1);
+    const verb = watch ? 'WATCH' : method === 'GET' && name === undefined ? 'LIST' : method;
+    const key = `${verb} ${plural}${sub !== undefined ? `/${sub}` : ''}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  request<T>(spec: RequestSpec): Promise<T> {
+    this.bump(spec.method, spec.path, false);
+    return this.#inner.request<T>(spec);
+  }
+
+  stream(spec: StreamSpec, onObject: (value: unknown) => void): Promise<void> {
+    this.bump('GET', spec.path, true);
+    return this.#inner.stream(spec, onObject);
+  }
+
+  /** Every request except reads and the leader election's Lease renewals. */
+  writes(): Record<string, number> {
+    return Object.fromEntries(
+      [...this.counts].filter(([k]) => !/^(GET|LIST|WATCH) /.test(k) && !k.endsWith(' leases')),
+    );
+  }
+
+  reset(): void {
+    this.counts.clear();
+  }
+}
+
+const WRITE_SQL =
+  /^\s*(?:WITH\b[\s\S]*\b)?(INSERT|UPDATE|DELETE|COPY|MERGE|TRUNCATE)\b|\bpg_notify\s*\(|^\s*BEGIN\b/i;
+
+/** A pool that records the text of every statement its clients run (pool.query runs on one too). */
+function countingPool(url: string): { pool: pg.Pool; statements: string[] } {
+  const statements: string[] = [];
+  const pool = createVaultPool(url);
+  // Every physical connection, once, when the pool opens it.
+  pool.on('connect', (client) => {
+    const target = client as unknown as { query: (...a: unknown[]) => unknown };
+    const original = target.query.bind(client);
+    target.query = (config: unknown, ...rest: unknown[]) => {
+      const text = typeof config === 'string' ? config : (config as { text?: string } | null)?.text;
+      if (typeof text === 'string') statements.push(text);
+      return original(config, ...rest);
+    };
+  });
+  return { pool, statements };
+}
+
+const sqlWrites = (statements: readonly string[]): string[] => statements.filter((s) => WRITE_SQL.test(s));
+
+let vault: Vault;
+let statements: string[];
+let signer: KeySigner;
+let client: CountingClient;
+let registry: Registry;
+let controller: RunningController;
+let admin: pg.Pool;
+
+const crs = () => kubeConfig('admin').makeApiClient(CustomObjectsApi);
+const getRun = async (name: string) =>
+  (await crs().getNamespacedCustomObject({
+    group: GROUP,
+    version: 'v1',
+    namespace: ns,
+    plural: 'runs',
+    name,
+  })) as Run;
+
+const metric = async (name: string, labels: Record<string, string>) =>
+  metricValue(await registry.metrics(), name, labels);
+
+/** Both controllers idle: nothing queued, nothing being reconciled. */
+async function idle(): Promise<void> {
+  for (const c of ['runs', 'transparency']) {
+    if ((await metric('workqueue_depth', { name: c })) !== 0) return Promise.reject(new Error(`${c} queued`));
+    if ((await metric('controller_runtime_active_workers', { controller: c })) !== 0)
+      return Promise.reject(new Error(`${c} busy`));
+  }
+}
+
+async function reconciles(controllerName: string): Promise<number> {
+  return metric('controller_runtime_reconcile_total', { controller: controllerName });
+}
+
+/** Waits until `controllerName` reconciled at least once more than `before` and both are idle again. */
+async function settled(controllerName: string, before: number): Promise<void> {
+  await waitFor(`${controllerName} reconciled and idle`, async () => {
+    if ((await reconciles(controllerName)) <= before) return undefined;
+    try {
+      await idle();
+      return true;
+    } catch {
+      return undefined;
+    }
+  });
+}
+
+beforeAll(async () => {
+  const url = await freshDatabase('converged');
+  await migrate(url);
+  const counting = countingPool(url);
+  statements = counting.statements;
+  vault = await openVault(counting.pool);
+  admin = new pg.Pool({ connectionString: url, max: 1 });
+  signer = signerFromPem(await generateDevPki());
+  await createNamespace(ns);
+  client = new CountingClient(kubeClient(kubeConfig('aibom-vault')));
+  registry = new Registry();
+  const quiet = pino({ level: 'silent' });
+  controller = startController({
+    client,
+    vault,
+    blobs: stackBlobs(),
+    runtimeSigner: signer,
+    envelopeSigner: () => Promise.resolve(signer),
+    logger: quiet,
+    registry,
+    namespace: 'aibom-vault-system',
+    leaseName: `converged-${randomBytes(3).toString('hex')}`,
+    watchNamespace: ns,
+    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+    // SERVICE_TRANSPARENCY_WRITER=1 with the local log: the projection controller runs too.
+    transparency: setupTransparency({
+      vault,
+      signer,
+      caCertificates: signer.caCertificates,
+      logSigner: signer,
+      issuer: 'urn:test:converged',
+      backend: 'local',
+      logger: quiet,
+    }),
+  });
+});
+
+afterAll(async () => {
+  await controller?.stop();
+  await vault?.close();
+  await admin?.end();
+});
+
+describe('a converged Run', () => {
+  let run: Run;
+
+  beforeAll(async () => {
+    await crs().createNamespacedCustomObject({
+      group: GROUP,
+      version: 'v1',
+      namespace: ns,
+      plural: 'runs',
+      body: {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'Run',
+        metadata: { name: 'quiet' },
+        spec: await sampleRunSpec(),
+      },
+    });
+    await driveRun(kubeConfig('admin'), ns, 'quiet', { stepDelayMs: 20 });
+    // Converged: the AIBOM recorded, every record published and projected, both controllers idle.
+    run = await waitFor('the Run converged', async () => {
+      const r = await getRun('quiet');
+      const ready = r.status?.conditions?.some((c) => c.type === 'AIBOMReady' && c.status === 'True');
+      const aibom = r.status?.artifacts?.aibom as { transparency?: { status?: string } } | undefined;
+      if (
+        !ready ||
+        r.status?.transparency?.state !== 'published' ||
+        aibom?.transparency?.status !== 'published'
+      )
+        return undefined;
+      if (r.status.transparency.published !== r.status.attestations?.count) return undefined;
+      try {
+        await idle();
+      } catch {
+        return undefined;
+      }
+      return r;
+    });
+  }, 180_000);
+
+  it('is reconciled again after an unrelated update with zero writes to the API server and PostgreSQL', async () => {
+    const before = await reconciles('runs');
+    client.reset();
+    statements.length = 0;
+    // A label: a real update event for the Run (no generation change), so the reconciler runs.
+    await crs().patchNamespacedCustomObject({
+      group: GROUP,
+      version: 'v1',
+      namespace: ns,
+      plural: 'runs',
+      name: 'quiet',
+      body: [{ op: 'add', path: '/metadata/labels', value: { touched: 'yes' } }],
+    });
+    await settled('runs', before);
+    expect(await metric('controller_runtime_reconcile_errors_total', { controller: 'runs' })).toBe(0);
+    expect(client.writes()).toEqual({});
+    expect(sqlWrites(statements)).toEqual([]);
+    // It did look: the vault was read (the gather), the cache answered for Kubernetes.
+    expect(statements.length).toBeGreaterThan(0);
+    expect(client.counts.get('GET runs') ?? 0).toBe(0);
+    const after = await getRun('quiet');
+    expect(after.status).toEqual(run.status);
+  });
+
+  it('a job notification for the converged Run makes the projection look, and write nothing', async () => {
+    const before = await reconciles('transparency');
+    client.reset();
+    statements.length = 0;
+    // What a worker in any replica sends when a job of this run changes (here: nothing changed).
+    await admin.query(`SELECT pg_notify('aibom_vault_transparency', $1)`, [run.metadata.uid]);
+    await settled('transparency', before);
+    expect(await metric('controller_runtime_reconcile_errors_total', { controller: 'transparency' })).toBe(0);
+    expect(client.writes()).toEqual({});
+    expect(sqlWrites(statements)).toEqual([]);
+    expect(client.counts.get('LIST attestations')).toBe(1);
+  });
+
+  it('counts writes when there are some (the counters are live)', async () => {
+    const before = await reconciles('runs');
+    client.reset();
+    statements.length = 0;
+    // The Run's status loses a field the reconciler owns: it must write it back.
+    await crs().patchNamespacedCustomObjectStatus({
+      group: GROUP,
+      version: 'v1',
+      namespace: ns,
+      plural: 'runs',
+      name: 'quiet',
+      body: [{ op: 'remove', path: '/status/attestations/runAttestationId' }],
+    });
+    await settled('runs', before);
+    expect(client.writes()).toEqual({ 'PATCH runs/status': 1 });
+    expect((await getRun('quiet')).status?.attestations).toEqual(run.status?.attestations);
+  });
+});

@@ -1,0 +1,163 @@
+/**
+ * The transparency projection against in-memory seams: job state (FakeVault) → Attestation
+ * resources' and the Run's `status.transparency` (FakeKube, its own field manager).
+ */
+import { describe, expect, it } from 'vitest';
+import type { Run } from '../../../src/api/run.ts';
+import { reconcileRun } from '../../../src/controller/run/reconciler.ts';
+import {
+  mayNeedProjection,
+  projectionTargetsChanged,
+  projectRun,
+  type ProjectionDeps,
+} from '../../../src/controller/transparency/projection.ts';
+import {
+  logger,
+  resetCounts,
+  runFixture,
+  stepsDone,
+  succeeded,
+  world,
+  writes,
+  type World,
+} from './fixtures.ts';
+
+const projection = (w: World): ProjectionDeps => ({
+  api: w.kube.projectionApi(),
+  jobs: w.vault.transparencyJobs,
+  logger,
+});
+
+async function recorded(w: World, ...mods: ((r: Run) => void)[]): Promise<Run> {
+  const run = w.kube.put(runFixture(...mods));
+  await reconcileRun(
+    { api: w.kube.runApi(), vault: w.vault, recorder: w.recorder, logger },
+    run.metadata.namespace,
+    run.metadata.name,
+  );
+  return w.kube.run(run.metadata.namespace, run.metadata.name)!;
+}
+
+const published = (w: World, attestationId: string, index: number): void =>
+  w.vault.publish(attestationId, {
+    state: 'published',
+    attempts: 1,
+    backend: 'local',
+    entryId: `e${index}`.padEnd(64, '0'),
+    logIndex: index,
+    receipt: Buffer.from('receipt'),
+    statement: Buffer.from('statement'),
+    publishedAt: new Date('2026-03-01T12:00:00Z'),
+  });
+
+describe('transparency projection (in-memory seams)', () => {
+  it('shows queued jobs on every Attestation and the Run, then makes no write when nothing changed', async () => {
+    const w = await world({ transparency: true });
+    const run = await recorded(w, succeeded);
+    const count = run.status!.attestations!.count!;
+    resetCounts(w);
+    await projectRun(projection(w), run.metadata.uid);
+    expect(w.kube.requests.calls.get('PATCH attestations/status')).toBe(count);
+    const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
+    expect(now.status?.transparency).toEqual({ state: 'queued', queued: count, published: 0, failed: 0 });
+    const aibom = now.status?.artifacts?.aibom as { digest: string; transparency: { status: string } };
+    // The entry joins the record the reconciler wrote (its own fields untouched).
+    expect(aibom.digest).toMatch(/^sha256:/);
+    expect(aibom.transparency).toMatchObject({ status: 'queued', attempts: 0 });
+    for (const a of w.kube.attestations.values()) {
+      expect(a.status.transparency).toMatchObject({ state: 'queued', attempts: 0 });
+    }
+
+    resetCounts(w);
+    await projectRun(projection(w), run.metadata.uid);
+    expect(writes(w)).toEqual({});
+  });
+
+  it('writes only what moved, and announces the Run published once', async () => {
+    const w = await world({ transparency: true });
+    const run = await recorded(w, succeeded);
+    await projectRun(projection(w), run.metadata.uid);
+    const ids = w.vault.rows.map((r) => r.id);
+    published(w, ids[0]!, 0);
+    resetCounts(w);
+    await projectRun(projection(w), run.metadata.uid);
+    expect(w.kube.requests.calls.get('PATCH attestations/status')).toBe(1);
+    expect(w.kube.attestations.get(ids[0]!)!.status.transparency).toEqual({
+      state: 'published',
+      jobId: w.vault.jobs.get(ids[0]!)!.id,
+      attempts: 1,
+      entryId: 'e0'.padEnd(64, '0'),
+      logIndex: 0,
+      backend: 'local',
+    });
+    for (const [k, id] of ids.entries()) if (k > 0) published(w, id, k);
+    await projectRun(projection(w), run.metadata.uid);
+    await projectRun(projection(w), run.metadata.uid);
+    const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
+    expect(now.status?.transparency).toMatchObject({ state: 'published', published: ids.length, queued: 0 });
+    expect((now.status?.artifacts?.aibom as { transparency: unknown }).transparency).toMatchObject({
+      status: 'published',
+      mode: 'dry_run',
+      receipt: Buffer.from('receipt').toString('base64'),
+    });
+    expect(w.kube.events.filter((e) => e.reason === 'TransparencyPublished')).toHaveLength(1);
+  });
+
+  it('a failed job makes the Run failed, with the error on its Attestation', async () => {
+    const w = await world({ transparency: true });
+    const run = await recorded(w, stepsDone(1));
+    const id = w.vault.rows[0]!.id;
+    w.vault.publish(id, { state: 'failed', attempts: 10, lastError: 'REMOTE_UNAVAILABLE: 503' });
+    await projectRun(projection(w), run.metadata.uid);
+    const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
+    expect(now.status?.transparency).toMatchObject({ state: 'failed', failed: 1 });
+    expect(w.kube.attestations.get(id)!.status.transparency).toMatchObject({
+      state: 'failed',
+      lastError: 'REMOTE_UNAVAILABLE: 503',
+    });
+    // No AIBOM yet: no `artifacts.aibom` appears with only a transparency entry in it.
+    expect(now.status?.artifacts).toBeUndefined();
+  });
+
+  it('records without jobs (made before the writer was on) project to nothing', async () => {
+    const w = await world({ transparency: false });
+    const run = await recorded(w, succeeded);
+    resetCounts(w);
+    await projectRun(projection(w), run.metadata.uid);
+    expect(writes(w)).toEqual({});
+    expect(w.kube.run(run.metadata.namespace, run.metadata.name)!.status?.transparency).toBeUndefined();
+  });
+
+  it('an Attestation resource not created yet is projected once the reconciler created it', async () => {
+    const w = await world({ transparency: true });
+    const run = await recorded(w, stepsDone(1));
+    const [first] = w.vault.rows;
+    w.kube.attestations.delete(first!.id);
+    await projectRun(projection(w), run.metadata.uid);
+    // The reconciler creates it (and moves the Run's count): the Run update re-triggers the projection.
+    const before = w.kube.run(run.metadata.namespace, run.metadata.name)!;
+    await w.kube.runApi().createAttestation(before, first!);
+    await projectRun(projection(w), run.metadata.uid);
+    expect(w.kube.attestations.get(first!.id)!.status.transparency).toMatchObject({ state: 'queued' });
+  });
+
+  it('chooses the Runs to project after a reconnect, and the Run updates that add targets', () => {
+    const base = runFixture(succeeded, (r) => (r.status!.attestations = { count: 3 }));
+    expect(mayNeedProjection(runFixture())).toBe(false);
+    expect(mayNeedProjection(base)).toBe(true);
+    const done = runFixture(succeeded, (r) => {
+      r.status!.attestations = { count: 3 };
+      r.status!.transparency = { state: 'published', published: 3, queued: 0, failed: 0 };
+    });
+    expect(mayNeedProjection(done)).toBe(false);
+    const more = structuredClone(done);
+    more.status!.attestations = { count: 4 };
+    expect(mayNeedProjection(more)).toBe(true);
+    expect(projectionTargetsChanged(done, more)).toBe(true);
+    expect(projectionTargetsChanged(done, structuredClone(done))).toBe(false);
+    const withAibom = structuredClone(done);
+    withAibom.status!.artifacts = { aibom: { digest: 'sha256:x' } };
+    expect(projectionTargetsChanged(done, withAibom)).toBe(true);
+    expect(mayNeedProjection(withAibom)).toBe(true);
+  });
+});

@@ -1,0 +1,290 @@
+/**
+ * The Run reconciler against in-memory seams (FakeKube's RunApi, FakeVault's repositories, an
+ * in-memory object store) with the real recorder and real keys: the fast loop for the common
+ * change. The same behaviour runs against kube-apiserver, PostgreSQL and MinIO in
+ * test/integration/operator/.
+ */
+import { describe, expect, it } from 'vitest';
+import { ConditionTypes, FINALIZER, Reasons } from '../../../src/api/reasons.ts';
+import type { Run } from '../../../src/api/run.ts';
+import { jcsSha256Hex, verifyRecord } from '../../../src/attest/index.ts';
+import { verifyManifest } from '../../../src/c2pa/index.ts';
+import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
+import { aibomKey, stepKey, terminalKey, type AibomMetadata } from '../../../src/recorder/index.ts';
+import {
+  failedAt,
+  logger,
+  resetCounts,
+  runFixture,
+  stepsDone,
+  succeeded,
+  world,
+  writes,
+  type World,
+} from './fixtures.ts';
+
+const deps = (w: World): RunReconcilerDeps => ({
+  api: w.kube.runApi(),
+  vault: w.vault,
+  recorder: w.recorder,
+  logger,
+  now: () => new Date('2026-03-01T12:00:00Z'),
+});
+
+const reconcile = (w: World, run: Run) => reconcileRun(deps(w), run.metadata.namespace, run.metadata.name);
+const stored = (w: World, run: Run): Run => w.kube.run(run.metadata.namespace, run.metadata.name)!;
+const condition = (run: Run, type: string) => run.status?.conditions?.find((c) => c.type === type);
+
+/** The same JSON with every object's keys in reverse order (what a server may hand back). */
+function reordered<T>(v: T): T {
+  if (Array.isArray(v)) return v.map(reordered) as T;
+  if (typeof v !== 'object' || v === null) return v;
+  return Object.fromEntries(
+    Object.entries(v)
+      .reverse()
+      .map(([k, x]) => [k, reordered(x)]),
+  ) as T;
+}
+
+describe('Run reconciler (in-memory seams)', () => {
+  it('a new Run gets the finalizer, its mirror and a waiting status; nothing is recorded', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture());
+    await reconcile(w, run);
+    const now = stored(w, run);
+    expect(now.metadata.finalizers).toEqual([FINALIZER]);
+    expect(w.vault.mirrors.get(run.metadata.uid)?.spec).toEqual(run.spec);
+    expect(condition(now, ConditionTypes.Attested)).toMatchObject({
+      status: 'False',
+      reason: Reasons.WaitingForSteps,
+      observedGeneration: 1,
+    });
+    expect(condition(now, ConditionTypes.AIBOMReady)).toMatchObject({
+      status: 'False',
+      reason: Reasons.RunNotTerminal,
+    });
+    expect(now.status?.attestations).toEqual({ count: 0 });
+    expect(w.vault.rows).toHaveLength(0);
+    // Decided from the cache: no live read for a Run that is not terminal.
+    expect(w.kube.requests.calls.get('GET run')).toBeUndefined();
+  });
+
+  it('records each finished step once and creates its Attestation resources', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(stepsDone(2)));
+    await reconcile(w, run);
+    const id = run.metadata.uid;
+    // retrieve: 1 capability + 1 step; summarise: 1 step.
+    expect(w.vault.claimed.get(stepKey(id, 'retrieve'))).toHaveLength(2);
+    expect(w.vault.claimed.get(stepKey(id, 'summarise'))).toHaveLength(1);
+    expect(w.vault.claimed.has(stepKey(id, 'post'))).toBe(false);
+    expect(w.vault.claimed.has(terminalKey(id))).toBe(false);
+    expect(w.kube.attestations.size).toBe(3);
+    expect(w.kube.events.filter((e) => e.reason === 'Attested').map((e) => e.note)).toEqual([
+      'recorded 2 attestation(s) for step retrieve',
+      'recorded 1 attestation(s) for step summarise',
+    ]);
+    const now = stored(w, run);
+    expect(now.status?.attestations).toEqual({ count: 3 });
+    expect(condition(now, ConditionTypes.Attested)).toMatchObject({
+      status: 'True',
+      reason: Reasons.StepsAttested,
+    });
+    // Each record is signed by the namespace's signer and its digest is the envelope's.
+    for (const row of w.vault.rows) {
+      expect(verifyRecord(row.record, { publicKeys: [w.signer.publicKey] }).ok, row.kind).toBe(true);
+    }
+    // The step record carries the pack that governs it (the step's own).
+    const summarise = w.vault.rows.find((r) => r.kind === 'step' && r.record.stepId === 'summarise')!;
+    expect(summarise.record).toMatchObject({ policyPack: 'strict', policyVersion: '2' });
+  });
+
+  it('a second reconcile of a converged Run makes no write and no request', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(stepsDone(1)));
+    await reconcile(w, run);
+    resetCounts(w);
+    await reconcile(w, run);
+    expect(writes(w)).toEqual({});
+    expect(w.kube.requests.total()).toBe(0);
+  });
+
+  it('a terminal Run: policies and provenance, then the AIBOM, from a live read; then it converges', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(succeeded));
+    await reconcile(w, run);
+    const id = run.metadata.uid;
+    expect(w.kube.requests.calls.get('GET run')).toBe(1);
+    // 2 policy records (baseline@1.2.0 and strict@2) + the run's provenance.
+    const terminal = w.vault.claimed.get(terminalKey(id))!;
+    expect(terminal).toHaveLength(3);
+    expect(w.vault.rows.filter((r) => r.kind === 'policy').map((r) => r.record.policyPack)).toEqual([
+      'baseline',
+      'strict',
+    ]);
+    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(1);
+
+    const now = stored(w, run);
+    const meta = now.status?.artifacts?.aibom as AibomMetadata;
+    expect(condition(now, ConditionTypes.AIBOMReady)).toMatchObject({
+      status: 'True',
+      reason: Reasons.AIBOMRecorded,
+    });
+    expect(condition(now, ConditionTypes.Attested)).toMatchObject({
+      status: 'True',
+      reason: Reasons.RunAttested,
+    });
+    // The AIBOM lists every record made before it, and its C2PA manifest binds the stored bytes.
+    const before = w.vault.rows.filter((r) => r.kind !== 'aibom').map((r) => r.id);
+    expect(meta.attestation_ids).toEqual(before);
+    expect(now.status?.attestations).toMatchObject({
+      count: before.length + 1,
+      runAttestationId: w.vault.rows.find((r) => r.kind === 'run')!.id,
+      aibomAttestationId: meta.aibom_attestation_id,
+    });
+    const bytes = w.blobs.objects.get(meta.key)!.body;
+    const manifest = w.blobs.objects.get(meta.c2pa_manifest.key)!.body;
+    expect(verifyManifest({ store: manifest, asset: bytes, trustAnchors: w.pki['ca.crt'] }).ok).toBe(true);
+    expect(JSON.parse(w.blobs.objects.get(meta.key.replace(/json$/, 'meta.json'))!.body.toString())).toEqual(
+      meta,
+    );
+    expect(w.kube.attestations.size).toBe(before.length + 1);
+    expect(w.kube.events.map((e) => e.reason)).toContain('AIBOMRecorded');
+
+    resetCounts(w);
+    await reconcile(w, run);
+    expect(writes(w)).toEqual({});
+    expect(w.kube.requests.total()).toBe(0);
+  });
+
+  it('compares status structurally: the same status with keys in another order is not rewritten', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(succeeded));
+    await reconcile(w, run);
+    const current = w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!;
+    current.status = reordered(current.status!);
+    resetCounts(w);
+    await reconcile(w, run);
+    expect(writes(w)).toEqual({});
+  });
+
+  it('leaves the fields the transparency projection owns alone', async () => {
+    const w = await world({ transparency: true });
+    const run = w.kube.put(runFixture(succeeded));
+    await reconcile(w, run);
+    const projected = {
+      transparency: { state: 'queued', queued: 7, published: 0, failed: 0 },
+      artifacts: { aibom: { transparency: { job_id: 'j', status: 'queued', attempts: 0 } } },
+    } as const;
+    await w.kube.projectionApi().applyRunTransparency(stored(w, run), projected);
+    resetCounts(w);
+    await reconcile(w, run);
+    expect(writes(w)).toEqual({});
+    const now = stored(w, run);
+    expect(now.status?.transparency).toEqual(projected.transparency);
+    expect((now.status?.artifacts?.aibom as { transparency?: unknown }).transparency).toEqual(
+      projected.artifacts.aibom.transparency,
+    );
+  });
+
+  it('records a Failed run: the failed step, the run, the AIBOM with status failed', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(failedAt('summarise')));
+    await reconcile(w, run);
+    const meta = stored(w, run).status?.artifacts?.aibom as AibomMetadata;
+    expect(meta.status).toBe('failed');
+    const step = w.vault.rows.find((r) => r.kind === 'step' && r.record.stepId === 'summarise')!;
+    const statement = JSON.parse(Buffer.from(step.record.envelope.payload, 'base64').toString()) as {
+      predicate: { phase: string; outputDigest: unknown };
+    };
+    expect(statement.predicate).toMatchObject({
+      phase: 'failed',
+      outputDigest: { sha256: jcsSha256Hex({ error: 'boom' }) },
+    });
+  });
+
+  it('a vault outage: VaultUnavailable on the condition, a Warning, a retry; then it converges', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(stepsDone(1)));
+    w.vault.failNext = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    await expect(reconcile(w, run)).rejects.toThrow('ECONNREFUSED');
+    expect(condition(stored(w, run), ConditionTypes.Attested)).toMatchObject({
+      status: 'False',
+      reason: Reasons.VaultUnavailable,
+      message: 'the vault (PostgreSQL) is unavailable: connect ECONNREFUSED 127.0.0.1:5432',
+    });
+    expect(w.kube.events.at(-1)).toMatchObject({ type: 'Warning', reason: Reasons.VaultUnavailable });
+    await reconcile(w, run);
+    expect(condition(stored(w, run), ConditionTypes.Attested)).toMatchObject({ status: 'True' });
+    resetCounts(w);
+    await reconcile(w, run);
+    expect(writes(w)).toEqual({});
+  });
+
+  it('an object store outage during the AIBOM: ObjectStoreUnavailable, then repaired', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(succeeded));
+    // The first put is the AIBOM blob.
+    w.blobs.failNext = new Error('S3 503 SlowDown');
+    await expect(reconcile(w, run)).rejects.toThrow('SlowDown');
+    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
+      status: 'False',
+      reason: Reasons.ObjectStoreUnavailable,
+    });
+    await reconcile(w, run);
+    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({ status: 'True' });
+    expect(w.vault.rows.filter((r) => r.kind === 'aibom')).toHaveLength(1);
+  });
+
+  it('no signer: SignerUnavailable, nothing recorded', async () => {
+    const w = await world();
+    w.signerDown = true;
+    const run = w.kube.put(runFixture(stepsDone(1)));
+    await expect(reconcile(w, run)).rejects.toThrow('not found');
+    expect(condition(stored(w, run), ConditionTypes.Attested)).toMatchObject({
+      reason: Reasons.SignerUnavailable,
+    });
+    expect(w.vault.rows).toHaveLength(0);
+  });
+
+  it('an unexpected failure is RecordingFailed with its message', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(succeeded, (r) => (r.spec.steps[0]!.id = 'BAD ID')));
+    await expect(reconcile(w, run)).rejects.toThrow();
+    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
+      status: 'False',
+      reason: Reasons.RecordingFailed,
+    });
+  });
+
+  it('a deleting Run is recorded to the end before its finalizer goes; a gone Run costs nothing', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(stepsDone(1)));
+    await reconcile(w, run);
+    // The pipeline finishes the run and it is deleted before the controller saw the terminal phase.
+    const deleting = w.kube.put(runFixture(succeeded, (r) => (r.metadata = { ...run.metadata })));
+    w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.deletionTimestamp =
+      '2026-03-01T12:00:00Z';
+    await reconcile(w, deleting);
+    expect(w.vault.rows.some((r) => r.kind === 'aibom')).toBe(true);
+    expect(stored(w, run).metadata.finalizers).toEqual([]);
+
+    w.kube.runs.clear();
+    resetCounts(w);
+    await reconcile(w, run);
+    expect(w.kube.requests.total()).toBe(0);
+    expect(writes(w)).toEqual({});
+  });
+
+  it('a status write that changes nothing the reconciler owns is skipped after a restart', async () => {
+    // A fresh controller (a new leader) sees a converged Run: gather, compare, nothing to do.
+    const w = await world();
+    const run = w.kube.put(runFixture(succeeded));
+    await reconcile(w, run);
+    const again = await world();
+    Object.assign(again, { kube: w.kube, vault: w.vault, blobs: w.blobs });
+    resetCounts(w);
+    await reconcileRun({ ...deps(w), recorder: again.recorder }, run.metadata.namespace, run.metadata.name);
+    expect(writes(w)).toEqual({});
+  });
+});

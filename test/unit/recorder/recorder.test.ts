@@ -1,0 +1,108 @@
+/**
+ * The recorder (extract → sign → store) against in-memory repositories and object store, with
+ * real keys: each method records once per key, signs with the right key, and says which dependency
+ * a failure was on.
+ */
+import { describe, expect, it } from 'vitest';
+import { verifyRecord } from '../../../src/attest/index.ts';
+import { verifyManifest } from '../../../src/c2pa/index.ts';
+import {
+  aibomKeys,
+  RecordError,
+  stepKey,
+  terminalKey,
+  type AibomMetadata,
+} from '../../../src/recorder/index.ts';
+import { runFixture, stepsDone, succeeded, world } from '../controller/fixtures.ts';
+
+describe('recorder', () => {
+  it('records finished steps once per key: capability tokens, then the step they authorise', async () => {
+    const w = await world();
+    const run = runFixture(stepsDone(3));
+    const first = await w.recorder.recordSteps(run, ['retrieve', 'summarise']);
+    expect(first.map((r) => [r.key, r.what, r.ids.length, r.created])).toEqual([
+      [stepKey(run.metadata.uid, 'retrieve'), 'step retrieve', 2, true],
+      [stepKey(run.metadata.uid, 'summarise'), 'step summarise', 1, true],
+    ]);
+    const [capability, step] = w.vault.rows;
+    expect(capability!.kind).toBe('capability');
+    expect(step!.record.capabilityTokenIds).toEqual(capability!.record.capabilityTokenIds);
+    for (const row of w.vault.rows) {
+      expect(verifyRecord(row.record, { publicKeys: [w.signer.publicKey] }).ok).toBe(true);
+    }
+    // Again (a retry, a racing replica): the stored ids, nothing new.
+    const again = await w.recorder.recordSteps(run, ['retrieve']);
+    expect(again).toEqual([{ ...first[0], created: false }]);
+    expect(w.vault.rows).toHaveLength(3);
+    // Only finished steps: an unfinished one asked for is skipped.
+    expect(await w.recorder.recordSteps(runFixture(stepsDone(0)), ['retrieve'])).toEqual([]);
+  });
+
+  it('records the terminal batch: one policy record per pack in use, then the provenance', async () => {
+    const w = await world();
+    const run = runFixture(succeeded);
+    const r = await w.recorder.recordTerminal(run);
+    expect(r).toMatchObject({ key: terminalKey(run.metadata.uid), what: 'run and policies', created: true });
+    expect(w.vault.rows.map((x) => [x.kind, x.record.policyPack, x.record.policyVersion])).toEqual([
+      ['policy', 'baseline', '1.2.0'],
+      ['policy', 'strict', '2'],
+      ['run', 'baseline', '1.2.0'],
+    ]);
+    expect((await w.recorder.recordTerminal(run)).created).toBe(false);
+  });
+
+  it('records the AIBOM once: bytes, C2PA sidecar and metadata beside it, its attestation last', async () => {
+    const w = await world({ transparency: true });
+    const run = runFixture(succeeded);
+    await w.recorder.recordSteps(run, ['retrieve', 'summarise', 'post']);
+    await w.recorder.recordTerminal(run);
+    const { artifact, created } = await w.recorder.recordAibom(run);
+    expect(created).toBe(true);
+    const meta = artifact.metadata as unknown as AibomMetadata;
+    expect(meta.attestation_ids).toEqual(w.vault.rows.filter((r) => r.kind !== 'aibom').map((r) => r.id));
+    const aibomRow = w.vault.rows.at(-1)!;
+    expect(aibomRow.kind).toBe('aibom');
+    expect(meta.aibom_attestation_id).toBe(aibomRow.id);
+    expect(aibomRow.record.c2paManifestRef).toBe(`s3://${w.blobs.bucket}/${meta.c2pa_manifest.key}`);
+    const bytes = w.blobs.objects.get(meta.key)!.body;
+    const manifest = w.blobs.objects.get(meta.c2pa_manifest.key)!.body;
+    const verified = verifyManifest({ store: manifest, asset: bytes, trustAnchors: w.pki['ca.crt'] });
+    expect(verified.problems).toEqual([]);
+    expect(verified.attestationIds).toEqual(meta.attestation_ids);
+    // Every record's SCITT job commits with it when the writer is on.
+    expect([...w.vault.jobs.keys()].sort()).toEqual(w.vault.rows.map((r) => r.id).sort());
+
+    // Again: the stored record, no new object, no new row.
+    const puts = w.blobs.writes.total();
+    const again = await w.recorder.recordAibom(run);
+    expect(again).toEqual({ artifact, created: false });
+    expect(w.blobs.writes.total()).toBe(puts);
+
+    // The metadata object beside the blob lost (a crash after the commit): the next call repairs it.
+    const metaKey = aibomKeys(run.metadata.namespace, run.metadata.uid).meta;
+    w.blobs.objects.delete(metaKey);
+    await w.recorder.recordAibom(run);
+    expect(JSON.parse(w.blobs.objects.get(metaKey)!.body.toString())).toEqual(meta);
+  });
+
+  it('says which dependency failed: the vault, the object store, the signer', async () => {
+    const w = await world();
+    const run = runFixture(succeeded);
+    w.vault.failNext = new Error('ECONNRESET');
+    const vault = await w.recorder.recordTerminal(run).catch((e: unknown) => e);
+    expect(vault).toBeInstanceOf(RecordError);
+    expect(vault).toMatchObject({ code: 'VaultUnavailable', message: 'ECONNRESET' });
+    expect((vault as RecordError).cause).toBeInstanceOf(Error);
+
+    w.blobs.failNext = new Error('503');
+    expect(await w.recorder.recordAibom(run).catch((e: unknown) => e)).toMatchObject({
+      code: 'ObjectStoreUnavailable',
+    });
+
+    w.signerDown = true;
+    expect(await w.recorder.recordSteps(run, ['retrieve']).catch((e: unknown) => e)).toMatchObject({
+      code: 'SignerUnavailable',
+    });
+    expect(w.vault.rows.filter((r) => r.kind === 'step')).toHaveLength(0);
+  });
+});
