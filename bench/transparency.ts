@@ -35,7 +35,8 @@ import {
   parsePrivateKey,
   type KeySigner,
 } from '../src/signing/index.ts';
-import { buildSignedStatement, decodeSign1, sigStructure } from '../src/transparency/cose.ts';
+import { sigStructure } from '../src/cose/sign1.ts';
+import { buildSignedStatement, decodeSign1 } from '../src/transparency/statement.ts';
 import { createLocalLog, type LocalLog } from '../src/transparency/local-log.ts';
 import { leafHash } from '../src/transparency/merkle.ts';
 import { decodeReceipt, entryOf, verifyReceipt } from '../src/transparency/receipt.ts';

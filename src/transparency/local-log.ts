@@ -11,7 +11,8 @@ import {
   timestamptzField,
 } from '../vault/copy-binary.ts';
 import type { Signer } from '../signing/signer.ts';
-import { cwtClaims, decodeSign1, logKeyOf, sign1Entry, type LogKey } from './cose.ts';
+import { logKeyOf, type LogKey } from '../cose/key.ts';
+import { cwtClaims, decodeSign1 } from './statement.ts';
 import { TransparencyError } from './errors.ts';
 import {
   completedNodes,
@@ -26,7 +27,14 @@ import {
   type NodeId,
   type Range,
 } from './merkle.ts';
-import { decodeReceipt, issueReceipt, receiptsUnder, signTreeHead, type InclusionProof } from './receipt.ts';
+import {
+  decodeReceipt,
+  issueReceipt,
+  receiptsUnder,
+  sign1Entry,
+  signTreeHead,
+  type InclusionProof,
+} from './receipt.ts';
 
 /**
  * The service's own append-only RFC 9162 Merkle log in PostgreSQL (migration 0005): the `local`

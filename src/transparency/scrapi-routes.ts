@@ -1,7 +1,9 @@
 import type { X509Certificate } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { encodeCbor } from './cbor.ts';
-import { encodeKeySet, MediaType, verifySignedStatement } from './cose.ts';
+import { encodeCbor } from '../cose/cbor.ts';
+import { encodeKeySet } from '../cose/key.ts';
+import { MediaType } from './media-types.ts';
+import { verifySignedStatement } from './statement.ts';
 import { isTransparencyError, TransparencyError, type TransparencyErrorCode } from './errors.ts';
 import type { LocalLog } from './local-log.ts';
 import { leafHash } from './merkle.ts';

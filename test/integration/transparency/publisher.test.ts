@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { decodeSign1, verifySignedStatement } from '../../../src/transparency/cose.ts';
+import { decodeSign1, verifySignedStatement } from '../../../src/transparency/statement.ts';
 import {
   enqueue,
   getJob,

@@ -4,7 +4,7 @@ import { Decoder } from 'cbor-x';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { encodeKeySet } from '../../../src/transparency/cose.ts';
+import { encodeKeySet } from '../../../src/cose/key.ts';
 import { isTransparencyError, type TransparencyError } from '../../../src/transparency/errors.ts';
 import { enqueue, getJob, type RetryPolicy } from '../../../src/transparency/jobs.ts';
 import { createLocalLog, type LocalLog } from '../../../src/transparency/local-log.ts';

@@ -1,7 +1,8 @@
 import { Decoder, Encoder, Tag } from 'cbor-x';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { buildSignedStatement, logKeyOf, type LogKey } from '../../../src/transparency/cose.ts';
+import { logKeyOf, type LogKey } from '../../../src/cose/key.ts';
+import { buildSignedStatement } from '../../../src/transparency/statement.ts';
 import { isTransparencyError } from '../../../src/transparency/errors.ts';
 import { leafHash, MemoryTree } from '../../../src/transparency/merkle.ts';
 import {

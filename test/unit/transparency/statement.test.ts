@@ -1,17 +1,13 @@
 import { createHash, verify, X509Certificate } from 'node:crypto';
 import { Decoder, Encoder, Tag } from 'cbor-x';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { Claim } from '../../../src/cose/cwt.ts';
+import { Header, signSign1 } from '../../../src/cose/sign1.ts';
 import {
   buildSignedStatement,
-  Claim,
-  decodeKeySet,
   decodeSign1,
-  encodeKeySet,
-  Header,
-  logKeyOf,
-  signSign1,
   verifySignedStatement,
-} from '../../../src/transparency/cose.ts';
+} from '../../../src/transparency/statement.ts';
 import { didX509, matchDidX509, percentEncode } from '../../../src/transparency/did-x509.ts';
 import { isTransparencyError, type TransparencyErrorCode } from '../../../src/transparency/errors.ts';
 import type { KeySigner } from '../../../src/signing/index.ts';
@@ -223,25 +219,5 @@ describe('did:x509', () => {
       matchDidX509(`did:x509:0:sha256:${leafPin}::subject:CN:aibom-vault%20dev%20signer`, chain).ok,
     ).toBe(false);
     expect(matchDidX509('did:web:example.com', chain).ok).toBe(false);
-  });
-});
-
-describe('COSE key set', () => {
-  it('round-trips P-256 and Ed25519 log keys with their kids', () => {
-    const keys = [logKeyOf(logSigner('ec').publicKey), logKeyOf(logSigner('ed25519').publicKey)];
-    const decoded = decodeKeySet(encodeKeySet(keys));
-    expect(decoded).toHaveLength(2);
-    for (const [i, k] of decoded.entries()) {
-      expect(k.kid.equals(keys[i]!.kid)).toBe(true);
-      expect(
-        k.key
-          .export({ type: 'spki', format: 'der' })
-          .equals(keys[i]!.key.export({ type: 'spki', format: 'der' })),
-      ).toBe(true);
-    }
-    const raw = cbor.decode(encodeKeySet(keys.slice(0, 1))) as Map<number, unknown>[];
-    expect(raw[0]!.get(1)).toBe(2); // kty EC2
-    expect(raw[0]!.get(-1)).toBe(1); // crv P-256
-    expect(raw[0]!.get(3)).toBe(-7);
   });
 });
