@@ -1,3 +1,5 @@
+import { BaseError } from '../errors.ts';
+
 /**
  * RFC 9457 problem details. Every error response of the API is one of these, with a stable `code`
  * clients switch on (never the message) and, for input errors, JSON pointers to the bad fields.
@@ -55,9 +57,8 @@ const TITLES: Record<ProblemCode, string> = {
 };
 
 /** Thrown by routes and plugins; the error handler renders it. */
-export class ProblemError extends Error {
+export class ProblemError extends BaseError<ProblemCode> {
   readonly status: number;
-  readonly code: ProblemCode;
   readonly errors: readonly FieldProblem[] | undefined;
   readonly headers: Readonly<Record<string, string>>;
   constructor(
@@ -66,10 +67,8 @@ export class ProblemError extends Error {
     detail: string,
     extra: { errors?: FieldProblem[]; headers?: Record<string, string>; cause?: unknown } = {},
   ) {
-    super(detail, extra.cause !== undefined ? { cause: extra.cause } : undefined);
-    this.name = 'ProblemError';
+    super(code, detail, extra.cause !== undefined ? { cause: extra.cause } : undefined);
     this.status = status;
-    this.code = code;
     this.errors = extra.errors;
     this.headers = extra.headers ?? {};
   }
