@@ -6,7 +6,6 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from '../log/index.ts';
 import type { Vault } from '../vault/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
-import { registerScrapiRoutes } from '../transparency/scrapi-routes.ts';
 import type { Authorizer } from './auth/authorizer.ts';
 import { isAllowed } from './auth/plugin.ts';
 import { ProblemError } from './problem.ts';
@@ -15,6 +14,7 @@ import { installErrorHandling } from './error-handler.ts';
 import { problemSchema } from './problem.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
 import { runDetailSchema, runRoutes } from './routes/v1/runs.ts';
+import { registerScrapiRoutes } from './routes/scrapi.ts';
 
 export interface AppDeps {
   readonly logger: Logger;

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import { BaseError } from '../errors.ts';
 
 /**
@@ -21,6 +22,7 @@ export type ProblemCode =
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'UPSTREAM_UNAVAILABLE'
   | 'METHOD_NOT_ALLOWED'
+  | 'REGISTRATION_FAILED'
   | 'INTERNAL';
 
 export interface FieldProblem {
@@ -33,7 +35,8 @@ export interface Problem {
   readonly type: string;
   readonly title: string;
   readonly status: number;
-  readonly code: ProblemCode;
+  /** A ProblemCode, or the code of the module error it reports (e.g. a TransparencyError's). */
+  readonly code: string;
   readonly detail?: string;
   readonly instance?: string;
   readonly errors?: readonly FieldProblem[];
@@ -53,6 +56,7 @@ const TITLES: Record<ProblemCode, string> = {
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   METHOD_NOT_ALLOWED: 'Method not allowed',
+  REGISTRATION_FAILED: 'Registration failed',
   INTERNAL: 'Internal error',
 };
 
@@ -76,13 +80,13 @@ export class ProblemError extends BaseError<ProblemCode> {
 
 export function problem(
   status: number,
-  code: ProblemCode,
+  code: string,
   detail?: string,
   errors?: readonly FieldProblem[],
 ): Problem {
   return {
     type: `https://vault.service.dev/problems/${code.toLowerCase().replaceAll('_', '-')}`,
-    title: TITLES[code],
+    title: Object.hasOwn(TITLES, code) ? TITLES[code as ProblemCode] : (STATUS_CODES[status] ?? 'Error'),
     status,
     code,
     ...(detail !== undefined ? { detail } : {}),

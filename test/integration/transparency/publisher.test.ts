@@ -16,7 +16,8 @@ import { createLocalLog, type LocalLog } from '../../../src/transparency/local-l
 import { createPublisher, type PublishBackend } from '../../../src/transparency/publisher.ts';
 import { verifyReceipt } from '../../../src/transparency/receipt.ts';
 import { createScrapiClient } from '../../../src/transparency/scrapi-client.ts';
-import { registerScrapiRoutes } from '../../../src/transparency/scrapi-routes.ts';
+import { installErrorHandling } from '../../../src/http/error-handler.ts';
+import { registerScrapiRoutes } from '../../../src/http/routes/scrapi.ts';
 import { createWorker } from '../../../src/transparency/worker.ts';
 import { append } from '../../../src/vault/index.ts';
 import { logSigner, statementSigner } from '../../unit/transparency/fixtures.ts';
@@ -101,6 +102,7 @@ describe('publisher and worker', () => {
     localLog = createLocalLog({ pool: a.pool, signer: logSigner(), issuer: 'https://a.scitt.test.invalid' });
     remoteLog = createLocalLog({ pool: b.pool, signer: logSigner(), issuer: 'https://b.scitt.test.invalid' });
     remote = Fastify({ logger: false });
+    installErrorHandling(remote);
     await registerScrapiRoutes(remote, { log: remoteLog, trustAnchors: signer.caCertificates });
     await remote.listen({ port: 0, host: '127.0.0.1' });
     remoteUrl = `http://127.0.0.1:${(remote.server.address() as AddressInfo).port}`;
