@@ -12,6 +12,7 @@ import { ProblemError } from './problem.ts';
 import { installAuth } from './auth/plugin.ts';
 import { installErrorHandling } from './error-handler.ts';
 import { problemSchema } from './problem.ts';
+import { transparencyViewSchema } from './schemas.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
 import { runDetailSchema, runRoutes } from './routes/v1/runs.ts';
 import { registerScrapiRoutes } from './routes/scrapi.ts';
@@ -83,7 +84,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.
   app.removeContentTypeParser('text/plain');
-  for (const schema of [problemSchema, ...attestationSchemas, runDetailSchema]) app.addSchema(schema);
+  for (const schema of [problemSchema, transparencyViewSchema, ...attestationSchemas, runDetailSchema]) {
+    app.addSchema(schema);
+  }
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',

@@ -143,12 +143,10 @@ function send(req: FastifyRequest, reply: FastifyReply, failure: Failure): Fasti
       }),
     );
   }
-  return reply
-    .type(PROBLEM_CONTENT_TYPE)
-    .send({
-      ...problem(failure.status, failure.code, failure.detail, failure.errors),
-      instance: req.url.split('?')[0],
-    });
+  return reply.type(PROBLEM_CONTENT_TYPE).send({
+    ...problem(failure.status, failure.code, failure.detail, failure.errors),
+    instance: req.url.split('?')[0],
+  });
 }
 
 /**

@@ -50,7 +50,7 @@ describe('the one error handler', () => {
         scope.post(
           `${prefix}/entries`,
           { config: { problem: format, accepts: 'application/cose' } },
-          async () => ({}),
+          () => ({}),
         );
       });
     }
