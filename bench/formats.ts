@@ -35,7 +35,7 @@ import {
   type InclusionProof,
 } from '../src/transparency/receipt.ts';
 import { buildSignedStatement, decodeSign1 } from '../src/transparency/statement.ts';
-import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { generateDevPki } from '../hack/dev-pki.ts';
 import { fmtRatio, median, printTable, scaled, type Benchmark } from './common.ts';
 import { statementFor } from './records.ts';
 

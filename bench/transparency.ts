@@ -27,7 +27,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { pino } from 'pino';
 import type { Logger } from '../src/log/index.ts';
-import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { generateDevPki } from '../hack/dev-pki.ts';
 import {
   createKeySigner,
   digestOf,

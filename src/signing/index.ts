@@ -2,7 +2,6 @@ export { isSelfSigned, validateChain, type ChainFailure, type ChainResult } from
 export { SigningError, type SigningErrorCode } from './errors.ts';
 export { createKeySigner, type KeySigner, type KeySignerOptions } from './key-signer.ts';
 export { parseCertificates, parsePrivateKey } from './pem.ts';
-export { createSignerRegistry, type SignerRegistry } from './registry.ts';
 export {
   algorithmOf,
   certificateRef,

@@ -22,7 +22,7 @@ import { isAlive, stopProcess, type Proc } from '../../hack/stack/proc.ts';
 import type { Condition, Run, RunSpec } from '../../src/api/run.ts';
 import { isFinished } from '../../src/controller/run/records.ts';
 import { envelopeDigest } from '../../src/attest/index.ts';
-import { generateDevPki, toSecretData, type DevPki } from '../../src/signing/dev-pki.ts';
+import { generateDevPki, toSecretData, type DevPki } from '../../hack/dev-pki.ts';
 import { verifyChain, type ChainReport } from '../../src/vault/index.ts';
 import { kubeConfig, stack, uniqueName } from './stack.ts';
 

@@ -8,7 +8,7 @@ import { verifyManifest } from '../../../src/c2pa/index.ts';
 import { driveRun } from '../../../src/cli/drive.ts';
 import { kubeClient } from '../../../src/controller/runtime/index.ts';
 import type { AibomMetadata } from '../../../src/pipeline/aibom.ts';
-import type { DevPki } from '../../../src/signing/dev-pki.ts';
+import type { DevPki } from '../../../hack/dev-pki.ts';
 import {
   aibomReady,
   conditionOf,

@@ -5,7 +5,7 @@ import {
   signStatement,
   type DsseEnvelope,
 } from '../../../src/attest/index.ts';
-import { generateDevPki, type DevPkiOptions } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki, type DevPkiOptions } from '../../../hack/dev-pki.ts';
 import { createKeySigner, signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 
 /** Generated per test run; no key is ever committed. */
