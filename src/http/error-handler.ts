@@ -28,13 +28,12 @@ interface Failure {
 }
 
 /** Transparency failures a client caused (the rest are the service's: 500). */
-const TRANSPARENCY_STATUS: Partial<Record<TransparencyErrorCode, number>> = {
+export const TRANSPARENCY_STATUS: Partial<Record<TransparencyErrorCode, number>> = {
   MALFORMED_STATEMENT: 400,
   STATEMENT_SIGNATURE_INVALID: 400,
   ISSUER_MISMATCH: 400,
   UNTRUSTED_ISSUER: 400,
   ENTRY_NOT_FOUND: 404,
-  INVALID_TREE_SIZE: 400,
 };
 
 interface AjvIssue {

@@ -4,6 +4,7 @@ import { BaseError } from '../errors.ts';
 /**
  * RFC 9457 problem details. Every error response of the API is one of these, with a stable `code`
  * clients switch on (never the message) and, for input errors, JSON pointers to the bad fields.
+ * docs/api.md lists every code (a unit test keeps the list complete).
  */
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -15,13 +16,11 @@ export type ProblemCode =
   | 'VALIDATION_FAILED'
   | 'MALFORMED_JSON'
   | 'UNSUPPORTED_MEDIA_TYPE'
-  | 'NOT_ACCEPTABLE'
   | 'PAYLOAD_TOO_LARGE'
   | 'CURSOR_INVALID'
   | 'INVALID_TIME_WINDOW'
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'UPSTREAM_UNAVAILABLE'
-  | 'METHOD_NOT_ALLOWED'
   | 'REGISTRATION_FAILED'
   | 'INTERNAL';
 
@@ -49,16 +48,17 @@ const TITLES: Record<ProblemCode, string> = {
   VALIDATION_FAILED: 'Request validation failed',
   MALFORMED_JSON: 'Malformed JSON body',
   UNSUPPORTED_MEDIA_TYPE: 'Unsupported media type',
-  NOT_ACCEPTABLE: 'Not acceptable',
   PAYLOAD_TOO_LARGE: 'Payload too large',
   CURSOR_INVALID: 'Invalid cursor',
   INVALID_TIME_WINDOW: 'Invalid time window',
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
-  METHOD_NOT_ALLOWED: 'Method not allowed',
   REGISTRATION_FAILED: 'Registration failed',
   INTERNAL: 'Internal error',
 };
+
+/** Every ProblemCode (for documentation checks). */
+export const PROBLEM_CODES = Object.keys(TITLES) as readonly ProblemCode[];
 
 /** Thrown by routes and plugins; the error handler renders it. */
 export class ProblemError extends BaseError<ProblemCode> {
