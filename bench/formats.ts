@@ -25,7 +25,6 @@ import {
 import { envelopeJcs } from '../src/attest/digest.ts';
 import { cborUint, encodeCbor, Tag } from '../src/cose/cbor.ts';
 import { encodeSign1, Header, sigStructure } from '../src/cose/sign1.ts';
-import { createKeySigner, parseCertificates, parsePrivateKey } from '../src/signing/index.ts';
 import { leafHash } from '../src/transparency/merkle.ts';
 import {
   receiptsUnder,
@@ -35,9 +34,9 @@ import {
   type InclusionProof,
 } from '../src/transparency/receipt.ts';
 import { buildSignedStatement, decodeSign1 } from '../src/transparency/statement.ts';
-import { generateDevPki } from '../hack/dev-pki.ts';
 import { fmtRatio, median, printTable, scaled, type Benchmark } from './common.ts';
 import { statementFor } from './records.ts';
+import { material } from './transparency.ts';
 
 const ROUNDS = 15;
 /** Commit batch of the transparency goal's row (256 clients). */
@@ -73,13 +72,8 @@ export const formatsBenchmark: Benchmark = {
   title: 'hand-written CBOR/JCS encoders vs cbor-x / canonicalize, beside the goal op each serves',
   async run(ctx) {
     const roundMs = scaled(150, ctx.scale, 40, 1000);
-    const pki = await generateDevPki();
-    const key = parsePrivateKey(pki['tls.key'], 'tls.key');
-    const signer = createKeySigner({
-      privateKey: key,
-      certificateChain: parseCertificates(pki['tls.crt'], 'tls.crt'),
-      caCertificates: parseCertificates(pki['ca.crt'], 'ca.crt'),
-    });
+    // The transparency benchmark's key: the service signer, which is also the log key.
+    const { key, signer } = await material();
     const { statement } = statementFor(
       {
         namespace: 'bench',

@@ -90,7 +90,7 @@ const SAMPLE_MS = 500;
 const WORKER_IDLE_MS = 1_000;
 
 /** ECDSA P-256 dev-PKI leaf: the service signer, which is also the log key unless SCITT_LOG_SECRET is set. */
-async function material(): Promise<{ key: KeyObject; signer: KeySigner }> {
+export async function material(): Promise<{ key: KeyObject; signer: KeySigner }> {
   const pki = await generateDevPki();
   // Parsed once so the ceiling and the log sign with the very same KeyObject.
   const key = parsePrivateKey(pki['tls.key'], 'tls.key');

@@ -1,13 +1,10 @@
-import { Decoder } from 'cbor-x';
 import { describe, expect, it } from 'vitest';
 import { encodeCbor } from '../../../src/cose/cbor.ts';
 import { CoseError } from '../../../src/cose/errors.ts';
 import { coseKid, decodeKeySet, encodeKeySet, logKeyOf } from '../../../src/cose/key.ts';
 import { keyIdOf } from '../../../src/signing/index.ts';
+import { cbor } from '../../helpers/cbor.ts';
 import { logSigner } from '../transparency/fixtures.ts';
-
-// An independent CBOR view (plain cbor-x decoder, maps as Maps) to inspect what we produce.
-const cbor = new Decoder({ mapsAsObjects: false, useRecords: false });
 
 describe('COSE key set', () => {
   it('round-trips P-256 and Ed25519 log keys with their kids', () => {

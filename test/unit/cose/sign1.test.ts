@@ -1,5 +1,5 @@
 import { verify } from 'node:crypto';
-import { Decoder, Encoder, Tag } from 'cbor-x';
+import { Tag } from 'cbor-x';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CoseAlg } from '../../../src/cose/algorithms.ts';
@@ -15,11 +15,8 @@ import {
   verifySign1,
 } from '../../../src/cose/sign1.ts';
 import { hasCode } from '../../../src/errors.ts';
+import { coseParts, plain, sigStructureOf } from '../../helpers/cbor.ts';
 import { logSigner } from '../transparency/fixtures.ts';
-
-// Independent CBOR views: a plain cbor-x decoder (maps as Maps) and encoder, not the module's.
-const cbor = new Decoder({ mapsAsObjects: false, useRecords: false });
-const plain = new Encoder({ useRecords: false, tagUint8Array: false, mapsAsObjects: false });
 
 const header = (alg: number) => new Map<number, unknown>([[Header.alg, alg]]);
 
@@ -41,18 +38,12 @@ describe('COSE_Sign1 (shared by C2PA and SCITT)', () => {
     ] as const) {
       const payload = Buffer.from('payload');
       const bytes = signSign1(signer, { protectedHeader: header(alg), payload });
-      const tagged = cbor.decode(bytes) as Tag;
-      expect(tagged.tag).toBe(18);
-      const [protectedBytes, unprotected, body, signature] = tagged.value as [
-        Buffer,
-        Map<unknown, unknown>,
-        Buffer,
-        Buffer,
-      ];
+      const { tag, protectedBytes, unprotected, payload: body, signature } = coseParts(bytes);
+      expect(tag).toBe(18);
       expect(unprotected.size).toBe(0);
-      expect(Buffer.from(body).equals(payload)).toBe(true);
+      expect(Buffer.from(body!).equals(payload)).toBe(true);
       expect(signature).toHaveLength(64);
-      const toBeSigned = plain.encode(['Signature1', protectedBytes, Buffer.alloc(0), payload]);
+      const toBeSigned = sigStructureOf(protectedBytes, payload);
       expect(sigStructure(protectedBytes, payload).equals(toBeSigned)).toBe(true);
       expect(
         verify(digest, toBeSigned, { key: signer.publicKey, dsaEncoding: 'ieee-p1363' }, signature),
