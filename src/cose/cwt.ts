@@ -5,10 +5,10 @@ import { Header, type HeaderMap } from './sign1.ts';
 export const Claim = { iss: 1, sub: 2, iat: 6 } as const;
 
 export interface CwtClaims {
-  readonly issuer?: string;
-  readonly subject?: string;
+  readonly issuer?: string | undefined;
+  readonly subject?: string | undefined;
   /** Seconds since the epoch. */
-  readonly issuedAt?: number;
+  readonly issuedAt?: number | undefined;
 }
 
 /** The claims map for header 15, members in key order (iss, sub, iat); absent claims left out. */
@@ -31,12 +31,5 @@ export function readCwtClaims(header: HeaderMap): CwtClaims {
     const v = claims.get(label);
     return typeof v === 'string' && v !== '' ? v : undefined;
   };
-  const issuer = text(Claim.iss);
-  const subject = text(Claim.sub);
-  const issuedAt = asInt(claims.get(Claim.iat));
-  return {
-    ...(issuer !== undefined ? { issuer } : {}),
-    ...(subject !== undefined ? { subject } : {}),
-    ...(issuedAt !== undefined ? { issuedAt } : {}),
-  };
+  return { issuer: text(Claim.iss), subject: text(Claim.sub), issuedAt: asInt(claims.get(Claim.iat)) };
 }

@@ -128,11 +128,7 @@ export interface SignedTreeHead {
 }
 
 export function signTreeHead(input: TreeHeadInput): SignedTreeHead {
-  const claims = cwtClaimsMap({
-    issuer: input.issuer,
-    ...(input.subject !== undefined ? { subject: input.subject } : {}),
-    ...(input.issuedAt !== undefined ? { issuedAt: input.issuedAt } : {}),
-  });
+  const claims = cwtClaimsMap({ issuer: input.issuer, subject: input.subject, issuedAt: input.issuedAt });
   const protectedHeader: HeaderMap = new Map<number, unknown>([
     [Header.alg, coseAlgorithmOf(input.signer.algorithm)],
     [Header.kid, coseKid(input.signer.publicKey)],

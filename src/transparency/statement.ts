@@ -81,21 +81,6 @@ export interface SignedStatement {
   readonly payloadHash: Buffer;
 }
 
-/**
- * Builds the SCITT signed statement for one attestation: a COSE Hash Envelope (RFC 9995) whose
- * payload is the 32-byte SHA-256 of the DSSE envelope's RFC 8785 JSON, i.e. exactly the vault's
- * `digest` of that attestation. Protected header:
- *
- *   1: alg (-7 ES256 / -8 EdDSA)          33: x5chain (leaf first, root included)
- *   15: { 1: iss did:x509, 2: sub attestation id, 6: iat }
- *   258: -16 (SHA-256)   259: "application/vnd.dsse.envelope+json"   260: location (optional)
- *
- * No content type (3): RFC 9995 forbids it next to 259. Why a hash and not the envelope: the
- * statement goes to a remote log that keeps it forever and shows it to anyone; the envelope holds
- * tenant data (run ids, model names, prompts' digests) that must not leak there, and the digest
- * already commits to every byte of it. A verifier holding the exported envelope recomputes the
- * digest (docs/digest.md) and compares it with the payload.
- */
 interface IssuerIdentity {
   readonly caCertificates: readonly X509Certificate[] | undefined;
   readonly policy: StatementInput['issuerPolicy'];
@@ -127,6 +112,21 @@ function issuerOf(
   return identity;
 }
 
+/**
+ * Builds the SCITT signed statement for one attestation: a COSE Hash Envelope (RFC 9995) whose
+ * payload is the 32-byte SHA-256 of the DSSE envelope's RFC 8785 JSON, i.e. exactly the vault's
+ * `digest` of that attestation. Protected header:
+ *
+ *   1: alg (-7 ES256 / -8 EdDSA)          33: x5chain (leaf first, root included)
+ *   15: { 1: iss did:x509, 2: sub attestation id, 6: iat }
+ *   258: -16 (SHA-256)   259: "application/vnd.dsse.envelope+json"   260: location (optional)
+ *
+ * No content type (3): RFC 9995 forbids it next to 259. Why a hash and not the envelope: the
+ * statement goes to a remote log that keeps it forever and shows it to anyone; the envelope holds
+ * tenant data (run ids, model names, prompts' digests) that must not leak there, and the digest
+ * already commits to every byte of it. A verifier holding the exported envelope recomputes the
+ * digest (docs/digest.md) and compares it with the payload.
+ */
 export function buildSignedStatement(input: StatementInput): SignedStatement {
   const digest = envelopeDigest(input.envelope);
   if (input.digest !== undefined && input.digest !== digest) {
