@@ -38,7 +38,7 @@ import {
 
 /**
  * The service's own append-only RFC 9162 Merkle log in PostgreSQL (migration 0005): the `local`
- * (dry-run) transparency backend, and what scrapi-routes.ts serves to other deployments.
+ * (dry-run) transparency backend, and what src/http/routes/scrapi.ts serves to other deployments.
  *
  * Storage: `scitt_log_entries` (one row per entry; leaf hashes are level 0), `scitt_log_nodes`
  * (every complete perfect subtree of level ≥ 1, written once by the append that completes it),
