@@ -119,35 +119,41 @@ function sortedCopy(value: unknown, depth: number): unknown {
 /**
  * Throws NOT_CANONICALIZABLE, naming the path, for anything that is not a JSON value in the sense
  * above. canonicalize (the library) would turn some of it into something else: call toJSON, write
- * `null` for an undefined array element.
+ * `null` for an undefined array element. `path` is a stack of member names and indexes, turned
+ * into text only for the error.
  */
-function assertJson(value: unknown, path: string, ancestors: Set<object>): void {
+function assertJson(value: unknown, path: (string | number)[], ancestors: Set<object>): void {
+  const fail = (what: string): AttestError =>
+    notJson(path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join(''), what);
   switch (typeof value) {
     case 'string':
       // I-JSON (RFC 8785 §3.2.2.2): lone surrogates cannot be represented in UTF-8.
-      if (!value.isWellFormed()) throw notJson(path, 'a string with a lone surrogate');
+      if (!value.isWellFormed()) throw fail('a string with a lone surrogate');
       return;
     case 'boolean':
       return;
     case 'number':
-      if (!Number.isFinite(value)) throw notJson(path, 'a non-finite number');
+      if (!Number.isFinite(value)) throw fail('a non-finite number');
       return;
     case 'object': {
       if (value === null) return;
-      if (ancestors.has(value)) throw notJson(path, 'a circular reference');
+      if (ancestors.has(value)) throw fail('a circular reference');
       ancestors.add(value);
       if (Array.isArray(value)) {
         for (let i = 0; i < value.length; i++) {
-          if (value[i] === undefined) throw notJson(`${path}[${i}]`, 'undefined');
-          assertJson(value[i], `${path}[${i}]`, ancestors);
+          path.push(i);
+          if (value[i] === undefined) throw fail('undefined');
+          assertJson(value[i], path, ancestors);
+          path.pop();
         }
       } else {
-        if (!isPlain(value)) throw notJson(path, 'a class instance');
+        if (!isPlain(value)) throw fail('a class instance');
         const obj = value as Record<string, unknown>;
-        for (const key of Object.keys(obj).sort()) {
-          const sub = `${path}.${key}`;
-          if (!key.isWellFormed()) throw notJson(sub, 'a member name with a lone surrogate');
-          if (obj[key] !== undefined) assertJson(obj[key], sub, ancestors);
+        for (const key of Object.keys(obj)) {
+          path.push(key);
+          if (!key.isWellFormed()) throw fail('a member name with a lone surrogate');
+          if (obj[key] !== undefined) assertJson(obj[key], path, ancestors);
+          path.pop();
         }
       }
       // Only ancestors count: the same object twice in sibling positions is not a cycle.
@@ -155,12 +161,12 @@ function assertJson(value: unknown, path: string, ancestors: Set<object>): void 
       return;
     }
     default:
-      throw notJson(path, `a ${typeof value}`);
+      throw fail(`a ${typeof value}`);
   }
 }
 
 function notJson(path: string, what: string): AttestError {
-  return new AttestError('NOT_CANONICALIZABLE', `${path} is ${what}, not a JSON value`);
+  return new AttestError('NOT_CANONICALIZABLE', `$${path} is ${what}, not a JSON value`);
 }
 
 /** RFC 8785 (JCS) canonical JSON of a plain JSON value; throws `AttestError` NOT_CANONICALIZABLE. */
@@ -171,7 +177,7 @@ export function canonicalJson(value: unknown): string {
     copy = sortedCopy(value, 0);
   } catch (err) {
     if (!(err instanceof NotCopyable)) throw err;
-    assertJson(value, '$', new Set());
+    assertJson(value, [], new Set());
     return canonicalize(value) as string;
   }
   return JSON.stringify(copy);
