@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
 import { startApiServer, type ApiServer } from './api-server.ts';

@@ -15,7 +15,7 @@ import { finished } from 'node:stream/promises';
 import { setImmediate } from 'node:timers/promises';
 import type pg from 'pg';
 import copyStreams from 'pg-copy-streams';
-import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
 import { ATTESTATION_COLUMNS } from '../src/vault/rows.ts';

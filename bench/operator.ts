@@ -59,7 +59,7 @@ import {
   type KubeClient,
   type RequestSpec,
 } from '../src/controller/runtime/index.ts';
-import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';
 import {

@@ -20,6 +20,7 @@ import {
   type HttpClientKind,
   type SummaryRow,
 } from './common.ts';
+import { formatsBenchmark } from './formats.ts';
 import { getBenchmark } from './get.ts';
 import { ingestBenchmark } from './ingest.ts';
 import { operatorBenchmark } from './operator.ts';
@@ -34,6 +35,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   getBenchmark,
   operatorBenchmark,
   transparencyBenchmark,
+  formatsBenchmark,
 ];
 
 function usage(): string {

@@ -23,7 +23,7 @@ import {
   signStatement,
   statementPayload,
 } from '../src/attest/index.ts';
-import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { generateDevPki } from '../hack/dev-pki.ts';
 import {
   createKeySigner,
   digestOf,

@@ -27,7 +27,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { pino } from 'pino';
 import type { Logger } from '../src/log/index.ts';
-import { generateDevPki } from '../src/signing/dev-pki.ts';
+import { generateDevPki } from '../hack/dev-pki.ts';
 import {
   createKeySigner,
   digestOf,
@@ -35,7 +35,8 @@ import {
   parsePrivateKey,
   type KeySigner,
 } from '../src/signing/index.ts';
-import { buildSignedStatement, decodeSign1, sigStructure } from '../src/transparency/cose.ts';
+import { sigStructure } from '../src/cose/sign1.ts';
+import { buildSignedStatement, decodeSign1 } from '../src/transparency/statement.ts';
 import { createLocalLog, type LocalLog } from '../src/transparency/local-log.ts';
 import { leafHash } from '../src/transparency/merkle.ts';
 import { decodeReceipt, entryOf, verifyReceipt } from '../src/transparency/receipt.ts';
@@ -90,7 +91,7 @@ const SAMPLE_MS = 500;
 const WORKER_IDLE_MS = 1_000;
 
 /** ECDSA P-256 dev-PKI leaf: the service signer, which is also the log key unless SCITT_LOG_SECRET is set. */
-async function material(): Promise<{ key: KeyObject; signer: KeySigner }> {
+export async function material(): Promise<{ key: KeyObject; signer: KeySigner }> {
   const pki = await generateDevPki();
   // Parsed once so the ceiling and the log sign with the very same KeyObject.
   const key = parsePrivateKey(pki['tls.key'], 'tls.key');

@@ -164,10 +164,12 @@ EOF
 
   log "signer Secret ${RELEASE}-signer (dev CA -> leaf, ECDSA P-256, EKU emailProtection + documentSigning)"
   if ! k -n "$NS" get secret "${RELEASE}-signer" >/dev/null 2>&1; then
-    # src/signing/dev-pki.ts (compiled into the image) generates the chain in memory; the leaf is
-    # valid for 30 days. Production: cert-manager (signer.certManager) or your own CA.
-    docker run --rm "$IMAGE" node --input-type=module -e "
-      import { generateDevPki, toSecretData } from '/app/dist/src/signing/dev-pki.js';
+    # hack/dev-pki.ts (a development tool, not in the image) generates the chain in memory, run
+    # with the project's Node 24; the leaf is valid for 30 days. Production: cert-manager
+    # (signer.certManager) or your own CA.
+    [[ -x node_modules/.bin/node ]] || bash hack/install.sh
+    node_modules/.bin/node --input-type=module -e "
+      import { generateDevPki, toSecretData } from '$PWD/hack/dev-pki.ts';
       const [namespace, name] = process.argv.slice(1);
       const pki = await generateDevPki({ notAfter: new Date(Date.now() + 30 * 86400000) });
       process.stdout.write(JSON.stringify({ apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls',

@@ -1,7 +1,8 @@
 /**
  * The one base of every typed failure in the service, in the shape of sigstore-js
  * `verify/src/error.ts`: callers, tests and the HTTP error handler branch on `code` (a string-literal
- * union per module), never on the message; the underlying failure, if any, is `cause`.
+ * union per module; for `KubeApiError` the HTTP status the API server answered), never on the
+ * message; the underlying failure, if any, is `cause`.
  *
  * A module declares its codes and a one-line subclass:
  *
@@ -10,7 +11,7 @@
  *
  * `name` is taken from the subclass, so logs and stack traces say which module failed.
  */
-export class BaseError<Code extends string = string> extends Error {
+export class BaseError<Code extends string | number = string> extends Error {
   readonly code: Code;
 
   constructor(code: Code, message: string, options?: { cause?: unknown }) {
@@ -21,6 +22,6 @@ export class BaseError<Code extends string = string> extends Error {
 }
 
 /** True when `err` is a BaseError (of any module) carrying `code`. */
-export function hasCode<Code extends string>(err: unknown, code: Code): err is BaseError<Code> {
+export function hasCode<Code extends string | number>(err: unknown, code: Code): err is BaseError<Code> {
   return err instanceof BaseError && err.code === code;
 }

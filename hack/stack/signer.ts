@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { generateDevPki, toSecretData } from '../../src/signing/dev-pki.ts';
+import { generateDevPki, toSecretData } from '../dev-pki.ts';
 
 /**
  * A throwaway CA → leaf signing chain for this stack, stored the way cert-manager would issue it:

@@ -1,5 +1,7 @@
+import { BaseError } from '../errors.ts';
+
 /**
- * Typed failures of the AIBOM module (the sigstore-js style used by src/attest): callers and tests
+ * Typed failures of the AIBOM module (BaseError, src/errors.ts): callers and tests
  * branch on `code`; the message is for humans; the underlying error, if any, is `cause`.
  */
 export type AibomErrorCode =
@@ -18,12 +20,4 @@ export type AibomErrorCode =
   /** The CycloneDX view fails the CycloneDX 1.5 JSON schema or the referential checks. */
   | 'CYCLONEDX_INVALID';
 
-export class AibomError extends Error {
-  readonly code: AibomErrorCode;
-
-  constructor(code: AibomErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'AibomError';
-    this.code = code;
-  }
-}
+export class AibomError extends BaseError<AibomErrorCode> {}

@@ -1,6 +1,8 @@
+import { BaseError } from '../errors.ts';
+
 /**
- * Typed failures, in the style of sigstore-js `verify/src/error.ts`: callers and tests branch on
- * `code`, the message is for humans, the underlying error (if any) is `cause`.
+ * Typed failures (BaseError, src/errors.ts): callers and tests branch on `code`, the message is for
+ * humans, the underlying error (if any) is `cause`.
  */
 
 /** Thrown while building or signing: the input cannot become a valid attestation. */
@@ -10,15 +12,7 @@ export type AttestErrorCode =
   /** A built predicate does not satisfy its own published schema (a caller bug, caught before signing). */
   | 'PREDICATE_INVALID';
 
-export class AttestError extends Error {
-  readonly code: AttestErrorCode;
-
-  constructor(code: AttestErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'AttestError';
-    this.code = code;
-  }
-}
+export class AttestError extends BaseError<AttestErrorCode> {}
 
 /** One reason a fetched record does not verify. A result lists every problem found, not only the first. */
 export type ProblemCode =
@@ -51,14 +45,11 @@ export interface Problem {
 }
 
 /** Thrown by `assertVerified`; `code` is the first problem's, `problems` has them all. */
-export class VerificationError extends Error {
-  readonly code: ProblemCode;
+export class VerificationError extends BaseError<ProblemCode> {
   readonly problems: readonly Problem[];
 
   constructor(problems: readonly [Problem, ...Problem[]], options?: { cause?: unknown }) {
-    super(problems.map((p) => `${p.code}: ${p.message}`).join('; '), options);
-    this.name = 'VerificationError';
-    this.code = problems[0].code;
+    super(problems[0].code, problems.map((p) => `${p.code}: ${p.message}`).join('; '), options);
     this.problems = problems;
   }
 }

@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import canonicalize from 'canonicalize';
 import { AttestError } from './errors.ts';
 
 export type JsonPrimitive = string | number | boolean | null;
@@ -16,9 +17,10 @@ export type JsonObject = { [key: string]: JsonValue };
  *    faster than serialising member by member, the signing path's largest cost after the signature);
  * 3. anything either pass cannot take — integer-like member names (which JS objects always order
  *    numerically, so no copy can hold them in JCS order), a member named `__proto__`, and invalid
- *    values — goes to the member-by-member writer, which serialises the former two and names the
- *    path of the latter.
- * Property-tested against the `canonicalize` package.
+ *    values — is checked (an invalid value is reported with its path) and serialised by the
+ *    `canonicalize` package, member by member.
+ * Passes 1 and 2 exist for speed only (the signing goal in docs/bench.md; ADR 0006); the property
+ * test checks the whole function against `canonicalize`.
  *
  * Rejected (what JSON.stringify would silently turn into something else): functions/symbols,
  * BigInt, non-finite numbers, class instances such as Date, Map or Buffer (their toJSON or
@@ -45,7 +47,7 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
       return Number.isFinite(value);
     case 'object': {
       if (value === null) return true;
-      // Cycles are found by the writer; a depth this large is either one or pathological.
+      // Cycles are found in pass 3; a depth this large is either one or pathological.
       if (depth > 256) return false;
       if (Array.isArray(value)) {
         for (const item of value as unknown[]) {
@@ -69,7 +71,7 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
   }
 }
 
-/** Thrown by sortedCopy for anything it cannot take; canonicalJson then uses the writer. */
+/** Thrown by sortedCopy for anything it cannot take; canonicalJson then takes pass 3. */
 class NotCopyable extends Error {}
 const NOT_COPYABLE = new NotCopyable('not copyable in JCS member order');
 
@@ -101,7 +103,7 @@ function sortedCopy(value: unknown, depth: number): unknown {
       const out: Record<string, unknown> = {};
       for (const key of Object.keys(obj).sort()) {
         // Assigning "__proto__" would set the copy's prototype instead of adding the member (found
-        // by the property test); such objects go to the writer, as integer-like names do. (A
+        // by the property test); such objects take pass 3, as integer-like names do. (A
         // prototype-less copy would take it, but V8 keeps those in dictionary mode: ~5% slower.)
         if (INDEX_LIKE.test(key) || key === '__proto__' || !key.isWellFormed()) throw NOT_COPYABLE;
         const member = obj[key];
@@ -114,55 +116,57 @@ function sortedCopy(value: unknown, depth: number): unknown {
   }
 }
 
-/** The member-by-member writer: handles every valid value, names the path of invalid ones. */
-function write(value: unknown, path: string, ancestors: Set<object>): string {
+/**
+ * Throws NOT_CANONICALIZABLE, naming the path, for anything that is not a JSON value in the sense
+ * above. canonicalize (the library) would turn some of it into something else: call toJSON, write
+ * `null` for an undefined array element. `path` is a stack of member names and indexes, turned
+ * into text only for the error.
+ */
+function assertJson(value: unknown, path: (string | number)[], ancestors: Set<object>): void {
+  const fail = (what: string): AttestError =>
+    notJson(path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join(''), what);
   switch (typeof value) {
     case 'string':
       // I-JSON (RFC 8785 §3.2.2.2): lone surrogates cannot be represented in UTF-8.
-      if (!value.isWellFormed()) throw notJson(path, 'a string with a lone surrogate');
-      return JSON.stringify(value);
+      if (!value.isWellFormed()) throw fail('a string with a lone surrogate');
+      return;
     case 'boolean':
-      return value ? 'true' : 'false';
+      return;
     case 'number':
-      if (!Number.isFinite(value)) throw notJson(path, 'a non-finite number');
-      return JSON.stringify(value);
+      if (!Number.isFinite(value)) throw fail('a non-finite number');
+      return;
     case 'object': {
-      if (value === null) return 'null';
-      if (ancestors.has(value)) throw notJson(path, 'a circular reference');
+      if (value === null) return;
+      if (ancestors.has(value)) throw fail('a circular reference');
       ancestors.add(value);
-      let out: string;
       if (Array.isArray(value)) {
-        const parts: string[] = new Array<string>(value.length);
         for (let i = 0; i < value.length; i++) {
-          if (value[i] === undefined) throw notJson(`${path}[${i}]`, 'undefined');
-          parts[i] = write(value[i], `${path}[${i}]`, ancestors);
+          path.push(i);
+          if (value[i] === undefined) throw fail('undefined');
+          assertJson(value[i], path, ancestors);
+          path.pop();
         }
-        out = `[${parts.join(',')}]`;
       } else {
-        const proto = Object.getPrototypeOf(value) as unknown;
-        if (proto !== Object.prototype && proto !== null) throw notJson(path, 'a class instance');
+        if (!isPlain(value)) throw fail('a class instance');
         const obj = value as Record<string, unknown>;
-        const keys = Object.keys(obj).sort();
-        const parts: string[] = [];
-        for (const key of keys) {
-          const sub = `${path}.${key}`;
-          if (!key.isWellFormed()) throw notJson(sub, 'a member name with a lone surrogate');
-          const member = obj[key];
-          if (member !== undefined) parts.push(`${JSON.stringify(key)}:${write(member, sub, ancestors)}`);
+        for (const key of Object.keys(obj)) {
+          path.push(key);
+          if (!key.isWellFormed()) throw fail('a member name with a lone surrogate');
+          if (obj[key] !== undefined) assertJson(obj[key], path, ancestors);
+          path.pop();
         }
-        out = `{${parts.join(',')}}`;
       }
       // Only ancestors count: the same object twice in sibling positions is not a cycle.
       ancestors.delete(value);
-      return out;
+      return;
     }
     default:
-      throw notJson(path, `a ${typeof value}`);
+      throw fail(`a ${typeof value}`);
   }
 }
 
 function notJson(path: string, what: string): AttestError {
-  return new AttestError('NOT_CANONICALIZABLE', `${path} is ${what}, not a JSON value`);
+  return new AttestError('NOT_CANONICALIZABLE', `$${path} is ${what}, not a JSON value`);
 }
 
 /** RFC 8785 (JCS) canonical JSON of a plain JSON value; throws `AttestError` NOT_CANONICALIZABLE. */
@@ -173,7 +177,8 @@ export function canonicalJson(value: unknown): string {
     copy = sortedCopy(value, 0);
   } catch (err) {
     if (!(err instanceof NotCopyable)) throw err;
-    return write(value, '$', new Set());
+    assertJson(value, [], new Set());
+    return canonicalize(value) as string;
   }
   return JSON.stringify(copy);
 }

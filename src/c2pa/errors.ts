@@ -1,5 +1,7 @@
+import { BaseError } from '../errors.ts';
+
 /**
- * Typed failures of the C2PA module, in the style of `src/attest/errors.ts`: callers and tests
+ * Typed failures of the C2PA module (BaseError, src/errors.ts): callers and tests
  * branch on `code`; a verification result lists every problem found, not only the first.
  */
 
@@ -25,12 +27,4 @@ export interface C2paProblem {
 }
 
 /** Thrown while building (bad input or signer) and used internally while parsing. */
-export class C2paError extends Error {
-  readonly code: C2paProblemCode | 'INVALID_INPUT';
-
-  constructor(code: C2paProblemCode | 'INVALID_INPUT', message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'C2paError';
-    this.code = code;
-  }
-}
+export class C2paError extends BaseError<C2paProblemCode | 'INVALID_INPUT'> {}

@@ -1,7 +1,7 @@
 import { hash, randomUUID } from 'node:crypto';
 import type { Signer } from '../signing/index.ts';
-import { encodeCbor } from './cbor.ts';
-import { signCose } from './cose.ts';
+import { encodeCbor } from '../cose/cbor.ts';
+import { signClaim } from './claim-signature.ts';
 import { C2paError } from './errors.ts';
 import { encodeBox, encodeSuperBox, superBoxPayload, Uuids } from './jumbf.ts';
 import {
@@ -131,7 +131,7 @@ export function buildManifest(input: BuildManifestInput): BuiltManifest {
     alg: HASH_ALG,
   });
 
-  const cose = signCose(signer, claim);
+  const cose = signClaim(signer, claim);
   const store = encodeSuperBox(Uuids.manifestStore, STORE_LABEL, [
     encodeSuperBox(Uuids.manifest, manifestLabel, [
       encodeSuperBox(

@@ -1,7 +1,8 @@
 import { hash, type X509Certificate } from 'node:crypto';
 import { algorithmOf, keyIdOf, parseCertificates, validateChain } from '../signing/index.ts';
-import { decodeCborObject } from './cbor.ts';
-import { parseCose, verifyCose, type ParsedCose } from './cose.ts';
+import { decodeCborObject } from '../cose/cbor.ts';
+import { verifySign1 } from '../cose/sign1.ts';
+import { parseClaimSignature, type ClaimSignature } from './claim-signature.ts';
 import { C2paError, type C2paProblem } from './errors.ts';
 import { childSuperBoxes, contentBoxes, parseJumbf, payloadOf, Uuids, type SuperBox } from './jumbf.ts';
 import {
@@ -211,7 +212,13 @@ function check(input: VerifyManifestInput, anchors: X509Certificate[], result: V
   // but the hash checks still run so a report shows what exactly was changed.
   const signatureContent = contentBoxes(signatureBox).find((c) => c.type === 'cbor');
   if (signatureContent === undefined) throw malformed('signature box has no CBOR content');
-  checkSignature(parseCose(signatureContent.payload), claimBytes, anchors, input.at ?? new Date(), result);
+  checkSignature(
+    parseClaimSignature(signatureContent.payload),
+    claimBytes,
+    anchors,
+    input.at ?? new Date(),
+    result,
+  );
 
   const assertionBoxes = new Map<string, SuperBox>();
   for (const box of childSuperBoxes(assertionStore)) {
@@ -304,7 +311,7 @@ function check(input: VerifyManifestInput, anchors: X509Certificate[], result: V
 }
 
 function checkSignature(
-  cose: ParsedCose,
+  cose: ClaimSignature,
   claimBytes: Buffer,
   anchors: readonly X509Certificate[],
   at: Date,
@@ -319,7 +326,7 @@ function checkSignature(
       code: 'SIGNATURE_INVALID',
       message: `COSE alg ${cose.algorithm} does not match the leaf certificate key`,
     });
-  } else if (!verifyCose(cose, claimBytes, leaf.publicKey)) {
+  } else if (!verifySign1(cose.sign1, leaf.publicKey, claimBytes)) {
     result.problems.push({
       code: 'SIGNATURE_INVALID',
       message: 'claim signature does not verify with the x5chain leaf',

@@ -3,12 +3,12 @@ import { CliError } from './command.ts';
 /** Problem+json from the API, surfaced with its stable code. */
 export class ApiError extends CliError {
   readonly status: number;
-  readonly code: string;
-  constructor(status: number, code: string, detail: string) {
-    super(`HTTP ${status} ${code}: ${detail}`);
-    this.name = 'ApiError';
+  /** The problem's stable `code` (docs/api.md). */
+  readonly problemCode: string;
+  constructor(status: number, problemCode: string, detail: string) {
+    super(`HTTP ${status} ${problemCode}: ${detail}`, 1, { code: 'API' });
     this.status = status;
-    this.code = code;
+    this.problemCode = problemCode;
   }
 }
 

@@ -1,6 +1,7 @@
 import { createPublicKey } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { decodeKeySet, logKeyOf, verifySignedStatement, type LogKey } from '../transparency/cose.ts';
+import { decodeKeySet, logKeyOf, type LogKey } from '../cose/key.ts';
+import { verifySignedStatement } from '../transparency/statement.ts';
 import { verifyReceipt } from '../transparency/receipt.ts';
 import { CliError } from './command.ts';
 

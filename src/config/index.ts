@@ -1,14 +1,14 @@
+import { BaseError } from '../errors.ts';
 import { schema, type Component, type Config, type Key, type Setting } from './schema.ts';
 
 export type { Component, Config, Key } from './schema.ts';
 export { schema } from './schema.ts';
 
 /** Raised once with every bad key, so an operator fixes the whole environment in one pass. */
-export class ConfigError extends Error {
+export class ConfigError extends BaseError<'INVALID_CONFIG'> {
   readonly problems: readonly string[];
   constructor(problems: string[]) {
-    super(`invalid configuration:\n  ${problems.join('\n  ')}`);
-    this.name = 'ConfigError';
+    super('INVALID_CONFIG', `invalid configuration:\n  ${problems.join('\n  ')}`);
     this.problems = problems;
   }
 }

@@ -6,15 +6,16 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from '../log/index.ts';
 import type { Vault } from '../vault/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
-import { registerScrapiRoutes } from '../transparency/scrapi-routes.ts';
 import type { Authorizer } from './auth/authorizer.ts';
 import { isAllowed } from './auth/plugin.ts';
 import { ProblemError } from './problem.ts';
 import { installAuth } from './auth/plugin.ts';
 import { installErrorHandling } from './error-handler.ts';
 import { problemSchema } from './problem.ts';
+import { transparencyViewSchema } from './schemas.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
 import { runDetailSchema, runRoutes } from './routes/v1/runs.ts';
+import { registerScrapiRoutes } from './routes/scrapi.ts';
 
 export interface AppDeps {
   readonly logger: Logger;
@@ -83,7 +84,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.
   app.removeContentTypeParser('text/plain');
-  for (const schema of [problemSchema, ...attestationSchemas, runDetailSchema]) app.addSchema(schema);
+  for (const schema of [problemSchema, transparencyViewSchema, ...attestationSchemas, runDetailSchema]) {
+    app.addSchema(schema);
+  }
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',

@@ -1,6 +1,10 @@
+import { STATUS_CODES } from 'node:http';
+import { BaseError } from '../errors.ts';
+
 /**
  * RFC 9457 problem details. Every error response of the API is one of these, with a stable `code`
  * clients switch on (never the message) and, for input errors, JSON pointers to the bad fields.
+ * docs/api.md lists every code (a unit test keeps the list complete).
  */
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -12,13 +16,12 @@ export type ProblemCode =
   | 'VALIDATION_FAILED'
   | 'MALFORMED_JSON'
   | 'UNSUPPORTED_MEDIA_TYPE'
-  | 'NOT_ACCEPTABLE'
   | 'PAYLOAD_TOO_LARGE'
   | 'CURSOR_INVALID'
   | 'INVALID_TIME_WINDOW'
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'UPSTREAM_UNAVAILABLE'
-  | 'METHOD_NOT_ALLOWED'
+  | 'REGISTRATION_FAILED'
   | 'INTERNAL';
 
 export interface FieldProblem {
@@ -31,7 +34,8 @@ export interface Problem {
   readonly type: string;
   readonly title: string;
   readonly status: number;
-  readonly code: ProblemCode;
+  /** A ProblemCode, or the code of the module error it reports (e.g. a TransparencyError's). */
+  readonly code: string;
   readonly detail?: string;
   readonly instance?: string;
   readonly errors?: readonly FieldProblem[];
@@ -44,20 +48,21 @@ const TITLES: Record<ProblemCode, string> = {
   VALIDATION_FAILED: 'Request validation failed',
   MALFORMED_JSON: 'Malformed JSON body',
   UNSUPPORTED_MEDIA_TYPE: 'Unsupported media type',
-  NOT_ACCEPTABLE: 'Not acceptable',
   PAYLOAD_TOO_LARGE: 'Payload too large',
   CURSOR_INVALID: 'Invalid cursor',
   INVALID_TIME_WINDOW: 'Invalid time window',
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
-  METHOD_NOT_ALLOWED: 'Method not allowed',
+  REGISTRATION_FAILED: 'Registration failed',
   INTERNAL: 'Internal error',
 };
 
+/** Every ProblemCode (for documentation checks). */
+export const PROBLEM_CODES = Object.keys(TITLES) as readonly ProblemCode[];
+
 /** Thrown by routes and plugins; the error handler renders it. */
-export class ProblemError extends Error {
+export class ProblemError extends BaseError<ProblemCode> {
   readonly status: number;
-  readonly code: ProblemCode;
   readonly errors: readonly FieldProblem[] | undefined;
   readonly headers: Readonly<Record<string, string>>;
   constructor(
@@ -66,10 +71,8 @@ export class ProblemError extends Error {
     detail: string,
     extra: { errors?: FieldProblem[]; headers?: Record<string, string>; cause?: unknown } = {},
   ) {
-    super(detail, extra.cause !== undefined ? { cause: extra.cause } : undefined);
-    this.name = 'ProblemError';
+    super(code, detail, extra.cause !== undefined ? { cause: extra.cause } : undefined);
     this.status = status;
-    this.code = code;
     this.errors = extra.errors;
     this.headers = extra.headers ?? {};
   }
@@ -77,13 +80,13 @@ export class ProblemError extends Error {
 
 export function problem(
   status: number,
-  code: ProblemCode,
+  code: string,
   detail?: string,
   errors?: readonly FieldProblem[],
 ): Problem {
   return {
     type: `https://vault.service.dev/problems/${code.toLowerCase().replaceAll('_', '-')}`,
-    title: TITLES[code],
+    title: Object.hasOwn(TITLES, code) ? TITLES[code as ProblemCode] : (STATUS_CODES[status] ?? 'Error'),
     status,
     code,
     ...(detail !== undefined ? { detail } : {}),

@@ -1,6 +1,8 @@
 /**
- * JSON Schemas of the /v1 API, shared by route validation, response serialisation (which also stops
- * field leaks) and the OpenAPI document.
+ * JSON Schemas of the /v1 API, shared by route validation, response serialisation and the OpenAPI
+ * document. What stops field leaks: Fastify's serializer for the routes it writes, and for the hot
+ * routes that send pre-serialised bytes the allow-listing builders of envelope.ts, which copy the
+ * fields listed here (checked against these schemas, closed, in test/unit/http/envelope.test.ts).
  */
 
 export const UUID_V7_PATTERN =
@@ -10,6 +12,30 @@ export const DIGEST_PATTERN = '^sha256:[0-9a-f]{64}$';
 const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 
 const freeObject = { type: 'object', additionalProperties: true } as const;
+
+/** The `transparency` member of an envelope: SCITT job id while queued, the receipt once published. */
+export const transparencyViewSchema = {
+  $id: 'TransparencyView',
+  type: 'object',
+  required: ['job_id', 'status', 'attempts'],
+  properties: {
+    job_id: { type: 'string' },
+    status: { type: 'string', enum: ['queued', 'published', 'failed'] },
+    backend: { type: 'string', enum: ['local', 'scrapi'], description: 'local: this service’s own log' },
+    mode: { type: 'string', enum: ['dry_run', 'published'] },
+    entry_id: { type: 'string' },
+    log_index: { type: 'integer' },
+    receipt: { type: 'string', description: 'COSE receipt (base64), RFC9162_SHA256 inclusion proof' },
+    receipt_media_type: { type: 'string' },
+    statement: {
+      type: 'string',
+      description: 'the signed statement (COSE_Sign1, base64) the receipt is over',
+    },
+    published_at: { type: 'string', format: 'date-time' },
+    attempts: { type: 'integer' },
+    last_error: { type: 'string' },
+  },
+} as const;
 
 export const envelopeSchema = {
   $id: 'AttestationEnvelope',
@@ -78,7 +104,7 @@ export const envelopeSchema = {
       },
     },
     c2pa_manifest_ref: { type: ['string', 'null'] },
-    transparency: { anyOf: [freeObject, { type: 'null' }] },
+    transparency: { anyOf: [{ $ref: 'TransparencyView#' }, { type: 'null' }] },
   },
 } as const;
 

@@ -83,6 +83,11 @@ export function validateChain(
   return { ok: true, anchor };
 }
 
+/** A certificate that names and signs itself (a root); such a certificate anchors, never links. */
+export function isSelfSigned(cert: X509Certificate): boolean {
+  return cert.checkIssued(cert) && cert.verify(cert.publicKey);
+}
+
 /** Node prints distinguished names one attribute per line; messages want one line. */
 function name(dn: string): string {
   return dn.replaceAll('\n', ', ');

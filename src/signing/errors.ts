@@ -1,3 +1,5 @@
+import { BaseError } from '../errors.ts';
+
 /**
  * Typed failures of key and certificate handling. Callers branch on `code`, never on `message`
  * (the message is for humans and may change); the underlying error, when there is one, is `cause`.
@@ -19,12 +21,4 @@ export type SigningErrorCode =
   | 'CERTIFICATE_EXPIRED'
   | 'CERTIFICATE_NOT_YET_VALID';
 
-export class SigningError extends Error {
-  readonly code: SigningErrorCode;
-
-  constructor(code: SigningErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'SigningError';
-    this.code = code;
-  }
-}
+export class SigningError extends BaseError<SigningErrorCode> {}

@@ -1,8 +1,7 @@
-export { validateChain, type ChainFailure, type ChainResult } from './chain.ts';
+export { isSelfSigned, validateChain, type ChainFailure, type ChainResult } from './chain.ts';
 export { SigningError, type SigningErrorCode } from './errors.ts';
 export { createKeySigner, type KeySigner, type KeySignerOptions } from './key-signer.ts';
 export { parseCertificates, parsePrivateKey } from './pem.ts';
-export { createSignerRegistry, type SignerRegistry } from './registry.ts';
 export {
   algorithmOf,
   certificateRef,
@@ -11,6 +10,7 @@ export {
   signatureMetadata,
   verifyWith,
   type SignatureAlgorithm,
+  type SignatureEncoding,
   type SignatureMetadata,
   type Signer,
 } from './signer.ts';

@@ -1,7 +1,7 @@
 import { createPublicKey, sign, type KeyObject, type X509Certificate } from 'node:crypto';
 import { validateChain } from './chain.ts';
 import { SigningError } from './errors.ts';
-import { algorithmOf, digestOf, keyIdOf, type Signer } from './signer.ts';
+import { algorithmOf, digestOf, keyIdOf, type SignatureEncoding, type Signer } from './signer.ts';
 
 export interface KeySignerOptions {
   privateKey: KeyObject;
@@ -72,13 +72,15 @@ export function createKeySigner(options: KeySignerOptions): KeySigner {
   }
   // Hoisted so the hot path is exactly one crypto.sign call on a pre-parsed KeyObject.
   const digest = digestOf(algorithm);
+  const p1363 = { key: privateKey, dsaEncoding: 'ieee-p1363' } as const;
   const signer: KeySigner = {
     keyId: keyIdOf(publicKey),
     algorithm,
     publicKey,
     caCertificates: Object.freeze([...caCertificates]),
     ...(leaf !== undefined ? { certificateChain: Object.freeze([...certificateChain]) } : {}),
-    sign: (data: Buffer): Buffer => sign(digest, data, privateKey),
+    sign: (data: Buffer, encoding?: SignatureEncoding): Buffer =>
+      sign(digest, data, encoding === 'ieee-p1363' ? p1363 : privateKey),
   };
   return Object.freeze(signer);
 }

@@ -4,6 +4,13 @@ import { hash, verify, type KeyObject, type X509Certificate } from 'node:crypto'
 export type SignatureAlgorithm = 'ECDSA_P256_SHA256' | 'ED25519';
 
 /**
+ * How an ECDSA signature is written: ASN.1 DER `SEQUENCE { r, s }` (what DSSE verifiers such as
+ * cosign and securesystemslib expect) or IEEE P1363 `r ‖ s`, fixed width (what COSE, RFC 9053
+ * §2.1, and JWS require). Ed25519 signatures are the 64 raw bytes either way.
+ */
+export type SignatureEncoding = 'der' | 'ieee-p1363';
+
+/**
  * Signs bytes with one key. Deliberately synchronous: every key the vault uses is a local
  * KeyObject (service Secret or customer Secret), where `crypto.sign` costs tens of microseconds and
  * a promise round trip through the libuv pool would cost as much again per call; a synchronous
@@ -11,8 +18,8 @@ export type SignatureAlgorithm = 'ECDSA_P256_SHA256' | 'ED25519';
  * would need its own async interface at the edge, not a wider one here.
  *
  * Invariants: `keyId` is `keyIdOf(publicKey)`; `publicKey` is the key of `certificateChain[0]`
- * when a chain is present; ECDSA signatures are ASN.1 DER (what DSSE verifiers such as cosign and
- * securesystemslib expect), Ed25519 signatures are the 64 raw bytes.
+ * when a chain is present. The signer writes the encoding its caller needs (`encoding`, default
+ * DER for DSSE; COSE asks for IEEE P1363), so no caller converts signatures.
  */
 export interface Signer {
   readonly keyId: string;
@@ -20,7 +27,7 @@ export interface Signer {
   readonly publicKey: KeyObject;
   /** Leaf first, then intermediates; the root (`ca.crt`) is not part of it. */
   readonly certificateChain?: readonly X509Certificate[];
-  sign(data: Buffer): Buffer;
+  sign(data: Buffer, encoding?: SignatureEncoding): Buffer;
 }
 
 /** Signature metadata as the API and the AIBOM expose it (snake_case like the rest of the API). */
@@ -63,17 +70,23 @@ export function digestOf(algorithm: SignatureAlgorithm): 'sha256' | null {
 }
 
 /**
- * Verifies a signature made by a `Signer` (Node's default encodings: DER for ECDSA); false, never
- * a throw, for garbage signatures.
+ * Verifies a signature made by a `Signer` in `encoding` (default DER); false, never a throw, for
+ * garbage signatures.
  */
 export function verifyWith(
   algorithm: SignatureAlgorithm,
   publicKey: KeyObject,
   data: Buffer,
   signature: Buffer,
+  encoding: SignatureEncoding = 'der',
 ): boolean {
   try {
-    return verify(digestOf(algorithm), data, publicKey, signature);
+    return verify(
+      digestOf(algorithm),
+      data,
+      encoding === 'ieee-p1363' ? { key: publicKey, dsaEncoding: encoding } : publicKey,
+      signature,
+    );
   } catch {
     return false;
   }

@@ -1,5 +1,7 @@
+import { BaseError } from '../errors.ts';
+
 /**
- * Typed failures of the transparency subsystem, in the style of sigstore-js `verify/src/error.ts`:
+ * Typed failures of the transparency subsystem (BaseError, src/errors.ts):
  * callers and tests branch on `code`, the message is for humans, the underlying error is `cause`.
  * `retryable` tells the job queue whether another attempt can succeed (a remote outage can end; a
  * malformed receipt from the same server for the same statement will not fix itself soon, but a
@@ -68,8 +70,7 @@ const RETRYABLE: ReadonlySet<TransparencyErrorCode> = new Set([
   'UNKNOWN_LOG_KEY',
 ]);
 
-export class TransparencyError extends Error {
-  readonly code: TransparencyErrorCode;
+export class TransparencyError extends BaseError<TransparencyErrorCode> {
   /** Whether a later attempt may succeed. */
   readonly retryable: boolean;
   /** Server-requested delay (Retry-After), in milliseconds, when the server gave one. */
@@ -80,9 +81,7 @@ export class TransparencyError extends Error {
     message: string,
     options: { cause?: unknown; retryable?: boolean; retryAfterMs?: number } = {},
   ) {
-    super(message, options.cause !== undefined ? { cause: options.cause } : undefined);
-    this.name = 'TransparencyError';
-    this.code = code;
+    super(code, message, options.cause !== undefined ? { cause: options.cause } : undefined);
     this.retryable = options.retryable ?? RETRYABLE.has(code);
     this.retryAfterMs = options.retryAfterMs;
   }

@@ -6,7 +6,8 @@ import type {
   SubtreeHash,
 } from '../vault/index.ts';
 import type { Signer } from '../signing/signer.ts';
-import { cwtClaims, decodeSign1, logKeyOf, sign1Entry, type LogKey } from './cose.ts';
+import { logKeyOf, type LogKey } from '../cose/key.ts';
+import { cwtClaims, decodeSign1 } from './statement.ts';
 import { TransparencyError } from './errors.ts';
 import {
   completedNodes,
@@ -21,11 +22,18 @@ import {
   type NodeId,
   type Range,
 } from './merkle.ts';
-import { decodeReceipt, issueReceipt, receiptsUnder, signTreeHead, type InclusionProof } from './receipt.ts';
+import {
+  decodeReceipt,
+  issueReceipt,
+  receiptsUnder,
+  sign1Entry,
+  signTreeHead,
+  type InclusionProof,
+} from './receipt.ts';
 
 /**
  * The service's own append-only RFC 9162 Merkle log: the `local` (dry-run) transparency backend,
- * and what scrapi-routes.ts serves to other deployments. The tree, receipts and group commit are
+ * and what src/http/routes/scrapi.ts serves to other deployments. The tree, receipts and group commit are
  * here; the rows are the vault's (src/vault/scitt-log.ts: entries, perfect-subtree hashes and the
  * head, whose row lock serializes appenders).
  *

@@ -1,4 +1,4 @@
-import { asInt, decodeCbor, encodeCbor, isMap } from './cbor.ts';
+import { asInt, decodeCbor, encodeCbor, isMap } from '../cose/cbor.ts';
 
 /**
  * Concise problem details (RFC 9290), the error bodies of SCRAPI

@@ -2,7 +2,7 @@ import type { X509Certificate } from 'node:crypto';
 import type { DsseEnvelope } from '../attest/dsse.ts';
 import type { Logger } from '../log/index.ts';
 import type { Signer } from '../signing/signer.ts';
-import { buildSignedStatement } from './cose.ts';
+import { buildSignedStatement } from './statement.ts';
 import type { DidX509Policy } from './did-x509.ts';
 import { isTransparencyError, TransparencyError } from './errors.ts';
 import type { TransparencyJobRepository } from '../vault/index.ts';

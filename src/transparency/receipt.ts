@@ -1,36 +1,30 @@
 import type { KeyObject } from 'node:crypto';
-import type { Signer } from '../signing/signer.ts';
+import { coseAlgorithmOf } from '../cose/algorithms.ts';
 import {
-  asBytes,
-  asUint,
+  CBOR_NIL,
   cborBytes,
   cborHead,
   cborHeadLength,
   CborMajor,
-  cborUint,
-  decodeCbor,
-  isMap,
   writeCborHead,
-} from './cbor.ts';
+} from '../cose/cbor-assembly.ts';
+import { asBytes, asUint, decodeCbor, isMap } from '../cose/cbor.ts';
+import { cwtClaimsMap, readCwtClaims } from '../cose/cwt.ts';
+import { coseKid, type LogKey } from '../cose/key.ts';
 import {
-  Claim,
-  coseAlgorithmOf,
-  coseKid,
-  cwtClaims,
-  decodeSign1,
-  encodeSign1,
   COSE_SIGN1_TAG,
+  encodeSign1,
   Header,
-  sign1Entry,
   signSign1Parts,
   verifySign1,
   type CoseSign1,
-  type Sign1Signature,
   type HeaderMap,
-  type LogKey,
-} from './cose.ts';
+  type Sign1Signature,
+} from '../cose/sign1.ts';
+import type { Signer } from '../signing/signer.ts';
 import { TransparencyError, type TransparencyErrorCode } from './errors.ts';
 import { HASH_SIZE, hashesEqual, leafHash, rootFromInclusionProof } from './merkle.ts';
+import { cwtClaims, decodeSign1 } from './statement.ts';
 
 /**
  * COSE Receipts of inclusion for RFC9162_SHA256 (RFC 9942, draft-ietf-cose-merkle-tree-proofs):
@@ -67,6 +61,27 @@ export interface InclusionProof {
   readonly path: readonly Buffer[];
 }
 
+/**
+ * The log entry of a statement: COSE_Sign1_Tagged with an empty unprotected header, in preferred
+ * serialisation (what `encodeSign1(sign1, new Map())` writes). When the input already is exactly
+ * that — tagged, unprotected header empty, and as long as the shortest encoding of its parts
+ * (any longer head, indefinite length or extra byte would show in the length) — its bytes are
+ * copied instead of re-encoded (every statement the log appends; ADR 0006).
+ */
+export function sign1Entry(bytes: Uint8Array, sign1: CoseSign1): Buffer {
+  const item = (n: number): number => cborHeadLength(n) + n;
+  const shortest =
+    2 +
+    item(sign1.protectedBytes.length) +
+    1 +
+    (sign1.payload === null ? 1 : item(sign1.payload.length)) +
+    item(sign1.signature.length);
+  if (sign1.unprotectedHeader.size === 0 && bytes[0] === 0xd2 && bytes.length === shortest) {
+    return Buffer.from(bytes);
+  }
+  return encodeSign1(sign1, new Map());
+}
+
 /** The log entry of a signed statement: COSE_Sign1_Tagged with an empty unprotected header. */
 export function entryOf(statement: Uint8Array): Buffer {
   return sign1Entry(statement, decodeSign1(statement, 'MALFORMED_STATEMENT'));
@@ -75,21 +90,6 @@ export function entryOf(statement: Uint8Array): Buffer {
 /** RFC 9162 leaf hash of a statement's entry. */
 export function statementLeafHash(statement: Uint8Array): Buffer {
   return leafHash(entryOf(statement));
-}
-
-/**
- * `[tree_size, leaf_index, [hashes]]`, the content of the byte string (`bstr .cbor`) RFC 9942
- * puts in `vdp`. Assembled by hand (one per receipt; same bytes as `encodeCbor`, unit-tested).
- */
-export function encodeInclusionProof(proof: InclusionProof): Buffer {
-  const parts: Buffer[] = [
-    cborHead(CborMajor.array, 3),
-    cborHead(CborMajor.uint, proof.treeSize),
-    cborHead(CborMajor.uint, proof.leafIndex),
-    cborHead(CborMajor.array, proof.path.length),
-  ];
-  for (const h of proof.path) parts.push(...cborBytes(h));
-  return Buffer.concat(parts);
 }
 
 /** `{ 396: { -1: [ ` … the unprotected header of a receipt with one inclusion proof. */
@@ -128,9 +128,7 @@ export interface SignedTreeHead {
 }
 
 export function signTreeHead(input: TreeHeadInput): SignedTreeHead {
-  const claims = new Map<number, unknown>([[Claim.iss, input.issuer]]);
-  if (input.subject !== undefined) claims.set(Claim.sub, input.subject);
-  if (input.issuedAt !== undefined) claims.set(Claim.iat, cborUint(input.issuedAt));
+  const claims = cwtClaimsMap({ issuer: input.issuer, subject: input.subject, issuedAt: input.issuedAt });
   const protectedHeader: HeaderMap = new Map<number, unknown>([
     [Header.alg, coseAlgorithmOf(input.signer.algorithm)],
     [Header.kid, coseKid(input.signer.publicKey)],
@@ -140,7 +138,6 @@ export function signTreeHead(input: TreeHeadInput): SignedTreeHead {
   return { signed: signSign1Parts(input.signer, protectedHeader, input.root) };
 }
 
-/** The receipt of one entry under a signed tree head: its inclusion proof in that tree. */
 /** Bytes of a 32-byte hash inside a proof: bstr head (0x58 0x20) + hash. */
 const PATH_ITEM = 2 + HASH_SIZE;
 
@@ -192,8 +189,6 @@ export function receiptsUnder(head: SignedTreeHead, proofs: readonly InclusionPr
   if (at !== total) throw new Error(`receipt block: wrote ${at} of ${total} bytes`);
   return views;
 }
-
-const CBOR_NIL = Buffer.from([0xf6]);
 
 export interface ReceiptInput extends TreeHeadInput {
   readonly proof: InclusionProof;
@@ -254,18 +249,13 @@ export function decodeReceipt(bytes: Uint8Array): DecodedReceipt {
   if (!Array.isArray(inclusion) || inclusion.length === 0) malformed('vdp has no inclusion proofs (-1)');
   const proofs = (inclusion as unknown[]).map(decodeProof);
   // Receipt claims are each optional (a statement needs iss and sub; a receipt needs neither).
-  const rawClaims = sign1.protectedHeader.get(Header.cwtClaims);
-  const text = (label: number): string | undefined => {
-    const v = isMap(rawClaims) ? rawClaims.get(label) : undefined;
-    return typeof v === 'string' && v !== '' ? v : undefined;
-  };
-  const iat = isMap(rawClaims) ? asUint(rawClaims.get(Claim.iat)) : undefined;
+  const claims = readCwtClaims(sign1.protectedHeader);
   return {
     sign1,
     kid: asBytes(sign1.protectedHeader.get(Header.kid)),
-    issuer: text(Claim.iss),
-    subject: text(Claim.sub),
-    issuedAt: iat,
+    issuer: claims.issuer,
+    subject: claims.subject,
+    issuedAt: claims.issuedAt,
     proofs,
   };
 }

@@ -1,6 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { decodeKeySet, MediaType, type LogKey } from './cose.ts';
+import { CoseError } from '../cose/errors.ts';
+import { decodeKeySet, type LogKey } from '../cose/key.ts';
 import { TransparencyError } from './errors.ts';
+import { MediaType } from './media-types.ts';
 import { leafHash } from './merkle.ts';
 import { decodeProblemDetails } from './problem-details.ts';
 import { entryOf, verifyReceipt } from './receipt.ts';
@@ -211,7 +213,13 @@ export function createScrapiClient(options: ScrapiClientOptions): ScrapiClient {
     if (answer.status !== 200) {
       throw new TransparencyError('BAD_RESPONSE', `GET /.well-known/scitt-keys: ${describe(answer)}`);
     }
-    const set = decodeKeySet(answer.body);
+    let set: LogKey[];
+    try {
+      set = decodeKeySet(answer.body);
+    } catch (cause) {
+      if (cause instanceof CoseError) throw new TransparencyError('BAD_RESPONSE', cause.message, { cause });
+      throw cause;
+    }
     if (set.length === 0) throw new TransparencyError('BAD_RESPONSE', 'the service publishes no usable key');
     cachedKeys = set;
     return set;

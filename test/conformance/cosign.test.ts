@@ -11,7 +11,7 @@ import {
   stepStatement,
   type DsseEnvelope,
 } from '../../src/attest/index.ts';
-import { generateDevPki } from '../../src/signing/dev-pki.ts';
+import { generateDevPki } from '../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../src/signing/index.ts';
 import { stack } from '../helpers/stack.ts';
 

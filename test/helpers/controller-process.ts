@@ -21,7 +21,7 @@ import { runPostgresServer, startPostgres } from '../../hack/stack/postgres.ts';
 import { isAlive, stopProcess, type Proc } from '../../hack/stack/proc.ts';
 import { isFinished, type Condition, type Run, type RunSpec } from '../../src/api/run.ts';
 import { envelopeDigest } from '../../src/attest/index.ts';
-import { generateDevPki, toSecretData, type DevPki } from '../../src/signing/dev-pki.ts';
+import { generateDevPki, toSecretData, type DevPki } from '../../hack/dev-pki.ts';
 import { openVault, type ChainReport } from '../../src/vault/index.ts';
 import { kubeConfig, stack, uniqueName } from './stack.ts';
 

@@ -1,6 +1,7 @@
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { BaseError } from '../../errors.ts';
 
 /**
  * A deliberately small REST client for the Kubernetes API over node:http(s), using the KubeConfig of
@@ -25,17 +26,14 @@ export interface KubeStatus {
  * A non-2xx answer of the API server. Callers branch on `code` (the HTTP status: 404, 409, 410, 422,
  * 429…) and may refine with `reason` (`AlreadyExists` vs `Conflict`, both 409); never on the message.
  */
-export class KubeApiError extends Error {
-  readonly code: number;
+export class KubeApiError extends BaseError<number> {
   readonly reason: string;
   readonly status: KubeStatus | undefined;
   /** From `Retry-After` or `details.retryAfterSeconds` (429, 503, "storage is (re)initializing"). */
   readonly retryAfterSeconds: number | undefined;
 
   constructor(code: number, status: KubeStatus | undefined, retryAfterSeconds?: number) {
-    super(status?.message ?? `HTTP ${code}`);
-    this.name = 'KubeApiError';
-    this.code = code;
+    super(code, status?.message ?? `HTTP ${code}`);
     this.reason = status?.reason ?? '';
     this.status = status;
     this.retryAfterSeconds = retryAfterSeconds ?? status?.details?.retryAfterSeconds;

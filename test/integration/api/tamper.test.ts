@@ -10,7 +10,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { envelopeDigest, verifyRecord } from '../../../src/attest/index.ts';
-import { generateDevPki } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import {
   createVaultPool,

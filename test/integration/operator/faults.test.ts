@@ -7,7 +7,7 @@ import { s3BlobStore } from '../../../src/blob/store.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import type { AibomMetadata } from '../../../src/recorder/index.ts';
-import type { DevPki } from '../../../src/signing/dev-pki.ts';
+import type { DevPki } from '../../../hack/dev-pki.ts';
 import {
   aibomReady,
   conditionOf,

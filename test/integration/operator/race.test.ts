@@ -43,7 +43,7 @@ import {
   expectKubeMirrorsVault,
   type ControllerProcess,
 } from '../../helpers/controller-process.ts';
-import type { DevPki } from '../../../src/signing/dev-pki.ts';
+import type { DevPki } from '../../../hack/dev-pki.ts';
 import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
 
 const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });

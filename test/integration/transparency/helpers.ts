@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { signatureMetadata, type KeySigner } from '../../../src/signing/index.ts';
-import { buildSignedStatement } from '../../../src/transparency/cose.ts';
+import { buildSignedStatement } from '../../../src/transparency/statement.ts';
 import {
   createVaultPool,
   migrate,

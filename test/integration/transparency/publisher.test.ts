@@ -3,13 +3,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { decodeSign1, verifySignedStatement } from '../../../src/transparency/cose.ts';
+import { decodeSign1, verifySignedStatement } from '../../../src/transparency/statement.ts';
 import { transparencyView, type RetryPolicy } from '../../../src/transparency/jobs.ts';
 import { createLocalLog, type LocalLog } from '../../../src/transparency/local-log.ts';
 import { createPublisher, type PublishBackend } from '../../../src/transparency/publisher.ts';
 import { verifyReceipt } from '../../../src/transparency/receipt.ts';
 import { createScrapiClient } from '../../../src/transparency/scrapi-client.ts';
-import { registerScrapiRoutes } from '../../../src/transparency/scrapi-routes.ts';
+import { installErrorHandling } from '../../../src/http/error-handler.ts';
+import { registerScrapiRoutes } from '../../../src/http/routes/scrapi.ts';
 import { createWorker } from '../../../src/transparency/worker.ts';
 import { logSigner, statementSigner } from '../../unit/transparency/fixtures.ts';
 import { record, setupDb, type TestDb } from './helpers.ts';
@@ -92,6 +93,7 @@ describe('publisher and worker', () => {
       issuer: 'https://b.scitt.test.invalid',
     });
     remote = Fastify({ logger: false });
+    installErrorHandling(remote);
     await registerScrapiRoutes(remote, { log: remoteLog, trustAnchors: signer.caCertificates });
     await remote.listen({ port: 0, host: '127.0.0.1' });
     remoteUrl = `http://127.0.0.1:${(remote.server.address() as AddressInfo).port}`;

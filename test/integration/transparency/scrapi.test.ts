@@ -4,7 +4,7 @@ import { Decoder } from 'cbor-x';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { encodeKeySet } from '../../../src/transparency/cose.ts';
+import { encodeKeySet } from '../../../src/cose/key.ts';
 import { isTransparencyError, type TransparencyError } from '../../../src/transparency/errors.ts';
 import type { RetryPolicy } from '../../../src/transparency/jobs.ts';
 import { createLocalLog, type LocalLog } from '../../../src/transparency/local-log.ts';
@@ -13,7 +13,8 @@ import { leafHash } from '../../../src/transparency/merkle.ts';
 import { entryOf, verifyReceipt } from '../../../src/transparency/receipt.ts';
 import { decodeProblemDetails, encodeProblemDetails } from '../../../src/transparency/problem-details.ts';
 import { createScrapiClient, type ScrapiClientOptions } from '../../../src/transparency/scrapi-client.ts';
-import { registerScrapiRoutes, type ScrapiRouteDeps } from '../../../src/transparency/scrapi-routes.ts';
+import { installErrorHandling } from '../../../src/http/error-handler.ts';
+import { registerScrapiRoutes, type ScrapiRouteDeps } from '../../../src/http/routes/scrapi.ts';
 import { logSigner, statementSigner } from '../../unit/transparency/fixtures.ts';
 import { record, setupDb, statement, type TestDb } from './helpers.ts';
 
@@ -77,6 +78,7 @@ describe('SCRAPI client ↔ server', () => {
 
   const serve = async (deps: Partial<ScrapiRouteDeps> = {}): Promise<string> => {
     const app = Fastify({ logger: false });
+    installErrorHandling(app);
     await registerScrapiRoutes(app, { log, trustAnchors: signer.caCertificates, ...deps });
     await app.listen({ port: 0, host: '127.0.0.1' });
     apps.push(app);

@@ -18,7 +18,7 @@ import {
   type Trust,
 } from '../../../src/attest/index.ts';
 import { verifyRecord } from '../../../src/attest/verify.ts';
-import { generateDevPki } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki } from '../../../hack/dev-pki.ts';
 import type { KeySigner } from '../../../src/signing/key-signer.ts';
 import { parseCertificates } from '../../../src/signing/pem.ts';
 import type { Signer } from '../../../src/signing/signer.ts';

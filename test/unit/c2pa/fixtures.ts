@@ -1,4 +1,4 @@
-import { generateDevPki, type DevPki, type DevPkiOptions } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki, type DevPki, type DevPkiOptions } from '../../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 
 /** A signer with its PKI, generated in memory (never committed). */

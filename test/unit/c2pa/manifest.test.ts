@@ -3,7 +3,6 @@ import { Decoder, Tag } from 'cbor-x';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildManifest, C2paError, verifyManifest, type BuiltManifest } from '../../../src/c2pa/index.ts';
-import { derToP1363 } from '../../../src/c2pa/cose.ts';
 import {
   childSuperBoxes,
   contentBoxes,
@@ -398,36 +397,5 @@ describe('verifyManifest', () => {
     expect(() => verifyManifest({ store, asset: ASSET, trustAnchors: 'no pem here' })).toThrow(
       /no PEM certificate/,
     );
-  });
-});
-
-describe('derToP1363', () => {
-  it('left-pads short scalars and strips DER sign bytes', () => {
-    const der = (r: Buffer, s: Buffer): Buffer => {
-      const int = (v: Buffer): Buffer => {
-        const body = v.length > 0 && ((v[0] as number) & 0x80) !== 0 ? Buffer.concat([Buffer.of(0), v]) : v;
-        return Buffer.concat([Buffer.of(0x02, body.length), body]);
-      };
-      const seq = Buffer.concat([int(r), int(s)]);
-      return Buffer.concat([Buffer.of(0x30, seq.length), seq]);
-    };
-    fc.assert(
-      fc.property(
-        fc.uint8Array({ minLength: 1, maxLength: 32 }),
-        fc.uint8Array({ minLength: 1, maxLength: 32 }),
-        (r, s) => {
-          const out = derToP1363(der(Buffer.from(r), Buffer.from(s)));
-          expect(out).toHaveLength(64);
-          expect(BigInt(`0x${out.subarray(0, 32).toString('hex')}`)).toBe(
-            BigInt(`0x${Buffer.from(r).toString('hex')}`),
-          );
-          expect(BigInt(`0x${out.subarray(32).toString('hex')}`)).toBe(
-            BigInt(`0x${Buffer.from(s).toString('hex')}`),
-          );
-        },
-      ),
-    );
-    expect(() => derToP1363(Buffer.from('3000', 'hex'))).toThrow(C2paError);
-    expect(() => derToP1363(Buffer.alloc(0))).toThrow(C2paError);
   });
 });

@@ -24,3 +24,47 @@ describe('BaseError', () => {
     expect(hasCode('ONE', 'ONE')).toBe(false);
   });
 });
+
+describe('every typed error of the formats, signing, HTTP, CLI, config and kube layers', () => {
+  it('is a BaseError with its code, cause and class name', async () => {
+    const { AttestError, VerificationError } = await import('../../../src/attest/errors.ts');
+    const { SigningError } = await import('../../../src/signing/errors.ts');
+    const { C2paError } = await import('../../../src/c2pa/errors.ts');
+    const { CoseError } = await import('../../../src/cose/errors.ts');
+    const { TransparencyError } = await import('../../../src/transparency/errors.ts');
+    const { AibomError } = await import('../../../src/aibom/errors.ts');
+    const { ConfigError } = await import('../../../src/config/index.ts');
+    const { ProblemError } = await import('../../../src/http/problem.ts');
+    const { CliError } = await import('../../../src/cli/command.ts');
+    const { ApiError } = await import('../../../src/cli/client.ts');
+    const { KubeApiError } = await import('../../../src/controller/runtime/kube.ts');
+    const cause = new Error('underneath');
+    const cases: [BaseError<string | number>, string, string | number][] = [
+      [new AttestError('PREDICATE_INVALID', 'm', { cause }), 'AttestError', 'PREDICATE_INVALID'],
+      [
+        new VerificationError([{ code: 'DIGEST_MISMATCH', message: 'm' }], { cause }),
+        'VerificationError',
+        'DIGEST_MISMATCH',
+      ],
+      [new SigningError('MALFORMED_KEY', 'm', { cause }), 'SigningError', 'MALFORMED_KEY'],
+      [new C2paError('MALFORMED_MANIFEST', 'm', { cause }), 'C2paError', 'MALFORMED_MANIFEST'],
+      [new CoseError('MALFORMED', 'm', { cause }), 'CoseError', 'MALFORMED'],
+      [new TransparencyError('BAD_RESPONSE', 'm', { cause }), 'TransparencyError', 'BAD_RESPONSE'],
+      [new AibomError('INVALID_RUN', 'm', { cause }), 'AibomError', 'INVALID_RUN'],
+      [new ConfigError(['X: bad']), 'ConfigError', 'INVALID_CONFIG'],
+      [new ProblemError(404, 'NOT_FOUND', 'm', { cause }), 'ProblemError', 'NOT_FOUND'],
+      [new CliError('m', 2, { cause }), 'CliError', 'USAGE'],
+      [new CliError('m'), 'CliError', 'FAILED'],
+      [new ApiError(403, 'FORBIDDEN', 'm'), 'ApiError', 'API'],
+      [new KubeApiError(409, { reason: 'Conflict', code: 409 }), 'KubeApiError', 409],
+    ];
+    for (const [err, name, code] of cases) {
+      expect(err, name).toBeInstanceOf(BaseError);
+      expect(err.name).toBe(name);
+      expect(hasCode(err, code)).toBe(true);
+      expect(String(err.stack)).toContain(`${name}: `);
+      const takesCause = !['ConfigError', 'KubeApiError', 'ApiError'].includes(name) && code !== 'FAILED';
+      if (takesCause) expect(err.cause).toBe(cause);
+    }
+  });
+});

@@ -1,7 +1,7 @@
 import type { X509Certificate } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { validateChain } from '../../../src/signing/chain.ts';
-import { generateDevPki } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { parseCertificates } from '../../../src/signing/pem.ts';
 
 let leaf: X509Certificate;

@@ -5,7 +5,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { generateDevPki } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki } from '../../../hack/dev-pki.ts';
 
 const EMAIL_PROTECTION = '1.3.6.1.5.5.7.3.4';
 const DOCUMENT_SIGNING = '1.3.6.1.5.5.7.3.36';

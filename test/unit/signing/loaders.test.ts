@@ -5,7 +5,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateDevPki, toSecretData, type DevPki } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki, toSecretData, type DevPki } from '../../../hack/dev-pki.ts';
 import { SigningError, type SigningErrorCode } from '../../../src/signing/errors.ts';
 import { createKeySigner } from '../../../src/signing/key-signer.ts';
 import { signatureMetadata } from '../../../src/signing/signer.ts';

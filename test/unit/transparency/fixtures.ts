@@ -5,8 +5,9 @@ import {
   signStatement,
   type DsseEnvelope,
 } from '../../../src/attest/index.ts';
-import { generateDevPki, type DevPkiOptions } from '../../../src/signing/dev-pki.ts';
+import { generateDevPki, type DevPkiOptions } from '../../../hack/dev-pki.ts';
 import { createKeySigner, signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
+import { buildSignedStatement, type SignedStatement } from '../../../src/transparency/statement.ts';
 
 /** Generated per test run; no key is ever committed. */
 export async function statementSigner(options: DevPkiOptions = {}): Promise<KeySigner> {
@@ -32,6 +33,24 @@ export function envelope(
   );
   const env = signStatement(statement, signer);
   return { envelope: env, digest: envelopeDigest(env) };
+}
+
+/** A signed statement over a fresh envelope, as the publisher builds it (root CA pinned). */
+export function signedStatement(signer: KeySigner): {
+  statement: SignedStatement;
+  id: string;
+  digest: string;
+} {
+  const { envelope: env, digest } = envelope(signer);
+  const id = attestationId();
+  const statement = buildSignedStatement({
+    attestationId: id,
+    envelope: env,
+    digest,
+    signer,
+    caCertificates: signer.caCertificates,
+  });
+  return { statement, id, digest };
 }
 
 /** A UUIDv7-shaped id (tests only need the shape). */

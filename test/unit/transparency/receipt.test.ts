@@ -1,7 +1,7 @@
-import { Decoder, Encoder, Tag } from 'cbor-x';
+import { Tag } from 'cbor-x';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { buildSignedStatement, logKeyOf, type LogKey } from '../../../src/transparency/cose.ts';
+import { logKeyOf, type LogKey } from '../../../src/cose/key.ts';
 import { isTransparencyError } from '../../../src/transparency/errors.ts';
 import { leafHash, MemoryTree } from '../../../src/transparency/merkle.ts';
 import {
@@ -13,10 +13,8 @@ import {
   receiptsOf,
   verifyReceipt,
 } from '../../../src/transparency/receipt.ts';
-import { attestationId, envelope, logSigner, statementSigner } from './fixtures.ts';
-
-const cbor = new Decoder({ mapsAsObjects: false, useRecords: false });
-const plain = new Encoder({ useRecords: false, tagUint8Array: false, mapsAsObjects: false });
+import { cbor, plain } from '../../helpers/cbor.ts';
+import { logSigner, signedStatement, statementSigner } from './fixtures.ts';
 
 /** Rebuilds a receipt with one part changed (the signature stays the original one). */
 function rewrite(
@@ -63,15 +61,7 @@ describe('COSE receipts (RFC9162_SHA256 inclusion)', () => {
     log = logSigner();
     key = logKeyOf(log.publicKey);
     for (let i = 0; i < 11; i++) {
-      const { envelope: env, digest } = envelope(signer);
-      const id = attestationId();
-      const s = buildSignedStatement({
-        attestationId: id,
-        envelope: env,
-        digest,
-        signer,
-        caCertificates: signer.caCertificates,
-      });
+      const { statement: s, id } = signedStatement(signer);
       statements.push(s.bytes);
       subjects.push(id);
       tree.appendLeafHash(leafHash(entryOf(s.bytes)));

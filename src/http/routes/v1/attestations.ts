@@ -1,9 +1,9 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { toApiEnvelope, type ApiEnvelope } from '../../envelope.ts';
+import { attestationPage, ndjsonLine, sendBody, toApiEnvelope, type ApiEnvelope } from '../../envelope.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
 import { transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
@@ -112,24 +112,6 @@ interface LoadedRecord {
   readonly envelope: ApiEnvelope;
 }
 
-interface AttestationPageBody {
-  items: ApiEnvelope[];
-  next_cursor: string | null;
-  excluded_namespaces: string[];
-}
-
-/**
- * Sends a large response as UTF-8 bytes from `JSON.stringify`. The objects are built field by
- * field by toApiEnvelope to the response schema (which OpenAPI still publishes), so the schema
- * serializer would write the same JSON; for a page of ~230 KiB it cost about three times as much
- * (a generated JS serializer escaping every string, then a second pass over the string for its byte
- * length, then the UTF-8 conversion on write), where V8's native JSON.stringify and one conversion
- * to a Buffer are one pass each.
- */
-function sendJson(reply: FastifyReply, body: object): FastifyReply {
-  return reply.type('application/json; charset=utf-8').send(Buffer.from(JSON.stringify(body), 'utf8'));
-}
-
 const UUID_V7 = new RegExp(UUID_V7_PATTERN);
 
 export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDeps): void {
@@ -167,7 +149,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       const { record } = loaded;
       const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' }))
-        return sendJson(reply, loaded.envelope);
+        return sendBody(reply, loaded.envelope);
       // Existence is only confirmed to callers who can see the namespace at all.
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
         throw new ProblemError(
@@ -214,8 +196,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         // Transparency state is joined per batch of 500 records: one query each, memory stays flat.
         async function* lines(): AsyncGenerator<string> {
           let batch: StoredAttestation[] = [];
-          const flush = async () =>
-            (await withTransparency(deps, batch)).map((e) => `${JSON.stringify(e)}\n`).join('');
+          const flush = async () => (await withTransparency(deps, batch)).map(ndjsonLine).join('');
           for await (const r of records) {
             batch.push(r);
             if (batch.length === 500) {
@@ -234,11 +215,14 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         withTransparencyJobs: true,
       });
       const jobs = page.jobs ?? [];
-      return sendJson(reply, {
-        items: page.items.map((record, i) => withJob(record, jobs[i])),
-        next_cursor: page.nextCursor,
-        excluded_namespaces: excluded,
-      } satisfies AttestationPageBody);
+      return sendBody(
+        reply,
+        attestationPage(
+          page.items.map((record, i) => withJob(record, jobs[i])),
+          page.nextCursor,
+          excluded,
+        ),
+      );
     },
   );
 

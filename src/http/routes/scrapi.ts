@@ -1,12 +1,14 @@
 import type { X509Certificate } from 'node:crypto';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { encodeCbor } from './cbor.ts';
-import { encodeKeySet, MediaType, verifySignedStatement } from './cose.ts';
-import { isTransparencyError, TransparencyError, type TransparencyErrorCode } from './errors.ts';
-import type { LocalLog } from './local-log.ts';
-import { leafHash } from './merkle.ts';
-import { entryOf } from './receipt.ts';
-import { encodeProblemDetails } from './problem-details.ts';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { encodeCbor } from '../../cose/cbor.ts';
+import { encodeKeySet } from '../../cose/key.ts';
+import { TransparencyError } from '../../transparency/errors.ts';
+import type { LocalLog } from '../../transparency/local-log.ts';
+import { MediaType } from '../../transparency/media-types.ts';
+import { leafHash } from '../../transparency/merkle.ts';
+import { entryOf } from '../../transparency/receipt.ts';
+import { verifySignedStatement } from '../../transparency/statement.ts';
+import { ProblemError } from '../problem.ts';
 
 /**
  * Serves the local log over SCRAPI so that one deployment can publish to another:
@@ -19,7 +21,9 @@ import { encodeProblemDetails } from './problem-details.ts';
  *   GET  /.well-known/transparency-configuration  CBOR map (issuer, endpoints, algorithms)
  *
  * Errors are RFC 9290 CBOR problem details (`application/concise-problem-details+cbor`) with the
- * stable code under the text key "code". Registration policy: the statement must verify
+ * stable code under the text key "code", written by the application's one error handler
+ * (../error-handler.ts, which these routes ask for CBOR through `config.problem`; mount them on an
+ * app that installed it). Registration policy: the statement must verify
  * (signature by its x5chain leaf, did:x509 `iss` bound to the chain) and, when `trustAnchors` are
  * configured, its chain must lead to one of them.
  *
@@ -57,48 +61,6 @@ export interface ScrapiRouteDeps {
   readonly registration?: RegistrationMode;
 }
 
-const STATUS_OF: Partial<Record<TransparencyErrorCode, number>> = {
-  MALFORMED_STATEMENT: 400,
-  STATEMENT_SIGNATURE_INVALID: 400,
-  ISSUER_MISMATCH: 400,
-  UNTRUSTED_ISSUER: 400,
-  ENTRY_NOT_FOUND: 404,
-  INVALID_TREE_SIZE: 400,
-};
-
-const TITLES: Record<number, string> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  405: 'Method Not Allowed',
-  413: 'Payload Too Large',
-  415: 'Unsupported Media Type',
-  429: 'Too Many Requests',
-  500: 'Internal Server Error',
-  503: 'Service Unavailable',
-};
-
-function sendProblem(
-  reply: FastifyReply,
-  status: number,
-  code: string,
-  detail: string,
-  headers: Readonly<Record<string, string>> = {},
-): FastifyReply {
-  return reply
-    .code(status)
-    .headers(headers)
-    .type(MediaType.problem)
-    .send(
-      encodeProblemDetails({
-        title: TITLES[status] ?? 'Error',
-        detail,
-        extra: new Map([['code', code]]),
-      }),
-    );
-}
-
 interface Pending {
   state: 'pending' | 'failed';
   error?: string;
@@ -110,7 +72,8 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
   const prefix = (deps.prefix ?? '').replace(/\/+$/, '');
   const maxBytes = deps.maxStatementBytes ?? 64 * 1024;
   const registration = deps.registration ?? { mode: 'sync' };
-  const isPublic = deps.public ?? false;
+  // Errors of these routes are CBOR problem details (written by the app's one error handler).
+  const config = { public: deps.public ?? false, problem: 'cbor' } as const;
   const pending = new Map<string, Pending>();
   const entryUrl = (id: string): string => `${prefix}/entries/${id}`;
 
@@ -130,41 +93,17 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
       },
     );
 
-    scope.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
-      if (isTransparencyError(err)) {
-        const status = STATUS_OF[err.code] ?? 500;
-        if (status >= 500) req.log.error({ err }, 'SCRAPI request failed');
-        return sendProblem(reply, status, err.code, status >= 500 ? 'internal error' : err.message);
-      }
-      const e = err as FastifyError & { status?: number; headers?: Record<string, string>; code?: string };
-      const status = e.status ?? e.statusCode ?? 500;
-      if (status >= 500) {
-        req.log.error({ err }, 'SCRAPI request failed');
-        return sendProblem(reply, status, 'INTERNAL', 'internal error; see the server log', e.headers ?? {});
-      }
-      const code =
-        e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-          ? 'UNSUPPORTED_MEDIA_TYPE'
-          : e.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
-            ? 'PAYLOAD_TOO_LARGE'
-            : e.validation !== undefined
-              ? 'VALIDATION_FAILED'
-              : (e.code ?? 'BAD_REQUEST');
-      const detail = code === 'UNSUPPORTED_MEDIA_TYPE' ? `send ${MediaType.cose}` : e.message;
-      return sendProblem(reply, status, code, detail, e.headers ?? {});
-    });
-
     scope.post(
       `${prefix}/entries`,
       {
-        config: { public: isPublic },
+        config: { ...config, accepts: MediaType.cose },
         schema: { hide: true },
         preHandler: async (req) => authorize(req, 'register'),
       },
       async (req, reply) => {
         const statement = req.body;
         if (!Buffer.isBuffer(statement) || statement.length === 0) {
-          return sendProblem(reply, 400, 'MALFORMED_STATEMENT', 'the body is not a COSE_Sign1 statement');
+          throw new TransparencyError('MALFORMED_STATEMENT', 'the body is not a COSE_Sign1 statement');
         }
         verifySignedStatement(
           statement,
@@ -211,7 +150,7 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
     scope.get<{ Params: { id: string } }>(
       `${prefix}/entries/:id`,
       {
-        config: { public: isPublic },
+        config,
         schema: {
           hide: true,
           params: {
@@ -233,12 +172,7 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
         }
         if (job?.state === 'failed') {
           pending.delete(id);
-          return sendProblem(
-            reply,
-            500,
-            'REGISTRATION_FAILED',
-            `registration of ${id} failed; submit it again`,
-          );
+          throw new ProblemError(500, 'REGISTRATION_FAILED', `registration of ${id} failed; submit it again`);
         }
         throw new TransparencyError('ENTRY_NOT_FOUND', `no entry ${id}`, { retryable: false });
       },
@@ -246,13 +180,13 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
 
     scope.get(
       '/.well-known/scitt-keys',
-      { config: { public: true }, schema: { hide: true } },
+      { config: { public: true, problem: 'cbor' }, schema: { hide: true } },
       async (_req, reply) => reply.type(MediaType.cbor).send(encodeKeySet(deps.log.keys)),
     );
 
     scope.get(
       '/.well-known/transparency-configuration',
-      { config: { public: true }, schema: { hide: true } },
+      { config: { public: true, problem: 'cbor' }, schema: { hide: true } },
       async (_req, reply) =>
         reply.type(MediaType.cbor).send(
           encodeCbor(

@@ -1,25 +1,18 @@
 import { createHash, verify, X509Certificate } from 'node:crypto';
-import { Decoder, Encoder, Tag } from 'cbor-x';
+import { Tag } from 'cbor-x';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { Claim } from '../../../src/cose/cwt.ts';
+import { Header, signSign1 } from '../../../src/cose/sign1.ts';
 import {
   buildSignedStatement,
-  Claim,
-  decodeKeySet,
   decodeSign1,
-  encodeKeySet,
-  Header,
-  logKeyOf,
-  signSign1,
   verifySignedStatement,
-} from '../../../src/transparency/cose.ts';
+} from '../../../src/transparency/statement.ts';
 import { didX509, matchDidX509, percentEncode } from '../../../src/transparency/did-x509.ts';
 import { isTransparencyError, type TransparencyErrorCode } from '../../../src/transparency/errors.ts';
 import type { KeySigner } from '../../../src/signing/index.ts';
-import { attestationId, envelope, logSigner, statementSigner } from './fixtures.ts';
-
-// An independent CBOR view (plain cbor-x decoder, maps as Maps) to inspect what we produce.
-const cbor = new Decoder({ mapsAsObjects: false, useRecords: false });
-const plain = new Encoder({ useRecords: false, tagUint8Array: false, mapsAsObjects: false });
+import { cbor, coseParts, plain, sigStructureOf } from '../../helpers/cbor.ts';
+import { attestationId, envelope, logSigner, signedStatement, statementSigner } from './fixtures.ts';
 
 function codeOf(fn: () => unknown): TransparencyErrorCode | undefined {
   try {
@@ -40,26 +33,12 @@ describe('SCITT signed statements (COSE_Sign1 hash envelope)', () => {
   });
 
   it('signs the envelope digest with alg, x5chain, CWT iss/sub and hash-envelope headers', () => {
-    const { envelope: env, digest } = envelope(signer);
-    const id = attestationId();
-    const s = buildSignedStatement({
-      attestationId: id,
-      envelope: env,
-      digest,
-      signer,
-      caCertificates: [root],
-    });
+    const { statement: s, id, digest } = signedStatement(signer);
 
-    const tagged = cbor.decode(s.bytes) as Tag;
-    expect(tagged.tag).toBe(18);
-    const [protectedBytes, unprotected, payload, signature] = tagged.value as [
-      Buffer,
-      Map<number, unknown>,
-      Buffer,
-      Buffer,
-    ];
+    const { tag, protectedBytes, unprotected, payload, signature } = coseParts(s.bytes);
+    expect(tag).toBe(18);
     expect(unprotected.size).toBe(0);
-    expect(Buffer.from(payload).toString('hex')).toBe(digest.slice('sha256:'.length));
+    expect(Buffer.from(payload!).toString('hex')).toBe(digest.slice('sha256:'.length));
     expect(signature).toHaveLength(64); // IEEE P1363 r ‖ s
 
     const header = cbor.decode(protectedBytes) as Map<number, unknown>;
@@ -77,7 +56,7 @@ describe('SCITT signed statements (COSE_Sign1 hash envelope)', () => {
     expect(typeof claims.get(6)).toBe('number');
 
     // The signature, checked without our COSE code: Sig_structure by hand, P1363 ECDSA.
-    const toBeSigned = plain.encode(['Signature1', protectedBytes, Buffer.alloc(0), payload]);
+    const toBeSigned = sigStructureOf(protectedBytes, payload!);
     expect(
       verify('sha256', toBeSigned, { key: signer.publicKey, dsaEncoding: 'ieee-p1363' }, signature),
     ).toBe(true);
@@ -176,10 +155,7 @@ describe('SCITT signed statements (COSE_Sign1 hash envelope)', () => {
       caCertificates: deep.caCertificates,
       issuerPolicy: 'eku',
     });
-    const header = cbor.decode(((cbor.decode(s.bytes) as Tag).value as unknown[])[0] as Buffer) as Map<
-      number,
-      unknown
-    >;
+    const header = cbor.decode(coseParts(s.bytes).protectedBytes) as Map<number, unknown>;
     expect(header.get(1)).toBe(-8);
     expect(header.get(33) as Buffer[]).toHaveLength(3);
     const pin = createHash('sha256').update(deep.caCertificates[0]!.raw).digest('base64url');
@@ -223,25 +199,5 @@ describe('did:x509', () => {
       matchDidX509(`did:x509:0:sha256:${leafPin}::subject:CN:aibom-vault%20dev%20signer`, chain).ok,
     ).toBe(false);
     expect(matchDidX509('did:web:example.com', chain).ok).toBe(false);
-  });
-});
-
-describe('COSE key set', () => {
-  it('round-trips P-256 and Ed25519 log keys with their kids', () => {
-    const keys = [logKeyOf(logSigner('ec').publicKey), logKeyOf(logSigner('ed25519').publicKey)];
-    const decoded = decodeKeySet(encodeKeySet(keys));
-    expect(decoded).toHaveLength(2);
-    for (const [i, k] of decoded.entries()) {
-      expect(k.kid.equals(keys[i]!.kid)).toBe(true);
-      expect(
-        k.key
-          .export({ type: 'spki', format: 'der' })
-          .equals(keys[i]!.key.export({ type: 'spki', format: 'der' })),
-      ).toBe(true);
-    }
-    const raw = cbor.decode(encodeKeySet(keys.slice(0, 1))) as Map<number, unknown>[];
-    expect(raw[0]!.get(1)).toBe(2); // kty EC2
-    expect(raw[0]!.get(-1)).toBe(1); // crv P-256
-    expect(raw[0]!.get(3)).toBe(-7);
   });
 });

@@ -3,14 +3,17 @@
 import 'reflect-metadata';
 import { KeyObject, webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
-import type { SignatureAlgorithm } from './signer.ts';
-import type { TlsMaterial } from './tls.ts';
+import type { SignatureAlgorithm } from '../src/signing/signer.ts';
+import type { TlsMaterial } from '../src/signing/tls.ts';
 
 /**
  * Development and test PKI: a CA (optionally an intermediate) and a signing leaf, generated in
  * memory so no key is ever committed. The leaf satisfies what C2PA validators demand of a signer:
  * not self-signed, not a CA, keyUsage digitalSignature, and an EKU they accept (emailProtection and
- * documentSigning). The local stack uses it to create its signer Secret.
+ * documentSigning). The local stack uses it to create its signer Secret; tests and benchmarks use it
+ * for every key they sign with. A development tool: it is not part of the built package, and
+ * @peculiar/x509 (with reflect-metadata) is a devDependency. Production parses the PEM that
+ * cert-manager (or an operator) put into the Secret with node:crypto (src/signing/tls.ts).
  */
 
 const EKU_EMAIL_PROTECTION = '1.3.6.1.5.5.7.3.4';
