@@ -46,7 +46,7 @@ const withControl = fc
   .map(([c, s]) => `${s}${c}x`);
 
 /** Free text (names, scopes, principals): 1..max code points, no control characters. */
-export const text = (w: number, max: number): Arb<string> =>
+const text = (w: number, max: number): Arb<string> =>
   pick(
     w,
     good(
@@ -61,7 +61,7 @@ export const text = (w: number, max: number): Arb<string> =>
 
 /** Pack names and versions: no '@', whitespace (Unicode-wide), BOM or control characters. */
 const PACK_TOKEN = /^[^@\s\p{Z}\p{Cc}\ufeff]+$/u;
-export const packName = (w: number): Arb<string> =>
+const packName = (w: number): Arb<string> =>
   pick(
     w,
     good(
@@ -79,7 +79,7 @@ const packVersion = (w: number): Arb<string> =>
     bad(fc.constantFrom('1 0', '1@2', 'x'.repeat(129), '\u3000', 'a\n')),
   );
 
-export const policyPack = (w: number): Arb<PolicyPackRef> =>
+const policyPack = (w: number): Arb<PolicyPackRef> =>
   fc
     .record({
       name: packName(w),
@@ -96,7 +96,7 @@ export const policyPack = (w: number): Arb<PolicyPackRef> =>
       ok: name.ok && version.ok && guardrails.ok,
     }));
 
-export const capability = (w: number): Arb<Capability> =>
+const capability = (w: number): Arb<Capability> =>
   fc
     .record({ scope: text(w, 253), grantedBy: text(w, 253), approvedBy: maybe(text(w, 253)) })
     .map(({ scope, grantedBy, approvedBy }) => ({
@@ -121,7 +121,7 @@ const temperature = (w: number): Arb<number> =>
   );
 
 /** One step's kind: a model or a tool (illegal: both, or neither). */
-export const kind = (w: number): Arb<Pick<StepSpec, 'model' | 'tool'>> => {
+const kind = (w: number): Arb<Pick<StepSpec, 'model' | 'tool'>> => {
   const model = fc
     .record({
       name: text(w, 253),
@@ -169,7 +169,7 @@ export const kind = (w: number): Arb<Pick<StepSpec, 'model' | 'tool'>> => {
 };
 
 /** Free JSON; illegal: a NUL somewhere in it (value or key). */
-export const json = (w: number): Arb<Record<string, unknown>> =>
+const json = (w: number): Arb<Record<string, unknown>> =>
   pick(
     w,
     good(
@@ -186,13 +186,13 @@ export const json = (w: number): Arb<Record<string, unknown>> =>
     ),
   );
 
-export const ID = /^[a-z0-9]([-a-z0-9_.]{0,10}[a-z0-9])?$/;
+const ID = /^[a-z0-9]([-a-z0-9_.]{0,10}[a-z0-9])?$/;
 const BAD_IDS = ['A', '-a', 'a-', 'a:b', 'a b', '', 'é', 'x'.repeat(64)];
 
 /** A whole spec: n steps with unique ids, each depending on earlier steps only (when legal). */
 const idArb = fc.stringMatching(ID);
 
-export function spec(w: number, sizes: fc.Arbitrary<number>): Arb<RunSpec> {
+function spec(w: number, sizes: fc.Arbitrary<number>): Arb<RunSpec> {
   // Arbitraries are built once, outside chain: building one (a regex, a union) costs far more
   // than drawing from it.
   const runPack = maybe(policyPack(w));

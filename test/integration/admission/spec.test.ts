@@ -327,6 +327,12 @@ describe('NUL in free-form JSON (ValidatingAdmissionPolicy)', () => {
     spec.inputs = { a: `${'\\'.repeat(1_400_000)}\u0000` };
     await expectRefused(admit(ns, spec), 'spec.inputs', 'NUL character');
   });
+
+  it('refuses, never admits unchecked, a value too costly to check (docs/runs.md)', async () => {
+    // 300,000 unassigned code points print as \U000e0080 each: 3 million characters holding \x00.
+    const spec: RunSpec = { inputs: { a: `${'\u{e0080}'.repeat(300_000)}\\x00` }, steps: [] };
+    await expectRefused(admit(ns, spec), 'cost limit exceeded');
+  });
 });
 
 describe('odd but legal strings', () => {
