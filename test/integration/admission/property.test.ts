@@ -95,6 +95,19 @@ const NAMES_A_FIELD = /\b(spec|status)(\.[A-Za-z]+(\[[^\]]*\])*)+|\bspec\.steps\
 
 /** One generated spec through admission, then through the recorder or the refusal checks. */
 async function check(g: G<RunSpec>, fail: boolean, seen: Tally): Promise<void> {
+  try {
+    await checkOne(g, fail, seen);
+  } catch (err) {
+    // A batch is a poor counterexample: name the one spec that broke the property.
+    const spec = JSON.stringify(g.v);
+    throw new Error(
+      `${(err as Error).message}\n(legal: ${g.ok}, fail last step: ${fail}) spec: ${spec.length > 6000 ? `${spec.slice(0, 6000)}…` : spec}`,
+      { cause: err },
+    );
+  }
+}
+
+async function checkOne(g: G<RunSpec>, fail: boolean, seen: Tally): Promise<void> {
   const result = await outcome(admit(ns, g.v, `p-${randomUUID().slice(0, 8)}`));
   if ('ok' in result) {
     seen.admitted++;
