@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { Agent } from 'node:https';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { request } from 'node:https';
 import { freePort, startProcess, StartError, waitReady, type Proc } from './proc.ts';
@@ -192,6 +192,8 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
     // RBAC of the service, and the stack's static-token user `aibom-vault` standing in for its
     // ServiceAccount (no pods here), bound to the same roles.
     await kubectl(['apply', '--server-side', '-f', rbacFile]);
+    // The Runs' ValidatingAdmissionPolicy (docs/runs.md), beside the RBAC in manifests/.
+    await kubectl(['apply', '--server-side', '-f', join(dirname(rbacFile), 'admission-policy.yaml')]);
     await kubectl([
       'create',
       'clusterrolebinding',

@@ -1,6 +1,7 @@
 /**
  * TypeScript view of the `Run` custom resource (crds/vault.service.dev_runs.yaml is the source of
  * truth; keep these in step with it). The Run's metadata.uid is the run id everywhere else.
+ * What admission guarantees about a stored Run (bounds, characters, immutability): docs/runs.md.
  */
 
 export const GROUP = 'vault.service.dev';
@@ -8,6 +9,7 @@ export const VERSION = 'v1';
 export const RUN_PLURAL = 'runs';
 export const ATTESTATION_PLURAL = 'attestations';
 
+/** Succeeded and Failed are terminal: admission refuses any later change of phase or steps. */
 export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
 
 /** The phases a Run (and a step) ends in: the only definition of "terminal" in the code base. */
@@ -23,7 +25,9 @@ export function isFinished(step: StepStatus | undefined): step is StepStatus & {
 }
 
 export interface PolicyPackRef {
+  /** 1-253 characters without '@', whitespace (Unicode-wide) or control characters. */
   name: string;
+  /** Up to 128 characters like name; '' or absent means unversioned. */
   version?: string;
   /** Guardrails the pack enforces, as the pipeline declares them. */
   guardrails?: string[];
@@ -38,31 +42,40 @@ export interface ModelSpec {
 
 export interface ToolSpec {
   name: string;
+  /** Absent is recorded as [] (a tool called through an API has no command line). */
   command?: string[];
 }
 
 export interface Capability {
   scope: string;
   grantedBy: string;
+  /** Absent (recorded as null) when no approval was required; never ''. */
   approvedBy?: string;
 }
 
 export interface StepSpec {
+  /** Unique in the run: 1-63 of [a-z0-9-_.], starting and ending with a letter or digit. */
   id: string;
+  /** At most 32 distinct ids, each of a step listed before this one (so the DAG has no cycle). */
   dependsOn?: string[];
+  /** Any JSON object without NUL (U+0000, which PostgreSQL cannot store). */
   inputs?: Record<string, unknown>;
   policyPack?: PolicyPackRef;
   model?: ModelSpec;
   tool?: ToolSpec;
+  /** At most 16 per step, 256 per run: each is a vault record. */
   capabilities?: Capability[];
 }
 
+/** Immutable once created: every record of the run signs it. */
 export interface RunSpec {
   policyPack?: PolicyPackRef;
   inputs?: Record<string, unknown>;
+  /** At most 128. */
   steps: StepSpec[];
 }
 
+/** Final once its phase is Succeeded or Failed (admission refuses any change or removal). */
 export interface StepStatus {
   id: string;
   phase?: Phase;

@@ -11,6 +11,7 @@ export interface ModelRef {
 
 export interface ToolRef {
   name: string;
+  /** May be empty: the Run CRD admits a tool step without a command (recorded as []). */
   command: string[];
 }
 

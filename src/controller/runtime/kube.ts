@@ -19,7 +19,12 @@ export interface KubeStatus {
   message?: string;
   reason?: string;
   code?: number;
-  details?: { retryAfterSeconds?: number; name?: string; kind?: string };
+  details?: {
+    retryAfterSeconds?: number;
+    name?: string;
+    kind?: string;
+    causes?: { reason?: string; message?: string; field?: string }[];
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { apiVersionOf, resourcePath, type KubeClient, type ResourceType } from './kube.ts';
+import { apiVersionOf, KubeApiError, resourcePath, type KubeClient, type ResourceType } from './kube.ts';
 
 export interface ObjectRef {
   namespace?: string | undefined;
@@ -57,10 +57,12 @@ export interface FinalizerOptions {
 }
 
 /**
- * Adds `finalizer` to the object as read (`obj`), unless present (then no request is made). The merge
- * patch carries `obj`'s resourceVersion, so it fails with 409 if the object changed since it was read:
- * the finalizer list is replaced wholesale, and without the guard a concurrent change to it (another
- * controller's finalizer) would be lost. On 409, re-read and retry (requeue).
+ * Adds `finalizer` to the object as read (`obj`), unless present (then no request is made). The
+ * finalizer list is replaced wholesale by a JSON patch that first tests that the list is still the
+ * one read: a concurrent change to the list (another controller's finalizer) makes the patch fail
+ * with 409, so it is never lost, while changes elsewhere in the object (a pipeline writing status
+ * between our read and our patch, which is the common case for a new Run) do not conflict, as a
+ * resourceVersion guard would. On 409, re-read and retry (requeue).
  */
 export async function addFinalizer<T extends FinalizedObject>(
   client: KubeClient,
@@ -73,7 +75,7 @@ export async function addFinalizer<T extends FinalizedObject>(
   return patchFinalizers(client, type, obj, [...(obj.metadata?.finalizers ?? []), finalizer], options);
 }
 
-/** Removes `finalizer` (no request if absent); guarded by resourceVersion like `addFinalizer`. */
+/** Removes `finalizer` (no request if absent); guarded by the list as read, like `addFinalizer`. */
 export async function removeFinalizer<T extends FinalizedObject>(
   client: KubeClient,
   type: ResourceType,
@@ -93,16 +95,36 @@ async function patchFinalizers<T extends FinalizedObject>(
   finalizers: string[],
   options: FinalizerOptions,
 ): Promise<T> {
-  const { name, namespace, resourceVersion } = obj.metadata ?? {};
-  if (!name || !resourceVersion)
-    throw new TypeError('the object needs metadata.name and metadata.resourceVersion');
-  return client.request<T>({
-    method: 'PATCH',
-    path: resourcePath(type, { namespace, name }),
-    query: { fieldManager: options.fieldManager },
-    contentType: 'application/merge-patch+json',
-    // `null` deletes the field in a merge patch; an empty list would be stored as such.
-    body: { metadata: { resourceVersion, finalizers: finalizers.length > 0 ? finalizers : null } },
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
+  const { name, namespace } = obj.metadata ?? {};
+  if (!name) throw new TypeError('the object needs metadata.name');
+  const read = obj.metadata?.finalizers;
+  const path = '/metadata/finalizers';
+  // A `test` of null passes for an absent field (the API server's JSON patch), so a first finalizer
+  // is guarded too: another writer's finalizer added meanwhile fails the test.
+  // `add` of an object member replaces it when present (RFC 6902).
+  const ops: object[] = [
+    { op: 'test', path, value: read && read.length > 0 ? read : null },
+    finalizers.length > 0 ? { op: 'add', path, value: finalizers } : { op: 'remove', path },
+  ];
+  try {
+    return await client.request<T>({
+      method: 'PATCH',
+      path: resourcePath(type, { namespace, name }),
+      query: { fieldManager: options.fieldManager },
+      contentType: 'application/json-patch+json',
+      body: ops,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (err) {
+    // A failed `test` is the API server's 422 `Invalid` with no field causes (a refusal by the
+    // schema or a CEL rule names its fields); to callers it is what it means: a conflict.
+    if (err instanceof KubeApiError && err.code === 422 && (err.status?.details?.causes ?? []).length === 0) {
+      throw new KubeApiError(409, {
+        reason: 'Conflict',
+        code: 409,
+        message: `the finalizers of ${namespace ?? ''}/${name} changed since they were read`,
+      });
+    }
+    throw err;
+  }
 }

@@ -166,7 +166,7 @@ describe('applyStatus (server-side apply on /status)', () => {
 });
 
 describe('finalizers', () => {
-  it('adds and removes with a resourceVersion guard; a stale read gets 409 and leaves the other finalizer alone', async () => {
+  it('adds and removes guarded by the list as read; a stale read gets 409 and leaves the other finalizer alone', async () => {
     const created = await createRun(client, ns, 'fin');
     const withOurs = await addFinalizer(client, RUNS, created, 'vault.service.dev/attestations');
     expect(withOurs.metadata.finalizers).toEqual(['vault.service.dev/attestations']);

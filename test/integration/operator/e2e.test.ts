@@ -197,7 +197,7 @@ describe('a Run driven to Succeeded', () => {
       ns,
       'ok',
     ]);
-    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+10\s/);
+    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+AIBOMRecorded\s+10\s/);
   });
 
   it('serves the run detail with artifacts.aibom through the API and service-ctl get', async () => {

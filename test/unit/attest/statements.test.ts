@@ -116,8 +116,8 @@ describe('statement builders', () => {
       ['empty chain', () => capabilityStatement({ ...capabilityInput, chain: [] })],
       ['timestamp without zone', () => stepStatement({ ...modelStepInput, startedAt: '2025-01-15 10:00' })],
       [
-        'empty tool command',
-        () => stepStatement({ ...toolStepInput, kind: 'tool', tool: { name: 't', command: [] } }),
+        'empty tool name',
+        () => stepStatement({ ...toolStepInput, kind: 'tool', tool: { name: '', command: [] } }),
       ],
       ['BOM without bomFormat', () => aibomStatement({ ...aibomInput, bom: { components: [] } })],
       ['spec not an object', () => runStatement({ ...runInput, spec: ['x'] })],
@@ -130,6 +130,11 @@ describe('statement builders', () => {
         expect((err as AttestError).code, why).toBe('PREDICATE_INVALID');
       }
     }
+  });
+
+  it('records a tool step without a command as command [] (the Run CRD admits one)', () => {
+    const statement = stepStatement({ ...toolStepInput, kind: 'tool', tool: { name: 't', command: [] } });
+    expect(statement.predicate).toMatchObject({ kind: 'tool', tool: { name: 't', command: [] } });
   });
 
   it('refuses inputs that are not plain JSON', () => {

@@ -1,0 +1,135 @@
+/**
+ * "Admitted, then stuck forever" (issue 10), end to end: Runs the old CRD admitted but the recorder
+ * could not attest (a tool step without a command; odd but legal strings at the bounds) now reach
+ * AIBOMReady=True through the real controller (in-process, scoped to this test's namespace) against
+ * the stack's PostgreSQL and MinIO, and what the records say matches the spec.
+ */
+import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Run, RunSpec } from '../../../src/api/run.ts';
+import { driveRun } from '../../../hack/sample-pipeline.ts';
+import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { generateDevPki } from '../../../hack/dev-pki.ts';
+import { signerFromPem } from '../../../src/signing/index.ts';
+import {
+  createVaultPool,
+  migrate,
+  openVault,
+  type AttestationKind,
+  type Vault,
+} from '../../../src/vault/index.ts';
+import { stackBlobs } from '../../helpers/blobs.ts';
+import { freshDatabase, kubeConfig } from '../../helpers/stack.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { createRun, freshNamespace, getRun } from './helpers.ts';
+
+let ns: string;
+let vault: Vault;
+let controller: RunningController;
+
+beforeAll(async () => {
+  ns = await freshNamespace('adm-ctl');
+  const url = await freshDatabase('admctl');
+  await migrate(url);
+  vault = await openVault(createVaultPool(url));
+  const signer = signerFromPem(await generateDevPki());
+  controller = startController({
+    client: kubeClient(kubeConfig('aibom-vault')),
+    vault,
+    blobs: stackBlobs(),
+    runtimeSigner: signer,
+    envelopeSigner: () => Promise.resolve(signer),
+    logger: pino({ level: 'silent' }),
+    registry: new Registry(),
+    namespace: 'aibom-vault-system',
+    leaseName: `adm-${randomBytes(3).toString('hex')}`,
+    watchNamespace: ns,
+    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+  });
+});
+
+afterAll(async () => {
+  await controller?.stop();
+  await vault?.close();
+});
+
+const condition = (r: Run, type: string) => r.status?.conditions?.find((c) => c.type === type);
+
+/** Creates, drives (as `sample-pipeline` does) and waits for the AIBOM. */
+async function toAibom(name: string, spec: RunSpec, fail?: string): Promise<Run> {
+  await createRun(ns, name, spec);
+  await driveRun(kubeConfig('admin'), ns, name, fail !== undefined ? { fail } : {});
+  return waitFor(`${name}: AIBOMReady`, async () => {
+    const r = await getRun(ns, name);
+    const c = condition(r, 'AIBOMReady');
+    if (c?.reason === 'RecordingFailed') throw new Error(`${name}: ${c.message}`);
+    return c?.status === 'True' ? r : undefined;
+  });
+}
+
+/** The stored predicates of a run, by kind. */
+async function predicates(runId: string, kind: string): Promise<Record<string, unknown>[]> {
+  const out: Record<string, unknown>[] = [];
+  for await (const r of vault.attestations.stream({
+    namespaces: [ns],
+    runId,
+    kind: kind as AttestationKind,
+  })) {
+    const statement = JSON.parse(Buffer.from(r.envelope.payload, 'base64').toString('utf8')) as {
+      predicate: Record<string, unknown>;
+    };
+    out.push(statement.predicate);
+  }
+  return out;
+}
+
+describe('Runs the old CRD admitted and the recorder refused', () => {
+  it('a tool step without a command gets its AIBOM (command recorded as [])', async () => {
+    const run = await toAibom('no-command', {
+      steps: [
+        { id: 'call-api', tool: { name: 'http-request' } },
+        { id: 'sum', dependsOn: ['call-api'], model: { name: 'm', provider: 'p', version: '1' } },
+      ],
+    });
+    expect(condition(run, 'Attested')).toMatchObject({ status: 'True' });
+    const steps = await predicates(run.metadata.uid, 'step');
+    expect(steps.find((p) => p.stepId === 'call-api')).toMatchObject({
+      kind: 'tool',
+      tool: { name: 'http-request', command: [] },
+    });
+  });
+
+  it('odd but legal strings at their bounds, and a failed run, get their AIBOM', async () => {
+    const run = await toAibom(
+      'odd-strings',
+      {
+        policyPack: { name: 'ポリシー-🛡️', version: '', guardrails: ['👩🏽‍💻 review', 'pii', 'pii'] },
+        inputs: { prompt: 'line 1\nline 2\t\u0001 and the text \\x00', nested: [{ 'k\u2028': null }] },
+        steps: [
+          {
+            id: 'a.b_c-1',
+            model: { name: 'm'.repeat(253), provider: 'مرحبا', version: 'cafe\u0301', temperature: 10 },
+            capabilities: [{ scope: 'kb:read', grantedBy: 'team:𝔘', approvedBy: 'a'.repeat(253) }],
+          },
+          {
+            id: 'z',
+            dependsOn: ['a.b_c-1'],
+            tool: { name: 'zero\u200bwidth', command: ['', '"quoted" \\ /'] },
+            policyPack: { name: 'x'.repeat(253), version: 'v'.repeat(128) },
+          },
+        ],
+      },
+      'z',
+    );
+    expect(run.status?.phase).toBe('Failed');
+    expect((run.status?.artifacts?.aibom as { status?: string } | undefined)?.status).toBe('failed');
+    const policies = await predicates(run.metadata.uid, 'policy');
+    expect(policies.map((p) => [p.pack, p.version])).toEqual([
+      ['ポリシー-🛡️', 'unversioned'],
+      ['x'.repeat(253), 'v'.repeat(128)],
+    ]);
+  });
+});
