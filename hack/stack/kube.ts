@@ -5,7 +5,7 @@ import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { request } from 'node:https';
-import { freePort, startProcess, StartError, waitReady, type Proc } from './proc.ts';
+import { freePort, startProcess, StartError, waitReady, type Launch, type Proc } from './proc.ts';
 import type { Tools } from './tools.ts';
 
 const run = promisify(execFile);
@@ -67,7 +67,14 @@ function kubeconfigFor(server: string, caData: string, user: string, token: stri
   );
 }
 
-export async function startKube(root: string, tools: Tools, crdDir: string, rbacFile: string): Promise<Kube> {
+export async function startKube(
+  root: string,
+  tools: Tools,
+  crdDir: string,
+  rbacFile: string,
+  launch: Launch = {},
+): Promise<Kube> {
+  const spawnHook = launch.onSpawn ? { onSpawn: launch.onSpawn } : {};
   const dir = join(root, 'kube');
   const certDir = join(dir, 'pki');
   await mkdir(certDir, { recursive: true });
@@ -91,9 +98,10 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       '--log-level=warn',
     ],
     logFile: join(root, 'etcd.log'),
+    ...spawnHook,
   });
   procs.push(etcd);
-  await waitReady(etcd, async () => (await fetch(`${etcdUrl}/health`)).ok, 30_000);
+  await waitReady(etcd, async () => (await fetch(`${etcdUrl}/health`)).ok, 30_000, launch.signal);
 
   // kube-apiserver: static tokens for real users, RBAC, a service-account key pair.
   const tokens = Object.fromEntries(
@@ -136,12 +144,14 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       '--v=1',
     ],
     logFile: join(root, 'kube-apiserver.log'),
+    ...spawnHook,
   });
   procs.push(apiserver);
   await waitReady(
     apiserver,
     async () => (await httpsGet(`${server}/readyz`, tokens.admin)).status === 200,
     120_000,
+    launch.signal,
   );
 
   // The apiserver's self-generated serving certificate is self-signed: it is its own CA.
@@ -172,6 +182,7 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       '--v=1',
     ],
     logFile: join(root, 'kube-controller-manager.log'),
+    ...spawnHook,
   });
   procs.push(kcm);
   // Ready when the serviceaccount controller has made the default ServiceAccount.
@@ -181,11 +192,15 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       (await httpsGet(`${server}/api/v1/namespaces/default/serviceaccounts/default`, tokens.admin)).status ===
       200,
     120_000,
+    launch.signal,
   );
 
   // The CRDs shipped in crds/ are the single source of truth: apply exactly those files.
   const kubectl = (args: string[]) =>
-    run(tools.kubectl, [`--kubeconfig=${kubeconfig}`, ...args], { maxBuffer: 8 * 1024 * 1024 });
+    run(tools.kubectl, [`--kubeconfig=${kubeconfig}`, ...args], {
+      maxBuffer: 8 * 1024 * 1024,
+      ...(launch.signal ? { signal: launch.signal } : {}),
+    });
   try {
     await kubectl(['apply', '--server-side', '-f', crdDir]);
     await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
@@ -224,6 +239,7 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       return true;
     },
     60_000,
+    launch.signal,
   );
   return { procs, server, kubeconfig, kubeconfigs, tokens, caFile };
 }
