@@ -205,7 +205,6 @@ export async function startServices(
     SCITT_LOG_ISSUER: apiUrl,
     ...settings,
     ...env,
-    KUBECONFIG: info.kube.kubeconfigs['aibom-vault'],
     POD_NAMESPACE: 'aibom-vault-system',
   };
   delete (common as Record<string, string>).SERVICE_API_URL;
@@ -215,7 +214,13 @@ export async function startServices(
     name: 'controller',
     command: node,
     args: [join(repoRoot, 'src/bin/controller.ts')],
-    env: { ...common, METRICS_PORT: String(metricsPort), POD_NAME: 'controller-0' },
+    // Each process under its own ServiceAccount of manifests/rbac.yaml.
+    env: {
+      ...common,
+      KUBECONFIG: info.kube.kubeconfigs['aibom-vault-controller'],
+      METRICS_PORT: String(metricsPort),
+      POD_NAME: 'controller-0',
+    },
     logFile: join(root, 'controller.log'),
     ...spawnHook,
   });
@@ -225,6 +230,7 @@ export async function startServices(
     args: [join(repoRoot, 'src/bin/sidecar.ts')],
     env: {
       ...common,
+      KUBECONFIG: info.kube.kubeconfigs['aibom-vault-api'],
       HTTP_HOST: '127.0.0.1',
       HTTP_PORT: String(httpPort),
       METRICS_PORT: String(await freePort()),
