@@ -52,6 +52,10 @@ function baseFiles(): Entry[] {
     file('etc/group', `root:x:0:\n${USER.name}:x:${USER.gid}:\n`),
     { path: 'tmp', type: 'directory', mode: 0o1777 },
     { path: 'root', type: 'directory', mode: 0o700 },
+    // Mount points a runtime (or a chroot test) mounts over.
+    { path: 'proc', type: 'directory' },
+    { path: 'sys', type: 'directory' },
+    { path: 'dev', type: 'directory' },
   ];
 }
 
