@@ -69,7 +69,8 @@ describe('a stack start that fails half-way', () => {
     expect(lines.some((l) => l.startsWith('minio ready'))).toBe(true);
     expect(await readdir(parent)).toEqual(['bin']);
     expect(await processesMentioning(parent)).toEqual([]);
-  });
+    // Servers start before the simulated failure: kept well inside an explicit timeout.
+  }, 300_000);
 
   it('stops the servers and the other service when a service refuses its configuration', async () => {
     const parent = await privateParent();
@@ -86,7 +87,8 @@ describe('a stack start that fails half-way', () => {
     expect(err.message).toContain('SERVICE_TRANSPARENCY_WRITER');
     expect(await readdir(parent)).toEqual([]);
     expect(await processesMentioning(parent)).toEqual([]);
-  });
+    // A whole stack start (31 s in a busy full-suite run): deliberately far from its timeout.
+  }, 300_000);
 });
 
 describe('npm run stack -- up on a running stack', () => {
