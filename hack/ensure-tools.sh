@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
-#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign
+#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane
 # from the Go module proxy only, at the versions pinned in hack/versions.env. See docs/tools.md.
 #
 # Usage: hack/ensure-tools.sh [tool...]            (default: all tools)
@@ -20,7 +20,7 @@ source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
-ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign)
+ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
 
 log() { echo "ensure-tools: $*" >&2; }
@@ -32,7 +32,7 @@ die() { log "error: $*"; exit 1; }
 group_of() {
   case $1 in
     kube-apiserver | kubectl | kube-controller-manager) echo kubernetes ;;
-    etcd | helm | minio | cosign) echo "$1" ;;
+    etcd | helm | minio | cosign | crane) echo "$1" ;;
     *) return 1 ;;
   esac
 }
@@ -45,6 +45,7 @@ group_version() {
     helm) echo "$HELM_VERSION" ;;
     minio) echo "$MINIO_RELEASE" ;;
     cosign) echo "$COSIGN_VERSION" ;;
+    crane) echo "$CRANE_VERSION" ;;
   esac
 }
 
@@ -58,6 +59,7 @@ group_module() {
     helm) echo "helm.sh/helm/v$(major_of "$HELM_VERSION")" ;;
     minio) echo "github.com/minio/minio" ;;
     cosign) echo "github.com/sigstore/cosign/v$(major_of "$COSIGN_VERSION")" ;;
+    crane) echo "github.com/google/go-containerregistry" ;;
   esac
 }
 group_module_version() {
@@ -75,6 +77,7 @@ tool_package() {
     helm) echo "$(group_module helm)/cmd/helm" ;;
     minio) echo "github.com/minio/minio" ;;
     cosign) echo "$(group_module cosign)/cmd/cosign" ;;
+    crane) echo "$(group_module crane)/cmd/crane" ;;
   esac
 }
 
@@ -288,6 +291,7 @@ group_ldflags() {
       d=$(cd "$dir" && mod_date "$(group_module cosign)")
       p=sigs.k8s.io/release-utils/version
       printf -- ' -X %s' "$p.gitVersion=$COSIGN_VERSION" "$p.gitTreeState=clean" "$p.buildDate=$d" ;;
+    crane) printf -- ' -X %s' "$(group_module crane)/cmd/crane/cmd.Version=$CRANE_VERSION" ;;
   esac
 }
 
@@ -301,6 +305,7 @@ verify_tool() {
     helm) out=$("$bin" version 2>&1) want="Version:\"$HELM_VERSION\"" ;;
     minio) out=$("$bin" --version 2>&1) want="$MINIO_RELEASE" ;;
     cosign) out=$("$bin" version 2>&1) want="$COSIGN_VERSION" ;;
+    crane) out=$("$bin" version 2>&1) want="$CRANE_VERSION" ;;
   esac </dev/null
   echo "\$ $t version:"
   echo "$out"

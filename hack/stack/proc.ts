@@ -18,6 +18,19 @@ export interface StartOptions {
   readonly cwd?: string;
   readonly uid?: number;
   readonly gid?: number;
+  /** Told about the process the moment it exists, before it is ready (see Launch). */
+  readonly onSpawn?: (proc: Proc) => void;
+}
+
+/**
+ * How a start reports what it spawned and learns that it should give up. A stack start records
+ * every process here as soon as it is spawned (not when its component is ready), so a start that
+ * fails half-way stops exactly what exists; `signal` aborts the readiness waits of components
+ * still starting once another one has failed.
+ */
+export interface Launch {
+  readonly onSpawn?: (proc: Proc) => void;
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -43,7 +56,9 @@ export async function startProcess(opts: StartOptions): Promise<Proc> {
     child.once('spawn', () => resolve(child.pid ?? -1));
   });
   try {
-    return { name: opts.name, pid: await spawned, logFile: opts.logFile };
+    const proc = { name: opts.name, pid: await spawned, logFile: opts.logFile };
+    opts.onSpawn?.(proc);
+    return proc;
   } finally {
     child.unref();
     await log.close();
@@ -120,13 +135,19 @@ export async function tail(file: string, lines = 30): Promise<string> {
 }
 
 /**
- * Polls `probe` until it resolves true, the process dies, or `timeoutMs` passes; then throws a
- * StartError naming the component with its log tail.
+ * Polls `probe` until it resolves true, the process dies, `signal` aborts or `timeoutMs` passes;
+ * then throws a StartError naming the component with its log tail.
  */
-export async function waitReady(proc: Proc, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function waitReady(
+  proc: Proc,
+  probe: () => Promise<boolean>,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError = '';
   while (Date.now() < deadline) {
+    if (signal?.aborted) throw new StartError(proc.name, 'start abandoned: another component failed', '');
     if (!isAlive(proc.pid)) throw new StartError(proc.name, 'process exited', await tail(proc.logFile));
     try {
       if (await probe()) return;

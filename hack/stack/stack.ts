@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { startKube, type StackUser } from './kube.ts';
 import { startMinio } from './minio.ts';
 import { startPostgres } from './postgres.ts';
-import { freePort, startProcess, stopProcess, waitReady, type Proc } from './proc.ts';
+import { freePort, startProcess, stopProcess, waitReady, type Launch, type Proc } from './proc.ts';
+import { schema } from '../../src/config/schema.ts';
 import { createSignerSecret } from './signer.ts';
 import { ensureTools, type Tools } from './tools.ts';
 
@@ -14,6 +15,15 @@ export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export interface StackOptions {
   /** Also run the controller and the sidecar from this checkout (the `up` command does). */
   readonly services?: boolean;
+  /**
+   * Configuration keys (src/config/schema.ts) for the controller and sidecar; default: those set
+   * in this process's environment (see serviceSettings).
+   */
+  readonly settings?: Record<string, string>;
+  /** Parent of the stack's temp dir (default: the system temp dir). */
+  readonly tmpParent?: string;
+  /** PostgreSQL binaries to use instead of the npm package's (tests make a start fail with this). */
+  readonly postgresBinaries?: { readonly initdb: string; readonly postgres: string };
   readonly log?: (line: string) => void;
 }
 
@@ -24,6 +34,8 @@ export interface StackInfo {
   readonly tools: Tools;
   /** Variables written to .stack/env (KUBECONFIG, DATABASE_URL, S3_*, SERVICE_API_URL, SERVICE_TOKEN). */
   readonly env: Record<string, string>;
+  /** The configuration keys the controller and sidecar run with (see serviceSettings). */
+  readonly settings: Record<string, string>;
   readonly kube: {
     readonly server: string;
     readonly caFile: string;
@@ -33,10 +45,46 @@ export interface StackInfo {
   readonly timings: Record<string, number>;
 }
 
+/** Keys the stack sets itself for its services (and in .stack/env): never taken from the caller. */
+const STACK_KEYS = new Set([
+  'KUBECONFIG',
+  'DATABASE_URL',
+  'S3_ENDPOINT',
+  'S3_ACCESS_KEY',
+  'S3_SECRET_KEY',
+  'S3_BUCKET',
+  'POD_NAMESPACE',
+  'POD_NAME',
+  'HTTP_HOST',
+  'HTTP_PORT',
+  'METRICS_PORT',
+  'SERVICE_API_URL',
+  'SERVICE_TOKEN',
+  'SERVICE_TRUST_ANCHOR',
+]);
+
+/**
+ * The caller's settings for the controller and sidecar: every key of the configuration schema
+ * set in `env`, except those the stack decides (addresses, credentials, identities). `up`
+ * compares them with the running stack's to know whether its services must restart.
+ */
+export function serviceSettings(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of Object.keys(schema).sort()) {
+    const v = env[key];
+    if (v !== undefined && !STACK_KEYS.has(key)) out[key] = v;
+  }
+  return out;
+}
+
 /**
  * Starts etcd + kube-apiserver + kube-controller-manager (CRDs applied), PostgreSQL and MinIO, each
- * on a random loopback port under one temp dir, and optionally the controller and sidecar. On any
- * failure everything already started is stopped and the temp dir removed before rethrowing.
+ * on a random loopback port under one temp dir, and optionally the controller and sidecar.
+ *
+ * Invariant: when it throws, nothing it started is left. Every process is recorded the moment it
+ * is spawned (Launch.onSpawn), the first failure aborts the other components' readiness waits,
+ * all concurrent starts are settled before teardown (a server spawned after the failure is still
+ * stopped), then every recorded process is stopped and the temp dir removed.
  */
 export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
   const log = opts.log ?? (() => undefined);
@@ -48,28 +96,25 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
     log(`${name} ready in ${timings[name]} ms`);
     return out;
   };
-  const root = await mkdtemp(join(tmpdir(), 'aibom-vault-stack-'));
+  const root = await mkdtemp(join(opts.tmpParent ?? tmpdir(), 'aibom-vault-stack-'));
   const procs: Proc[] = [];
+  const abort = new AbortController();
+  const launch: Launch = { onSpawn: (p) => procs.push(p), signal: abort.signal };
+  const settings = opts.settings ?? serviceSettings();
   try {
     const tools = await timed('tools', () => ensureTools());
     const bucket = process.env.S3_BUCKET ?? 'aibom-vault';
-    // The three servers are independent: start them concurrently.
-    const [kube, postgres, minio] = await Promise.all([
-      timed('kubernetes', () =>
-        startKube(root, tools, join(repoRoot, 'crds'), join(repoRoot, 'manifests/rbac.yaml')),
-      ).then((k) => {
-        procs.push(...k.procs);
-        return k;
-      }),
-      timed('postgres', () => startPostgres(root)).then((p) => {
-        procs.push(p.proc);
-        return p;
-      }),
-      timed('minio', () => startMinio(root, tools.minio, bucket)).then((m) => {
-        procs.push(m.proc);
-        return m;
-      }),
-    ]);
+    // The three servers are independent: start them concurrently; the first failure stops the rest.
+    const [kube, postgres, minio] = await settleAll(
+      [
+        timed('kubernetes', () =>
+          startKube(root, tools, join(repoRoot, 'crds'), join(repoRoot, 'manifests/rbac.yaml'), launch),
+        ),
+        timed('postgres', () => startPostgres(root, launch, opts.postgresBinaries)),
+        timed('minio', () => startMinio(root, tools.minio, bucket, launch)),
+      ],
+      abort,
+    );
     const { trustAnchor } = await timed('signer', () => createSignerSecret(root, kube.kubeconfig));
     // The local transparency log signs receipts with its own key.
     await createSignerSecret(
@@ -88,49 +133,96 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       S3_BUCKET: minio.bucket,
       SERVICE_TOKEN: kube.tokens.admin,
     };
-    if (opts.services) {
-      const svc = await timed('services', () => startServices(root, env, kube.kubeconfigs['aibom-vault']));
-      procs.push(...svc.procs);
-      env.SERVICE_API_URL = svc.apiUrl;
-    }
-    return {
+    const info: StackInfo = {
       root,
       procs,
       tools,
       env,
+      settings,
       kube: { server: kube.server, caFile: kube.caFile, kubeconfigs: kube.kubeconfigs, tokens: kube.tokens },
       timings,
     };
+    if (opts.services) {
+      const svc = await timed('services', () => startServices(info, settings, undefined, launch));
+      env.SERVICE_API_URL = svc.apiUrl;
+    }
+    return info;
   } catch (err) {
+    abort.abort();
     await stopAll(procs);
     await rm(root, { recursive: true, force: true });
     throw err;
   }
 }
 
-/** The controller and sidecar of this checkout, with the caller's SERVICE_* settings passed through. */
-async function startServices(
-  root: string,
-  env: Record<string, string>,
-  kubeconfig: string,
-): Promise<{ procs: Proc[]; apiUrl: string }> {
-  const [httpPort, metricsPort] = [await freePort(), await freePort()];
+/**
+ * Promise.all that, on the first rejection, aborts the others and still waits for every one to
+ * settle before rejecting with that first error: no start is still running (and spawning) when
+ * the caller tears down.
+ */
+async function settleAll<T extends readonly unknown[]>(
+  starts: { [K in keyof T]: Promise<T[K]> },
+  abort: AbortController,
+): Promise<T> {
+  let first: { err: unknown } | undefined;
+  const results = await Promise.allSettled(
+    starts.map((p: Promise<unknown>) =>
+      p.catch((err: unknown) => {
+        first ??= { err };
+        abort.abort();
+        throw err;
+      }),
+    ),
+  );
+  if (first) throw first.err;
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
+
+/** Names of the service processes in StackInfo.procs. */
+export const SERVICE_NAMES = ['controller', 'sidecar'] as const;
+
+/**
+ * The controller and sidecar of this checkout with `settings` (configuration keys) on top of the
+ * stack's own wiring; `apiPort` keeps the API address of a restart. Appends both to `info.procs`
+ * (through `launch`, or directly) and sets SERVICE_API_URL in `info.env`.
+ */
+export async function startServices(
+  info: StackInfo,
+  settings: Record<string, string>,
+  apiPort?: number,
+  launch: Launch = { onSpawn: (p) => info.procs.push(p) },
+): Promise<{ apiUrl: string }> {
+  const { root, env } = info;
+  const [httpPort, metricsPort] = [apiPort ?? (await freePort()), await freePort()];
   const apiUrl = `http://127.0.0.1:${httpPort}`;
+  // Only PATH-like basics from our environment: the services' configuration is `settings` plus
+  // the stack's wiring, nothing inherited by accident.
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in schema)) base[k] = v;
   const common = {
+    ...base,
     SCITT_LOG_SECRET: 'aibom-vault-scitt-log',
     SCITT_LOG_ISSUER: apiUrl,
-    ...process.env,
+    ...settings,
     ...env,
-    KUBECONFIG: kubeconfig,
     POD_NAMESPACE: 'aibom-vault-system',
   };
+  delete (common as Record<string, string>).SERVICE_API_URL;
   const node = process.execPath;
+  const spawnHook = launch.onSpawn ? { onSpawn: launch.onSpawn } : {};
   const controller = await startProcess({
     name: 'controller',
     command: node,
     args: [join(repoRoot, 'src/bin/controller.ts')],
-    env: { ...common, METRICS_PORT: String(metricsPort), POD_NAME: 'controller-0' },
+    // Each process under its own ServiceAccount of manifests/rbac.yaml.
+    env: {
+      ...common,
+      KUBECONFIG: info.kube.kubeconfigs['aibom-vault-controller'],
+      METRICS_PORT: String(metricsPort),
+      POD_NAME: 'controller-0',
+    },
     logFile: join(root, 'controller.log'),
+    ...spawnHook,
   });
   const sidecar = await startProcess({
     name: 'sidecar',
@@ -138,17 +230,25 @@ async function startServices(
     args: [join(repoRoot, 'src/bin/sidecar.ts')],
     env: {
       ...common,
+      KUBECONFIG: info.kube.kubeconfigs['aibom-vault-api'],
       HTTP_HOST: '127.0.0.1',
       HTTP_PORT: String(httpPort),
       METRICS_PORT: String(await freePort()),
     },
     logFile: join(root, 'sidecar.log'),
+    ...spawnHook,
   });
   await Promise.all([
-    waitReady(controller, async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok, 60_000),
-    waitReady(sidecar, async () => (await fetch(`${apiUrl}/readyz`)).ok, 60_000),
+    waitReady(
+      controller,
+      async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok,
+      60_000,
+      launch.signal,
+    ),
+    waitReady(sidecar, async () => (await fetch(`${apiUrl}/readyz`)).ok, 60_000, launch.signal),
   ]);
-  return { procs: [controller, sidecar], apiUrl };
+  env.SERVICE_API_URL = apiUrl;
+  return { apiUrl };
 }
 
 /** Stops in reverse start order, so clients go before the servers they talk to. */

@@ -10,6 +10,7 @@ export const TOOL_NAMES = [
   'helm',
   'minio',
   'cosign',
+  'crane',
 ] as const;
 export type Tool = (typeof TOOL_NAMES)[number];
 export type Tools = Record<Tool, string>;

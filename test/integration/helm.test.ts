@@ -24,10 +24,11 @@ import { stack, uniqueName } from '../helpers/stack.ts';
 
 /**
  * The Helm chart, checked with the pinned helm v4 and the stack's real kube-apiserver: it lints,
- * renders with default and with production-like values, every rendered object the stack can know
- * (all but the cert-manager and Prometheus Operator kinds) passes server-side validation and the
- * restricted Pod Security Standard, the CRDs it ships are byte for byte those of crds/, and its
- * RBAC is the RBAC of manifests/rbac.yaml.
+ * renders with default and with production-like values, its strict schema refuses typos and bad
+ * types, every rendered object the stack can know (all but the cert-manager and Prometheus
+ * Operator kinds) passes server-side validation and the restricted Pod Security Standard, the CRDs
+ * it renders are those of crds/, its RBAC is the RBAC of manifests/rbac.yaml, and a release is
+ * installed, upgraded from the previous chart version and uninstalled against the API server.
  */
 
 const chartDir = join(repoRoot, 'charts/aibom-vault');
@@ -73,6 +74,9 @@ function exec(command: string, args: readonly string[], input?: string): Promise
 }
 
 const helm = (...args: string[]): Promise<Out> => exec(stack().tools.helm, args);
+/** helm against the stack's API server, as its admin. */
+const helmK = (...args: string[]): Promise<Out> =>
+  exec(stack().tools.helm, [...args, `--kubeconfig=${stack().kube.kubeconfigs.admin}`]);
 const kubectl = (args: string[], input?: string): Promise<Out> =>
   exec(stack().tools.kubectl, [`--kubeconfig=${stack().kube.kubeconfigs.admin}`, ...args], input);
 
@@ -89,6 +93,7 @@ async function template(
   release: string,
   namespace: string,
   sets: readonly string[] = [],
+  extra: readonly string[] = [],
 ): Promise<K8sObject[]> {
   const { stdout } = await helm(
     'template',
@@ -97,8 +102,21 @@ async function template(
     '--namespace',
     namespace,
     ...sets.flatMap((s) => ['--set', s]),
+    ...extra,
   );
   return parseObjects(stdout);
+}
+
+/** The cluster capability the ServiceMonitor needs, as `helm template` is told about it. */
+const WITH_PROMETHEUS_OPERATOR = ['--api-versions', 'monitoring.coreos.com/v1/ServiceMonitor'] as const;
+
+/** The chart's Deployment of one component (controller or api). */
+function deploymentOf(objects: readonly K8sObject[], component: 'controller' | 'api'): V1Deployment {
+  const found = only<V1Deployment>(objects, 'Deployment').filter(
+    (d) => d.metadata?.labels?.['app.kubernetes.io/component'] === component,
+  );
+  expect(found, component).toHaveLength(1);
+  return found[0]!;
 }
 
 function only<T>(objects: readonly K8sObject[], kind: string): T[] {
@@ -120,9 +138,11 @@ function expectSchemaEnv(deployment: V1Deployment): void {
   }
 }
 
-/** Production-like values: several replicas, cert-manager signer, ServiceMonitor, dev Secrets. */
+/** Production-like values: several replicas, PDBs, cert-manager signer, ServiceMonitor, dev Secrets. */
 const FULL = [
-  'replicas=3',
+  'controller.replicas=2',
+  'sidecar.replicas=3',
+  'podDisruptionBudget.enabled=true',
   'signer.certManager.enabled=true',
   'signer.certManager.selfSignedCA.create=true',
   'serviceMonitor.enabled=true',
@@ -153,10 +173,11 @@ describe('helm chart charts/aibom-vault', () => {
     expect(full.stdout).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
   });
 
-  it('renders one Deployment with the controller and the sidecar, configured from the schema', async () => {
+  it('renders a controller Deployment and an API Deployment, each its own identity, configured from the schema', async () => {
     const objects = await template('aibom-vault', 'aibom-vault-system');
     expect(new Set(objects.map((o) => o.kind))).toEqual(
       new Set([
+        'CustomResourceDefinition',
         'ServiceAccount',
         'ClusterRole',
         'ClusterRoleBinding',
@@ -166,28 +187,27 @@ describe('helm chart charts/aibom-vault', () => {
         'Deployment',
       ]),
     );
-    const deployment = one<V1Deployment>(objects, 'Deployment');
-    expect(deployment.spec?.replicas).toBe(1);
-    const pod = deployment.spec!.template.spec!;
-    expect(pod.serviceAccountName).toBe('aibom-vault');
-    const [controller, sidecar] = pod.containers;
-    expect(pod.containers.map((c) => c.name)).toEqual(['controller', 'sidecar']);
-    expect(controller!.image).toBe(sidecar!.image);
-    expect(controller!.command).toEqual(['controller']);
-    expect(sidecar!.command).toEqual(['sidecar']);
-    // The commands are the image's entry points: the package's bins.
+    const controllerDeployment = deploymentOf(objects, 'controller');
+    const apiDeployment = deploymentOf(objects, 'api');
+    expect(controllerDeployment.metadata?.name).toBe('aibom-vault-controller');
+    expect(apiDeployment.metadata?.name).toBe('aibom-vault-api');
     const pkg = JSON.parse(await readFile(join(repoRoot, 'package.json'), 'utf8')) as {
       bin: Record<string, string>;
     };
-    expect(Object.keys(pkg.bin)).toEqual(expect.arrayContaining(['controller', 'sidecar', 'service-ctl']));
-    // ... which the Dockerfile puts on PATH under those names.
-    const dockerfile = await readFile(join(repoRoot, 'Dockerfile'), 'utf8');
-    for (const [name, path] of Object.entries(pkg.bin)) {
-      expect(dockerfile, name).toContain(`ln -s /app/${path} /usr/local/bin/${name}`);
-    }
-
-    expectSchemaEnv(deployment);
-    for (const c of [controller!, sidecar!]) {
+    for (const [deployment, process, sa] of [
+      [controllerDeployment, 'controller', 'aibom-vault-controller'],
+      [apiDeployment, 'sidecar', 'aibom-vault-api'],
+    ] as const) {
+      expect(deployment.spec?.replicas).toBe(1);
+      const pod = deployment.spec!.template.spec!;
+      expect(pod.serviceAccountName).toBe(sa);
+      expect(pod.containers.map((c) => c.name)).toEqual([process]);
+      const c = pod.containers[0]!;
+      // The command is an entry point of the image: a bin of the package, on the image's PATH.
+      expect(c.command).toEqual([process]);
+      expect(Object.keys(pkg.bin)).toContain(process);
+      expect(c.image).toBe('aibom-vault:0.1.0');
+      expectSchemaEnv(deployment);
       expect(envOf(c, 'SERVICE_REQUIRE_SIGNED_EXPORTS')?.value).toBe('1');
       expect(envOf(c, 'SERVICE_TRANSPARENCY_WRITER')?.value).toBe('0');
       expect(envOf(c, 'SCITT_BACKEND')?.value).toBe('local');
@@ -214,48 +234,73 @@ describe('helm chart charts/aibom-vault', () => {
         seccompProfile: { type: 'RuntimeDefault' },
       });
       expect(c.resources?.requests).toBeDefined();
-      expect(c.livenessProbe?.httpGet?.path).toBe('/healthz');
+      for (const probe of [c.startupProbe, c.livenessProbe]) expect(probe?.httpGet?.path).toBe('/healthz');
       expect(c.readinessProbe?.httpGet?.path).toBe('/readyz');
-      expect(c.livenessProbe?.httpGet?.port).toBe(c.ports![0]!.name);
-      expect(c.readinessProbe?.httpGet?.port).toBe(c.ports![0]!.name);
+      expect(deployment.spec?.template.metadata?.labels).toMatchObject(
+        deployment.spec!.selector.matchLabels!,
+      );
     }
-    expect(envOf(controller!, 'METRICS_PORT')?.value).toBe('9090');
-    expect(controller!.ports).toEqual([{ name: 'metrics', containerPort: 9090, protocol: 'TCP' }]);
-    expect(envOf(sidecar!, 'HTTP_PORT')?.value).toBe('8080');
-    expect(sidecar!.ports).toEqual([
+    const controller = controllerDeployment.spec!.template.spec!.containers[0]!;
+    const api = apiDeployment.spec!.template.spec!.containers[0]!;
+    expect(envOf(controller, 'METRICS_PORT')?.value).toBe('9090');
+    expect(controller.ports).toEqual([{ name: 'metrics', containerPort: 9090, protocol: 'TCP' }]);
+    expect(controller.readinessProbe?.httpGet?.port).toBe('metrics');
+    expect(envOf(api, 'HTTP_PORT')?.value).toBe('8080');
+    expect(envOf(api, 'METRICS_PORT')?.value).toBe('9091');
+    expect(api.ports).toEqual([
       { name: 'http', containerPort: 8080, protocol: 'TCP' },
-      { name: 'api-metrics', containerPort: 9091, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 9091, protocol: 'TCP' },
     ]);
-    // Two containers in one pod: their ops ports must differ.
-    expect(envOf(sidecar!, 'METRICS_PORT')?.value).toBe('9091');
-    expect(envOf(controller!, 'METRICS_PORT')?.value).not.toBe(envOf(sidecar!, 'METRICS_PORT')?.value);
+    expect(api.readinessProbe?.httpGet?.port).toBe('http');
+    // The two selectors are disjoint: neither Deployment adopts the other's pods.
+    expect(controllerDeployment.spec?.selector.matchLabels).not.toEqual(
+      apiDeployment.spec?.selector.matchLabels,
+    );
 
-    const service = one<V1Service>(objects, 'Service');
-    expect(service.spec?.ports?.map((p) => [p.name, p.port, p.targetPort])).toEqual([
+    // Service <fullname> serves the API and the API's metrics; <fullname>-controller the controller's.
+    const services = new Map(only<V1Service>(objects, 'Service').map((svc) => [svc.metadata!.name!, svc]));
+    expect([...services.keys()].sort()).toEqual(['aibom-vault', 'aibom-vault-controller']);
+    expect(services.get('aibom-vault')!.spec?.ports?.map((p) => [p.name, p.port, p.targetPort])).toEqual([
       ['http', 8080, 'http'],
       ['metrics', 9090, 'metrics'],
     ]);
-    expect(service.spec?.selector).toEqual(deployment.spec?.selector.matchLabels);
-    expect(deployment.spec?.template.metadata?.labels).toMatchObject(deployment.spec!.selector.matchLabels!);
+    expect(services.get('aibom-vault')!.spec?.selector).toEqual(apiDeployment.spec?.selector.matchLabels);
+    expect(
+      services.get('aibom-vault-controller')!.spec?.ports?.map((p) => [p.name, p.port, p.targetPort]),
+    ).toEqual([['metrics', 9090, 'metrics']]);
+    expect(services.get('aibom-vault-controller')!.spec?.selector).toEqual(
+      controllerDeployment.spec?.selector.matchLabels,
+    );
+    // No PDB and no ServiceMonitor unless asked for.
+    expect(only(objects, 'PodDisruptionBudget')).toEqual([]);
+    expect(only(objects, 'ServiceMonitor')).toEqual([]);
   });
 
-  it('renders with replicas=3, a cert-manager signer and a ServiceMonitor', async () => {
-    const objects = await template('vault', 'tenant-infra', FULL);
-    const deployment = one<V1Deployment>(objects, 'Deployment');
-    expect(deployment.spec?.replicas).toBe(3);
-    expectSchemaEnv(deployment);
-    const pod = deployment.spec!.template.spec!;
-    for (const c of pod.containers) {
+  it('renders replicas per component, a PDB per Deployment, a cert-manager signer and a ServiceMonitor when the API exists', async () => {
+    const objects = await template('vault', 'tenant-infra', FULL, WITH_PROMETHEUS_OPERATOR);
+    const deployments = {
+      controller: deploymentOf(objects, 'controller'),
+      api: deploymentOf(objects, 'api'),
+    };
+    expect(deployments.controller.spec?.replicas).toBe(2);
+    expect(deployments.api.spec?.replicas).toBe(3);
+    for (const d of Object.values(deployments)) {
+      expectSchemaEnv(d);
+      const c = d.spec!.template.spec!.containers[0]!;
       expect(envOf(c, 'SERVICE_TRANSPARENCY_WRITER')?.value).toBe('1');
       expect(envOf(c, 'SCITT_LOG_ISSUER')?.value).toBe('https://aibom-vault.example.com');
+      expect(d.spec!.template.spec!.affinity?.podAntiAffinity).toBeDefined();
+    }
+    const pdbs = only<V1PodDisruptionBudget>(objects, 'PodDisruptionBudget');
+    expect(pdbs).toHaveLength(2);
+    for (const [component, d] of Object.entries(deployments)) {
+      const pdb = pdbs.find((p) => p.metadata?.name === `vault-aibom-vault-${component}`)!;
+      expect(pdb.spec?.minAvailable).toBe(1);
+      expect(pdb.spec?.selector?.matchLabels).toEqual(d.spec!.selector.matchLabels);
     }
 
-    const pdb = one<V1PodDisruptionBudget>(objects, 'PodDisruptionBudget');
-    expect(pdb.spec?.maxUnavailable).toBe(1);
-    expect(deployment.spec?.template.metadata?.labels).toMatchObject(pdb.spec!.selector!.matchLabels!);
-    expect(pod.affinity?.podAntiAffinity).toBeDefined();
-
     // The signer Certificate issues exactly the Secret the processes load.
+    const pod = deployments.controller.spec!.template.spec!;
     const certificates = only<K8sObject & { spec: Record<string, unknown> }>(objects, 'Certificate');
     const leaf = certificates.find((c) => c.spec.isCA === false)!;
     expect(leaf.spec.secretName).toBe(envOf(pod.containers[0]!, 'SIGNER_SECRET')?.value);
@@ -268,17 +313,44 @@ describe('helm chart charts/aibom-vault', () => {
       secretName: ca.spec.secretName,
     });
 
-    const monitor = one<K8sObject & { spec: { endpoints: { port: string; path: string }[] } }>(
-      objects,
-      'ServiceMonitor',
-    );
-    const service = one<V1Service>(objects, 'Service');
+    // One ServiceMonitor scrapes port `metrics` of both Services (controller and API pods).
+    const monitor = one<
+      K8sObject & {
+        spec: {
+          selector: { matchLabels: Record<string, string> };
+          endpoints: { port: string; path: string }[];
+        };
+      }
+    >(objects, 'ServiceMonitor');
     expect(monitor.spec.endpoints).toMatchObject([{ port: 'metrics', path: '/metrics' }]);
-    expect(service.spec?.ports?.map((p) => p.name)).toContain('metrics');
+    const services = only<V1Service>(objects, 'Service');
+    expect(services).toHaveLength(2);
+    for (const svc of services) {
+      expect(svc.metadata?.labels, svc.metadata?.name).toMatchObject(monitor.spec.selector.matchLabels);
+      expect(
+        svc.spec?.ports?.map((p) => p.name),
+        svc.metadata?.name,
+      ).toContain('metrics');
+    }
     expect(only<K8sObject>(objects, 'Secret').map((s) => s.metadata.name)).toEqual([
       'vault-aibom-vault-database',
       'vault-aibom-vault-s3',
     ]);
+  });
+
+  it('renders no ServiceMonitor where the cluster lacks the Prometheus Operator API (and says so)', async () => {
+    const objects = await template('vault', 'tenant-infra', FULL);
+    expect(only(objects, 'ServiceMonitor')).toEqual([]);
+    const { stdout } = await helm(
+      'install',
+      'vault',
+      chartDir,
+      '--dry-run=client',
+      '--namespace',
+      'tenant-infra',
+      ...FULL.flatMap((s) => ['--set', s]),
+    );
+    expect(stdout).toContain('does not serve monitoring.coreos.com/v1');
   });
 
   it('configures a remote SCRAPI transparency service, its token from a Secret', async () => {
@@ -287,9 +359,9 @@ describe('helm chart charts/aibom-vault', () => {
       'transparency.url=https://scitt.example.com',
       'transparency.token.secretName=scitt-token',
     ]);
-    const deployment = one<V1Deployment>(objects, 'Deployment');
-    expectSchemaEnv(deployment);
-    for (const c of deployment.spec!.template.spec!.containers) {
+    const deployments = only<V1Deployment>(objects, 'Deployment');
+    expect(deployments).toHaveLength(2);
+    for (const c of deployments.flatMap((d) => d.spec!.template.spec!.containers)) {
       expect(envOf(c, 'SCITT_BACKEND')?.value).toBe('scrapi');
       expect(envOf(c, 'SCITT_URL')?.value).toBe('https://scitt.example.com');
       expect(envOf(c, 'SCITT_TOKEN')?.valueFrom?.secretKeyRef).toEqual({
@@ -297,6 +369,32 @@ describe('helm chart charts/aibom-vault', () => {
         key: 'SCITT_TOKEN',
       });
     }
+  });
+
+  it.each([
+    ['a top-level typo', ['replica=3'], /additional properties 'replica' not allowed/],
+    ['a nested typo', ['serviceMonitor.enable=true'], /additional properties 'enable' not allowed/],
+    ['a string for tolerations', ['tolerations=bad'], /\/tolerations': got string, want array/],
+    ['an unknown toleration effect', ['tolerations[0].effect=NoSched'], /tolerations\/0\/effect/],
+    ['the removed replicas value', ['replicas=2'], /additional properties 'replicas' not allowed/],
+    [
+      'the removed PDB maxUnavailable',
+      ['podDisruptionBudget.maxUnavailable=1'],
+      /'maxUnavailable' not allowed/,
+    ],
+    ['a port out of range', ['sidecar.port=70000'], /\/sidecar\/port/],
+    [
+      'the API port on its metrics port',
+      ['sidecar.port=9091'],
+      /sidecar.port and sidecar.metricsPort are both 9091/,
+    ],
+    [
+      'two Service ports alike',
+      ['service.metricsPort=8080'],
+      /service.port and service.metricsPort are both 8080/,
+    ],
+  ])('refuses %s', async (_label, sets, message) => {
+    await expect(template('x', 'y', sets)).rejects.toThrow(message);
   });
 
   it('refuses incomplete values', async () => {
@@ -309,7 +407,7 @@ describe('helm chart charts/aibom-vault', () => {
 
   it.each([
     ['default values', [] as readonly string[]],
-    ['replicas=3 + cert-manager + ServiceMonitor', FULL],
+    ['replicas, PDBs, cert-manager, ServiceMonitor', FULL],
   ])(
     'is accepted by the real API server (dry-run=server) under the restricted Pod Security Standard: %s',
     async (_label, sets) => {
@@ -318,9 +416,13 @@ describe('helm chart charts/aibom-vault', () => {
       // Warn mode checks the pod templates of workload objects (enforce only applies to Pods).
       await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/warn=restricted']);
       try {
-        const objects = (await template(uniqueName('rel'), ns, sets)).filter(
-          (o) => !FOREIGN_GROUPS.some((g) => o.apiVersion.startsWith(g)),
+        // The CRDs exist in the stack already (their rendering is checked against crds/ below and
+        // applied for real by the install test).
+        const objects = (await template(uniqueName('rel'), ns, sets, WITH_PROMETHEUS_OPERATOR)).filter(
+          (o) =>
+            !FOREIGN_GROUPS.some((g) => o.apiVersion.startsWith(g)) && o.kind !== 'CustomResourceDefinition',
         );
+        expect(only(objects, 'Deployment')).toHaveLength(2);
         const input = objects.map((o) => JSON.stringify(o)).join('\n');
         const { stdout, stderr } = await kubectl(['apply', '--dry-run=server', '-n', ns, '-f', '-'], input);
         const accepted = stdout.trim().split('\n');
@@ -341,7 +443,7 @@ describe('helm chart charts/aibom-vault', () => {
       const objects = await template(uniqueName('rel'), ns, [
         'securityContext.allowPrivilegeEscalation=true',
       ]);
-      const deployment = JSON.stringify(one<V1Deployment>(objects, 'Deployment'));
+      const deployment = JSON.stringify(deploymentOf(objects, 'api'));
       const { stderr } = await kubectl(['apply', '--dry-run=server', '-n', ns, '-f', '-'], deployment);
       expect(stderr).toMatch(/would violate PodSecurity "restricted:.*allowPrivilegeEscalation/);
     } finally {
@@ -349,8 +451,10 @@ describe('helm chart charts/aibom-vault', () => {
     }
   });
 
-  it('ships the CRDs of crds/ byte for byte', async () => {
+  it('packages crds/ byte for byte and renders exactly those CRDs, kept on uninstall', async () => {
     const out = await mkdtemp(join(tmpdir(), 'helm-package-'));
+    const sources = (await readdir(join(repoRoot, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
+    expect(sources.length).toBeGreaterThanOrEqual(2);
     try {
       await helm('package', chartDir, '--destination', out);
       const [tgz] = await readdir(out);
@@ -359,11 +463,11 @@ describe('helm chart charts/aibom-vault', () => {
       for await (const entry of entries) {
         const chunks: Buffer[] = [];
         for await (const chunk of entry) chunks.push(chunk as Buffer);
-        const m = /^aibom-vault\/crds\/([^/]+)$/.exec(entry.header.name);
+        const m = /^aibom-vault\/files\/crds\/([^/]+)$/.exec(entry.header.name);
         if (m) packaged.set(m[1]!, Buffer.concat(chunks));
+        // Helm installs (never upgrades) a chart's crds/ directory: the chart must not have one.
+        expect(entry.header.name).not.toMatch(/^aibom-vault\/crds\//);
       }
-      const sources = (await readdir(join(repoRoot, 'crds'))).filter((f) => f.endsWith('.yaml')).sort();
-      expect(sources.length).toBeGreaterThanOrEqual(2);
       expect([...packaged.keys()].sort()).toEqual(sources);
       for (const f of sources) {
         expect(packaged.get(f)!.equals(await readFile(join(repoRoot, 'crds', f))), f).toBe(true);
@@ -371,12 +475,48 @@ describe('helm chart charts/aibom-vault', () => {
     } finally {
       await rm(out, { recursive: true, force: true });
     }
+    const rendered = only<K8sObject>(
+      await template('aibom-vault', 'aibom-vault-system'),
+      'CustomResourceDefinition',
+    );
+    const strip = (o: K8sObject): unknown => {
+      const {
+        labels: _l,
+        annotations: _a,
+        ...metadata
+      } = o.metadata as K8sObject['metadata'] & {
+        annotations?: unknown;
+      };
+      return { ...o, metadata };
+    };
+    expect(rendered.map(strip)).toEqual(
+      (
+        await Promise.all(
+          sources.map(async (f) => parseObjects(await readFile(join(repoRoot, 'crds', f), 'utf8'))),
+        )
+      )
+        .flat()
+        .map(strip),
+    );
+    for (const crd of rendered) {
+      expect((crd.metadata as { annotations?: Record<string, string> }).annotations).toEqual({
+        'helm.sh/resource-policy': 'keep',
+      });
+    }
+    const dropped = await template('aibom-vault', 'aibom-vault-system', ['crds.keep=false']);
+    for (const crd of only<K8sObject>(dropped, 'CustomResourceDefinition')) {
+      expect((crd.metadata as { annotations?: unknown }).annotations).toBeUndefined();
+    }
+    expect(only(await template('a', 'b', ['crds.enabled=false']), 'CustomResourceDefinition')).toEqual([]);
   });
 
   it('renders the RBAC of manifests/rbac.yaml', async () => {
     const manifest = parseObjects(await readFile(join(repoRoot, 'manifests/rbac.yaml'), 'utf8'));
-    // Released as in the manifest (name aibom-vault, namespace aibom-vault-system), names coincide.
-    const chart = await template('aibom-vault', 'aibom-vault-system');
+    // Released as in the manifest (name aibom-vault, namespace aibom-vault-system) with the SCITT log
+    // Secret the manifest names, names and Secret names coincide.
+    const chart = await template('aibom-vault', 'aibom-vault-system', [
+      'transparency.logSecretName=aibom-vault-scitt-log',
+    ]);
 
     const rules = (objects: K8sObject[], kind: 'ClusterRole' | 'Role'): Map<string, unknown> =>
       new Map(only<V1ClusterRole | V1Role>(objects, kind).map((r) => [r.metadata!.name!, r.rules]));
@@ -386,10 +526,14 @@ describe('helm chart charts/aibom-vault', () => {
       expect(rules(chart, kind), kind).toEqual(expected);
     }
     expect([...rules(chart, 'ClusterRole').keys()].sort()).toEqual([
+      'aibom-vault-api',
       'aibom-vault-auditor',
       'aibom-vault-controller',
       'aibom-vault-viewer',
     ]);
+    const accounts = (objects: K8sObject[]): string[] =>
+      only<K8sObject>(objects, 'ServiceAccount').map((a) => `${a.metadata.namespace}/${a.metadata.name}`);
+    expect(accounts(chart)).toEqual(accounts(manifest));
 
     const bindings = (objects: K8sObject[]): Map<string, unknown> =>
       new Map(
@@ -406,5 +550,137 @@ describe('helm chart charts/aibom-vault', () => {
         .filter((r) => r.metadata?.labels?.[label] === 'true')
         .map((r) => r.metadata!.name!);
     expect(aggregated(chart)).toEqual(aggregated(manifest));
+  });
+
+  it('grants a namespace/name signer Secret by name in its own namespace', async () => {
+    const objects = await template('vault', 'infra', ['signer.secretName=pki/vault-signer']);
+    const roles = only<V1Role>(objects, 'Role').filter((r) => r.metadata?.namespace === 'pki');
+    expect(roles.map((r) => [r.metadata!.name, r.rules])).toEqual([
+      [
+        'vault-aibom-vault-controller',
+        [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['vault-signer'], verbs: ['get'] }],
+      ],
+      [
+        'vault-aibom-vault-api',
+        [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['vault-signer'], verbs: ['get'] }],
+      ],
+    ]);
+    const inRelease = only<V1Role>(objects, 'Role').filter((r) => r.metadata?.namespace === 'infra');
+    expect(inRelease.map((r) => r.metadata!.name)).toEqual(['vault-aibom-vault-controller']);
+    expect(JSON.stringify(inRelease)).not.toContain('secrets');
+  });
+
+  it('installs the previous chart version, upgrades it to this one (adopting the CRDs as documented) and uninstalls it', async () => {
+    const ns = uniqueName('helm-up');
+    const tenant = uniqueName('helm-tenant');
+    const release = uniqueName('rel');
+    const previous = join(repoRoot, 'test/fixtures/helm/aibom-vault-0.1.0.tgz');
+    const values = [
+      'database.url=postgres://vault:secret@postgres.db.svc:5432/vault',
+      's3.endpoint=http://minio.minio.svc:9000',
+      's3.accessKey=vault',
+      's3.secretKey=secret-key',
+    ];
+    const sets = values.flatMap((v) => ['--set', v]);
+    const get = async (args: string[]): Promise<string[]> =>
+      (await kubectl(['get', ...args, '-o', 'name'])).stdout.trim().split('\n').filter(Boolean).sort();
+    const byRelease = ['-l', `app.kubernetes.io/instance=${release}`];
+    await kubectl(['create', 'namespace', tenant]);
+    try {
+      // 0.1.0: one Deployment of two containers, one shared identity; CRDs from its crds/ (present).
+      await helmK('install', release, previous, '-n', ns, '--create-namespace', ...sets, '--wait=false');
+      expect(await get(['deployments', '-n', ns, ...byRelease])).toEqual([
+        `deployment.apps/${release}-aibom-vault`,
+      ]);
+
+      // The upgrade renders the CRDs as templates; Helm refuses objects it does not own, so the
+      // documented adoption (docs/install.md) comes first.
+      const refused = await helmK('upgrade', release, chartDir, '-n', ns, ...sets).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(refused?.message).toMatch(
+        /CustomResourceDefinition "\w+\.vault\.service\.dev" in namespace "" exists and cannot be imported/,
+      );
+      for (const crd of ['runs.vault.service.dev', 'attestations.vault.service.dev']) {
+        await kubectl(['label', '--overwrite', 'crd', crd, 'app.kubernetes.io/managed-by=Helm']);
+        await kubectl([
+          'annotate',
+          '--overwrite',
+          'crd',
+          crd,
+          `meta.helm.sh/release-name=${release}`,
+          `meta.helm.sh/release-namespace=${ns}`,
+        ]);
+      }
+      await helmK('upgrade', release, chartDir, '-n', ns, ...sets);
+      expect(await get(['deployments', '-n', ns, ...byRelease])).toEqual([
+        `deployment.apps/${release}-aibom-vault-api`,
+        `deployment.apps/${release}-aibom-vault-controller`,
+      ]);
+      expect(await get(['serviceaccounts', '-n', ns, ...byRelease])).toEqual([
+        `serviceaccount/${release}-aibom-vault-api`,
+        `serviceaccount/${release}-aibom-vault-controller`,
+      ]);
+      const crd = JSON.parse(
+        (await kubectl(['get', 'crd', 'runs.vault.service.dev', '-o', 'json'])).stdout,
+      ) as {
+        metadata: { annotations: Record<string, string> };
+      };
+      expect(crd.metadata.annotations['helm.sh/resource-policy']).toBe('keep');
+      const { stdout: history } = await helmK('history', release, '-n', ns, '-o', 'json');
+      expect(
+        (JSON.parse(history) as { chart: string; status: string }[]).map((h) => [h.chart, h.status]),
+      ).toEqual([
+        ['aibom-vault-0.1.0', 'superseded'],
+        ['aibom-vault-0.2.0', 'deployed'],
+      ]);
+
+      // A Run the controller has put its finalizer on (as it does for every Run it attests).
+      const run = {
+        apiVersion: 'vault.service.dev/v1',
+        kind: 'Run',
+        metadata: { name: 'left-behind', namespace: tenant, finalizers: ['vault.service.dev/aibom'] },
+        spec: {
+          policyPack: { name: 'baseline', version: '1.0.0' },
+          steps: [{ id: 's', model: { name: 'm', provider: 'p', version: '1', temperature: 0 } }],
+        },
+      };
+      await kubectl(['create', '-f', '-'], JSON.stringify(run));
+
+      await helmK('uninstall', release, '-n', ns, '--wait');
+      expect(
+        await get(['deployments,serviceaccounts,services,roles,rolebindings', '-n', ns, ...byRelease]),
+      ).toEqual([]);
+      expect(await get(['clusterroles,clusterrolebindings', ...byRelease])).toEqual([]);
+      // crds.keep: the CRDs, and the Runs, survive the uninstall.
+      expect(await get(['crd', 'runs.vault.service.dev'])).toEqual([
+        'customresourcedefinition.apiextensions.k8s.io/runs.vault.service.dev',
+      ]);
+      // With no controller, deleting the Run leaves it Terminating on its finalizer ...
+      await kubectl(['delete', 'run', 'left-behind', '-n', tenant, '--wait=false']);
+      const terminating = JSON.parse(
+        (await kubectl(['get', 'run', 'left-behind', '-n', tenant, '-o', 'json'])).stdout,
+      ) as {
+        metadata: { deletionTimestamp?: string; finalizers?: string[] };
+      };
+      expect(terminating.metadata.deletionTimestamp).toBeDefined();
+      expect(terminating.metadata.finalizers).toEqual(['vault.service.dev/aibom']);
+      // ... until the documented command (docs/install.md, "Uninstall") removes it.
+      await kubectl([
+        'patch',
+        'run',
+        'left-behind',
+        '-n',
+        tenant,
+        '--type=json',
+        '-p',
+        '[{"op":"remove","path":"/metadata/finalizers"}]',
+      ]);
+      await kubectl(['wait', '--for=delete', 'run/left-behind', '-n', tenant, '--timeout=30s']);
+    } finally {
+      await helmK('uninstall', release, '-n', ns).catch(() => undefined);
+      await kubectl(['delete', 'namespace', ns, tenant, '--wait=false', '--ignore-not-found']);
+    }
   });
 });

@@ -38,12 +38,41 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: aibom-vault
 {{- end }}
 
-{{- define "aibom-vault.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "aibom-vault.fullname" .) .Values.serviceAccount.name }}
-{{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{/* Selector labels of one component (controller or api): "ctx" the root, "component" its name. */}}
+{{- define "aibom-vault.componentSelectorLabels" -}}
+{{ include "aibom-vault.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
 {{- end }}
+
+{{- define "aibom-vault.componentLabels" -}}
+{{ include "aibom-vault.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "aibom-vault.controllerServiceAccountName" -}}
+{{- default (printf "%s-controller" (include "aibom-vault.fullname" .)) .Values.controller.serviceAccount.name }}
+{{- end }}
+
+{{- define "aibom-vault.apiServiceAccountName" -}}
+{{- default (printf "%s-api" (include "aibom-vault.fullname" .)) .Values.sidecar.serviceAccount.name }}
+{{- end }}
+
+{{/*
+The service's own Secrets (signer, SCITT log key) as a JSON map namespace -> [names]; a
+`namespace/name` reference lands in its namespace, a bare name in the release namespace. RBAC
+grants `get` on exactly these names.
+*/}}
+{{- define "aibom-vault.systemSecrets" -}}
+{{- $out := dict -}}
+{{- $refs := list (include "aibom-vault.signerSecretName" .) -}}
+{{- with .Values.transparency.logSecretName }}{{ $refs = append $refs . }}{{ end -}}
+{{- range $refs -}}
+{{- $ns := $.Release.Namespace -}}
+{{- $name := . -}}
+{{- if contains "/" . }}{{ $ns = (splitList "/" .) | first }}{{ $name = (splitList "/" .) | last }}{{ end -}}
+{{- $_ := set $out $ns (append (get $out $ns | default list) $name | uniq) -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end }}
 
 {{- define "aibom-vault.image" -}}
