@@ -11,6 +11,9 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           environment: 'node',
+          // Property tests run hundreds of cases; on a busy 2-core machine the 5 s default sits too
+          // near their normal duration. Time is never what a unit test checks.
+          testTimeout: 60_000,
           // Unit tests first, then the integration project with its own worker limit.
           sequence: { groupOrder: 0 },
         },

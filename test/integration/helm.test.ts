@@ -587,8 +587,20 @@ describe('helm chart charts/aibom-vault', () => {
     const byRelease = ['-l', `app.kubernetes.io/instance=${release}`];
     await kubectl(['create', 'namespace', tenant]);
     try {
-      // 0.1.0: one Deployment of two containers, one shared identity; CRDs from its crds/ (present).
-      await helmK('install', release, previous, '-n', ns, '--create-namespace', ...sets, '--wait=false');
+      // 0.1.0: one Deployment of two containers, one shared identity. The stack already has this
+      // version's (newer) CRDs; 0.1.0's crds/ would server-side apply older ones over them, so it
+      // is installed as an operator upgrading in place would: --skip-crds.
+      await helmK(
+        'install',
+        release,
+        previous,
+        '-n',
+        ns,
+        '--create-namespace',
+        '--skip-crds',
+        ...sets,
+        '--wait=false',
+      );
       expect(await get(['deployments', '-n', ns, ...byRelease])).toEqual([
         `deployment.apps/${release}-aibom-vault`,
       ]);

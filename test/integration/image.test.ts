@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { freePort, stopProcess, waitReady, type Proc } from '../../hack/stack/proc.ts';
 import { repoRoot } from '../../hack/stack/stack.ts';
+import { driveRun } from '../../hack/sample-pipeline.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../helpers/stack.ts';
 
 /**
@@ -316,13 +317,7 @@ describe.skipIf(!isRoot)('the OCI image (hack/image.sh)', () => {
         metadata: { name: string };
       };
       await kubectl(['apply', '-n', tenant, '-f', '-'], JSON.stringify(sample));
-      await run(
-        process.execPath,
-        [join(repoRoot, 'src/bin/service-ctl.ts'), 'run', 'drive', `${tenant}/${sample.metadata.name}`],
-        {
-          env: { ...process.env, KUBECONFIG: stack().kube.kubeconfigs.admin },
-        },
-      );
+      await driveRun(admin, tenant, sample.metadata.name, { stepDelayMs: 0 });
       const runs = admin.makeApiClient(CustomObjectsApi);
       let ready: { status?: string; reason?: string } | undefined;
       let uid = '';
