@@ -1,5 +1,6 @@
 import { spawn, type SpawnOptions } from 'node:child_process';
 import { createServer } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
 
 /** A started server process: its own process group, output in `logFile`. */
@@ -99,18 +100,54 @@ export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> 
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** A free TCP port on 127.0.0.1 (bind to 0, read, close); the caller binds it right after. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports handed out by this process, never handed out twice: two components started side by side
+ * would otherwise be able to get the same port between the probe and their own bind.
+ */
+const handedOut = new Set<number>();
+
+/** The kernel's ephemeral range (outgoing connections take their local port from it). */
+function ephemeralRange(): readonly [number, number] {
+  try {
+    const [lo, hi] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    if (lo !== undefined && hi !== undefined && Number.isInteger(lo) && Number.isInteger(hi)) return [lo, hi];
+  } catch {
+    // not Linux: assume the IANA dynamic range
+  }
+  return [49152, 65535];
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+/**
+ * A free TCP port on 127.0.0.1 for a server the caller starts right after. Chosen at random from
+ * 10000-32767 minus the kernel's ephemeral range, never from it: a port from the ephemeral range
+ * (what binding to port 0 returns) can be taken by any outgoing connection in the moment between
+ * this probe and the server's bind (CI once lost a MinIO start to "port already in use" that way,
+ * while etcd and kube-apiserver were opening connections beside it).
+ */
+export async function freePort(): Promise<number> {
+  const [ephLo, ephHi] = ephemeralRange();
+  const candidates = (p: number) => p < ephLo || p > ephHi;
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 10_000 + Math.floor(Math.random() * 22_768);
+    if (!candidates(port) || handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free TCP port found on 127.0.0.1 in 10000-32767');
 }
 
 /** Failure to start one component: names it and carries the tail of its log. */
