@@ -65,6 +65,12 @@ export const schema = {
     parse: url,
     secret: true,
   },
+  DATABASE_MIGRATION_URL: {
+    description:
+      'PostgreSQL connection string of the schema owner, used only to apply migrations at start; the runtime login (DATABASE_URL) must then own nothing (docs/vault.md). Unset: migrations run as DATABASE_URL (development)',
+    parse: url,
+    secret: true,
+  },
   S3_ENDPOINT: {
     description: 'S3/MinIO endpoint URL for artifacts (AIBOM blobs and C2PA sidecars)',
     requiredBy: ['controller', 'sidecar'],

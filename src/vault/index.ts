@@ -5,7 +5,7 @@ import { auditRepository, type AuditRepository } from './audit.ts';
 import { claimRepository, type ClaimRepository } from './claims.ts';
 import { CursorCodec, loadCursorKey } from './cursor.ts';
 import { createListener, type VaultListener } from './listener.ts';
-import { createVaultPool, type VaultPoolOptions } from './pool.ts';
+import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
 import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
@@ -41,7 +41,7 @@ export {
   type MigrateResult,
   type Migration,
 } from './migrate.ts';
-export { createVaultPool, VAULT_WRITER_ROLE, type VaultPoolOptions } from './pool.ts';
+export { createVaultPool, runtimeRoleProblems, VAULT_WRITER_ROLE, type VaultPoolOptions } from './pool.ts';
 export {
   DEFAULT_LIMIT,
   MAX_LIMIT,
@@ -93,6 +93,8 @@ export interface Vault {
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
   ping(): Promise<void>;
+  /** What the login can do beyond the runtime role (empty when nothing): see runtimeRoleProblems. */
+  runtimeRoleProblems(): Promise<string[]>;
   /** Closes the listener and the pool. */
   close(): Promise<void>;
 }
@@ -125,6 +127,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     async ping() {
       await pool.query('SELECT 1');
     },
+    runtimeRoleProblems: () => runtimeRoleProblems(pool),
     async close() {
       await listener?.close();
       await pool.end();

@@ -115,7 +115,7 @@ describe('the local stack is real and wired', () => {
   });
 
   it('round-trips a row through PostgreSQL 16+', async () => {
-    const client = new pg.Client({ connectionString: await freshDatabase('stack') });
+    const client = new pg.Client({ connectionString: (await freshDatabaseLogins('stack')).owner });
     await client.connect();
     try {
       const v = await client.query<{ server_version_num: string }>('show server_version_num');
