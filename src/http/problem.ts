@@ -22,6 +22,7 @@ export type ProblemCode =
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'UPSTREAM_UNAVAILABLE'
   | 'REGISTRATION_FAILED'
+  | 'RECORD_TAMPERED'
   | 'INTERNAL';
 
 export interface FieldProblem {
@@ -54,6 +55,7 @@ const TITLES: Record<ProblemCode, string> = {
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   REGISTRATION_FAILED: 'Registration failed',
+  RECORD_TAMPERED: 'Stored record does not match what is signed',
   INTERNAL: 'Internal error',
 };
 

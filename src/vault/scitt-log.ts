@@ -135,7 +135,9 @@ function toEntry(r: EntryRow): StoredLogEntry {
 async function readHead(q: Queryable, lock: boolean): Promise<LogHead> {
   // Locking goes through a function: FOR UPDATE needs the UPDATE privilege the runtime role lacks.
   const { rows } = await q.query<HeadRow>(
-    lock ? 'SELECT tree_size, root_hash FROM scitt_log_lock_head()' : 'SELECT tree_size, root_hash FROM scitt_log_head',
+    lock
+      ? 'SELECT tree_size, root_hash FROM scitt_log_lock_head()'
+      : 'SELECT tree_size, root_hash FROM scitt_log_head',
   );
   const head = rows[0];
   if (head === undefined) throw new Error('scitt_log_head row is missing: was migration 0005 applied?');

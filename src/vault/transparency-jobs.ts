@@ -225,7 +225,13 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
       const { rows } = await pool.query<JobRow>({
         name: 'transparency_claim',
         text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_claim($1, $2, $3, $4::uuid[], $5)`,
-        values: [limit, options.maxAttempts, options.leaseMs, only, only !== null && options.skipBackoff === true],
+        values: [
+          limit,
+          options.maxAttempts,
+          options.leaseMs,
+          only,
+          only !== null && options.skipBackoff === true,
+        ],
       });
       return rows.map((r) => toJob(r) as ClaimedJob);
     },

@@ -11,7 +11,7 @@ import { Client as Minio } from 'minio';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../hack/stack/stack.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../helpers/stack.ts';
+import { freshDatabaseLogins, kubeConfig, stack, uniqueName } from '../helpers/stack.ts';
 
 const group = 'vault.service.dev';
 

@@ -1,12 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { signatureMetadata, type KeySigner } from '../../../src/signing/index.ts';
 import { buildSignedStatement } from '../../../src/transparency/statement.ts';
-import {
-  createVaultPool,
-  openVault,
-  type NewAttestation,
-  type Vault,
-} from '../../../src/vault/index.ts';
+import { createVaultPool, openVault, type NewAttestation, type Vault } from '../../../src/vault/index.ts';
 import { freshDatabaseLogins, stack } from '../../helpers/stack.ts';
 import { attestationId, envelope } from '../../unit/transparency/fixtures.ts';
 
@@ -48,11 +44,13 @@ export async function setupDb(label: string): Promise<TestDb> {
 
 /** A vault record around a really signed envelope. */
 export function record(signer: KeySigner, namespace = 'team-a'): NewAttestation {
-  const { envelope: env, digest } = envelope(signer);
+  const label = randomUUID();
+  const { envelope: env, digest } = envelope(signer, label);
   return {
     namespace,
     kind: 'run',
-    subjects: [`run:${digest.slice(7, 19)}`],
+    // As signed: the API serves a record only with the subjects its statement signs.
+    subjects: [`run:${label}`],
     predicateType: 'https://vault.service.dev/attestations/test/v1',
     envelope: env,
     digest,

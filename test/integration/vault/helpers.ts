@@ -136,9 +136,12 @@ export function attestation(o: FixtureOptions = {}): NewAttestation {
   const runId = o.runId ?? randomUUID();
   const stepId = o.stepId === undefined ? 'train' : o.stepId;
   const kind = o.kind ?? (stepId === null ? 'run' : 'step');
+  const subjects =
+    o.subjects ?? (stepId === null ? [`run:${runId}`] : [`run:${runId}`, `step:${runId}:${stepId}`]);
+  // The statement names the record's subjects (an unlabelled statement binds those: the API checks).
   const statement = {
     _type: 'https://in-toto.io/Statement/v1',
-    subject: [{ name: `step:${runId}:${stepId ?? ''}`, digest: { sha256: randomBytes(32).toString('hex') } }],
+    subject: subjects.map((name) => ({ name, digest: { sha256: randomBytes(32).toString('hex') } })),
     predicateType: 'https://aibom-vault.dev/step/v1',
     predicate: { runId, stepId, nonce: randomUUID(), pad: 'x'.repeat(o.padding ?? 0) },
   };
@@ -152,8 +155,7 @@ export function attestation(o: FixtureOptions = {}): NewAttestation {
     runId,
     stepId,
     kind,
-    subjects:
-      o.subjects ?? (stepId === null ? [`run:${runId}`] : [`run:${runId}`, `step:${runId}:${stepId}`]),
+    subjects,
     artifactDigests: o.artifactDigests ?? [],
     predicateType: 'https://aibom-vault.dev/step/v1',
     policyPack: o.policyPack ?? null,

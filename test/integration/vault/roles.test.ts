@@ -64,7 +64,9 @@ describe('database roles', () => {
     const asOwner = createVaultPool(t.ownerUrl, { role: null, max: 1 });
     const asSuperuser = new pg.Pool({ connectionString: t.admin.options.connectionString, max: 1 });
     try {
-      expect((await runtimeRoleProblems(asOwner)).join('\n')).toMatch(/vault_owner owns [^\n]*\battestations\b/);
+      expect((await runtimeRoleProblems(asOwner)).join('\n')).toMatch(
+        /vault_owner owns [^\n]*\battestations\b/,
+      );
       expect((await runtimeRoleProblems(asSuperuser)).join('\n')).toMatch(/is a superuser/);
     } finally {
       await asOwner.end();
@@ -100,7 +102,11 @@ describe('database roles', () => {
   it('as the runtime login: no SET ROLE to the owner or a superuser, no trigger switched off', async () => {
     const c = await t.pool.connect();
     try {
-      for (const sql of ['SET ROLE vault_owner', 'SET ROLE postgres', 'SET SESSION AUTHORIZATION vault_owner']) {
+      for (const sql of [
+        'SET ROLE vault_owner',
+        'SET ROLE postgres',
+        'SET SESSION AUTHORIZATION vault_owner',
+      ]) {
         expect(await sqlstate(c.query(sql)), sql).toBe(SQLSTATE_INSUFFICIENT_PRIVILEGE);
       }
       // Back to the login role itself: what a session of the old single-login setup could escape to.
@@ -133,9 +139,10 @@ describe('database roles', () => {
     );
     for (const r of rows) {
       expect(r.public_exec, r.name).toBe(false);
-      expect(r.config?.find((s) => s.startsWith('search_path=')), r.name).toMatch(
-        /^search_path=public, pg_temp$/,
-      );
+      expect(
+        r.config?.find((s) => s.startsWith('search_path=')),
+        r.name,
+      ).toMatch(/^search_path=public, pg_temp$/);
     }
   });
 
@@ -160,9 +167,16 @@ describe('database roles', () => {
     expect(await sqlstate(insert(s!.seq + 1, `sha256:${'e'.repeat(64)}`, newer)), 'a broken link').toBe(
       SQLSTATE_APPEND_ONLY,
     );
-    expect(await sqlstate(insert(s!.seq + 1, s!.digest, stored[0]!.id.replace(/.$/, (c) => (c === '0' ? '1' : '0')))), 'an older id').toBe(
-      SQLSTATE_APPEND_ONLY,
-    );
+    expect(
+      await sqlstate(
+        insert(
+          s!.seq + 1,
+          s!.digest,
+          stored[0]!.id.replace(/.$/, (c) => (c === '0' ? '1' : '0')),
+        ),
+      ),
+      'an older id',
+    ).toBe(SQLSTATE_APPEND_ONLY);
     expect(await head()).toEqual({ last_seq: String(s!.seq), last_id: s!.id });
     // The head is the trigger's to move: the row that does continue the chain moves it.
     await insert(s!.seq + 1, s!.digest, newer);
@@ -216,7 +230,10 @@ describe('database roles', () => {
       spec: { steps: [{ id: 'fetch', tool: { name: 'wget' } }], policyPack: { name: 'other' } },
     } as never;
     await expect(t.vault.runs.upsert(changed)).rejects.toMatchObject({ code: SQLSTATE_APPEND_ONLY });
-    const done = { ...(run as object), status: { phase: 'Succeeded', steps: [{ id: 'fetch', phase: 'Succeeded' }] } };
+    const done = {
+      ...(run as object),
+      status: { phase: 'Succeeded', steps: [{ id: 'fetch', phase: 'Succeeded' }] },
+    };
     await t.vault.runs.upsert(done as never);
     await t.vault.runs.upsert({ ...done, status: { phase: 'Failed', steps: [] } } as never);
     const mirror = await t.vault.runs.get('0190f000-0000-4000-8000-000000000001');
@@ -225,4 +242,3 @@ describe('database roles', () => {
     expect(mirror?.status).toEqual({ phase: 'Succeeded', steps: [{ id: 'fetch', phase: 'Succeeded' }] });
   });
 });
-
