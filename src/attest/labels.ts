@@ -93,7 +93,7 @@ export function signedLabels(statement: unknown): RecordLabels | undefined {
   const caps = v.capability_token_ids;
   if (caps !== undefined) {
     if (!Array.isArray(caps) || !caps.every((c) => typeof c === 'string')) return undefined;
-    out.capability_token_ids = caps as string[];
+    out.capability_token_ids = caps;
   }
   return out;
 }

@@ -123,6 +123,12 @@ export const schema = {
     default: '0',
     parse: flag,
   },
+  VAULT_CHECKPOINT_INTERVAL_SECONDS: {
+    description:
+      'the controller signs a checkpoint of the vault (Merkle tree head over all records, docs/chain.md) this often when records were added; also on request and at leader start',
+    default: '60',
+    parse: intIn(1, 86_400),
+  },
   SERVICE_REQUIRE_SIGNED_EXPORTS: {
     description:
       'Value 1 enforces the signed-manifest guard on every artifact leaving the service, for all tenants',

@@ -146,7 +146,7 @@ export function checkedStatement(a: StoredAttestation): Statement {
     parsed as unknown as SignedStatement,
   );
   if (mismatched.length > 0) tampered(`${mismatched.join(', ')} not as signed`);
-  return parsed as Statement;
+  return parsed;
 }
 
 /**

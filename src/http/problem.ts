@@ -23,6 +23,7 @@ export type ProblemCode =
   | 'UPSTREAM_UNAVAILABLE'
   | 'REGISTRATION_FAILED'
   | 'RECORD_TAMPERED'
+  | 'TREE_DIVERGED'
   | 'INTERNAL';
 
 export interface FieldProblem {
@@ -56,6 +57,7 @@ const TITLES: Record<ProblemCode, string> = {
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   REGISTRATION_FAILED: 'Registration failed',
   RECORD_TAMPERED: 'Stored record does not match what is signed',
+  TREE_DIVERGED: 'Stored vault tree does not match the signed checkpoints',
   INTERNAL: 'Internal error',
 };
 

@@ -112,6 +112,26 @@ REVOKE UPDATE ON vault_head FROM vault_writer;
 -- ---------------------------------------------------------------------------------------------
 -- The local SCITT log head.
 
+-- RFC 9162 MTH of a node from its perfect subtrees' hashes, concatenated left to right (largest
+-- first): the right fold SHA-256(0x01 || h0 || SHA-256(0x01 || h1 || … h(k-1))).
+CREATE FUNCTION merkle_fold_right(hashes bytea) RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path FROM CURRENT AS $$
+DECLARE
+  n int := length(hashes) / 32;
+  acc bytea;
+  i int;
+BEGIN
+  IF n = 0 OR length(hashes) % 32 <> 0 THEN
+    RAISE EXCEPTION 'merkle_fold_right: % bytes is not a list of hashes', length(hashes);
+  END IF;
+  acc := substring(hashes FROM (n - 1) * 32 + 1 FOR 32);
+  FOR i IN REVERSE (n - 1)..1 LOOP
+    acc := sha256('\x01'::bytea || substring(hashes FROM (i - 1) * 32 + 1 FOR 32) || acc);
+  END LOOP;
+  RETURN acc;
+END
+$$;
+
 CREATE FUNCTION scitt_log_lock_head() RETURNS TABLE (tree_size bigint, root_hash bytea)
 LANGUAGE sql SECURITY DEFINER SET search_path FROM CURRENT AS $$
   SELECT h.tree_size, h.root_hash FROM scitt_log_head h FOR UPDATE
@@ -169,11 +189,7 @@ BEGIN
       start := start + (1::bigint << k);
     END IF;
   END LOOP;
-  node := substring(acc FROM length(acc) - 31);
-  FOR k IN REVERSE (length(acc) / 32 - 1)..1 LOOP
-    node := sha256('\x01'::bytea || substring(acc FROM (k - 1) * 32 + 1 FOR 32) || node);
-  END LOOP;
-  IF node IS DISTINCT FROM new_root THEN
+  IF merkle_fold_right(acc) IS DISTINCT FROM new_root THEN
     RAISE EXCEPTION 'SCITT log root at size % does not match its subtrees', new_size
       USING ERRCODE = 'restrict_violation';
   END IF;

@@ -183,8 +183,9 @@ it('each other relabelled column (subjects, kind, step, policy pack, capability 
   ] as const) {
     const c = new pg.Client({ connectionString: superuser });
     await c.connect();
-    const saved = (await c.query(`SELECT ${column} AS v FROM attestations WHERE id = $1`, [victim.id]))
-      .rows[0]!.v as unknown;
+    const saved = (
+      await c.query<{ v: unknown }>(`SELECT ${column} AS v FROM attestations WHERE id = $1`, [victim.id])
+    ).rows[0]!.v;
     await c.end();
     await asSuperuser(`UPDATE attestations SET ${column} = $1 WHERE id = $2`, [value, victim.id]);
     const res = await app.inject({ url: `/v1/attestations/${victim.id}`, headers: token('admin') });

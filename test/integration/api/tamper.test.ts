@@ -12,12 +12,7 @@ import { repoRoot } from '../../../hack/stack/stack.ts';
 import { envelopeDigest, verifyRecord } from '../../../src/attest/index.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
-import {
-  createVaultPool,
-  openVault,
-  type StoredAttestation,
-  type Vault,
-} from '../../../src/vault/index.ts';
+import { createVaultPool, openVault, type StoredAttestation, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
 import { runRecords } from '../../helpers/records.ts';
 import { freshDatabaseLogins, stack, uniqueName } from '../../helpers/stack.ts';
