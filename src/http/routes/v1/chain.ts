@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CheckpointError } from '../../../checkpoint/errors.ts';
 import { recordLeafHash } from '../../../checkpoint/leaf.ts';
 import { consistencyProof, inclusionProof, leafFieldsOf } from '../../../checkpoint/tree.ts';
-import type { StoredCheckpoint, Vault } from '../../../vault/index.ts';
+import { CHECKPOINT_CHANNEL, type StoredCheckpoint, type Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
@@ -28,7 +28,8 @@ const MAX_LEAVES = 10_000;
 const DEFAULT_LEAVES = 1000;
 /** Longest a POST waits for the controller's checkpoint before answering 202. */
 const MAX_WAIT_SECONDS = 30;
-const POLL_MS = 250;
+/** Fallback poll while waiting (a NOTIFY normally wakes the wait first). */
+const POLL_MS = 1000;
 
 const hex32 = { type: 'string', pattern: '^[0-9a-f]{64}$' } as const;
 /**
@@ -184,11 +185,28 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
       };
       let c = await covering();
       if (c !== null) return checkpointView(c);
-      await deps.vault.checkpoints.request();
-      const deadline = Date.now() + Math.min(int(req.query.wait, 10), MAX_WAIT_SECONDS) * 1000;
-      while (c === null && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-        c = await covering();
+      // Woken by the insert trigger's NOTIFY (any replica's checkpointer), with a slow poll as the
+      // fallback while the LISTEN connection is down.
+      let wake = (): void => undefined;
+      const unsubscribe = await deps.vault.listener.subscribe(CHECKPOINT_CHANNEL, {
+        onNotify: () => wake(),
+        resync: () => wake(),
+      });
+      try {
+        await deps.vault.checkpoints.request();
+        const deadline = Date.now() + Math.min(int(req.query.wait, 10), MAX_WAIT_SECONDS) * 1000;
+        while (c === null && Date.now() < deadline) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, Math.min(POLL_MS, Math.max(0, deadline - Date.now())));
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+          c = await covering();
+        }
+      } finally {
+        unsubscribe();
       }
       if (c !== null) return checkpointView(c);
       return reply.code(202).send({ status: 'requested', tree_size: head.seq });
