@@ -168,8 +168,8 @@ export function createContext(
     log: (message) => console.error(`[bench] ${message}`),
     stack: () => (stack ??= startStack()),
     async freshDatabase(prefix) {
-      const base = (await ctx.stack()).env.DATABASE_URL;
-      if (base === undefined) throw new Error('the stack reported no DATABASE_URL');
+      // The superuser: benches migrate, compare against raw tables and read as they like.
+      const base = (await ctx.stack()).database.superuser;
       const name = `bench_${prefix}_${randomBytes(4).toString('hex')}`;
       const admin = new pg.Client({ connectionString: base });
       admin.on('error', () => undefined);

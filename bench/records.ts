@@ -8,7 +8,11 @@ import {
   artifactStatement,
   capabilityStatement,
   policyStatement,
+  labelStatement,
+  recordIndex,
+  statementPayload,
   stepStatement,
+  type RecordLabels,
   type Statement,
 } from '../src/attest/index.ts';
 import { sealRecord, type RecordMeta } from '../src/recorder/index.ts';
@@ -100,45 +104,75 @@ export function buildRecord(signer: Signer, run: RunShape, i: number): NewAttest
 }
 
 /**
- * A bulk-fixture row: the signed envelope of a real template record of the same kind, with the
- * index columns (namespace, run, step, subjects, digests) of row `k` of `run`. Signing a million
- * rows would take minutes on two cores and the read benchmarks never verify, so only the templates
- * are signed; `digest` is made unique per row (the column is UNIQUE), which means these rows do not
- * pass `verifyChain`. Sizes and shapes are those of real records.
+ * A bulk-fixture row: the envelope of a real template record of the same kind, with the index
+ * columns (namespace, run, step, subjects, digests) of row `k` of `run`. Signing a million rows
+ * would take minutes on two cores and the read benchmarks never verify signatures, so only the
+ * templates are signed: each row's statement is the template's with the row's subjects and labels
+ * (what the API checks every record against, ADR 0007), under the template's signature, which
+ * therefore does not verify; `digest` is made unique per row (the column is UNIQUE), so these rows
+ * do not pass `verifyChain` either. Sizes and shapes are those of real records.
  */
 export function fixtureRow(template: NewAttestation, run: RunShape, k: number, step: number): NewAttestation {
   const stepId = `step-${step}`;
   const capabilityId = `capability:${run.runId}:${stepId}:0`;
   const unique = hash('sha256', `${template.digest}:${k}`);
-  const common = {
-    namespace: run.namespace,
-    runId: run.runId,
-    kind: template.kind,
-    predicateType: template.predicateType,
-    policyPack: run.pack.name,
-    policyVersion: run.pack.version,
-    envelope: template.envelope,
-    digest: `sha256:${unique}`,
-    signature: template.signature,
-  };
+  const statement = JSON.parse(
+    Buffer.from(template.envelope.payload, 'base64').toString('utf8'),
+  ) as Statement;
+  const templateDigest = statement.subject[0]!.digest.sha256;
+  let columns: { stepId?: string; subjects: string[]; capabilityTokenIds?: string[]; subjectDigest: string };
   switch (template.kind) {
     case 'capability':
-      return { ...common, stepId, subjects: [capabilityId], capabilityTokenIds: [capabilityId] };
+      columns = {
+        stepId,
+        subjects: [capabilityId],
+        capabilityTokenIds: [capabilityId],
+        subjectDigest: templateDigest,
+      };
+      break;
     case 'step':
-      return {
-        ...common,
+      columns = {
         stepId,
         subjects: [`step:${run.runId}:${stepId}`],
         capabilityTokenIds: [capabilityId],
+        subjectDigest: templateDigest,
       };
+      break;
     case 'artifact':
-      return {
-        ...common,
+      columns = {
         stepId,
         subjects: [`artifact:${run.runId}:output-${step}.json`],
-        artifactDigests: [`sha256:${hash('sha256', unique)}`],
+        subjectDigest: hash('sha256', unique),
       };
+      break;
     default:
-      return { ...common, subjects: [`policy:${run.pack.name}@${run.pack.version}`] };
+      columns = { subjects: [`policy:${run.pack.name}@${run.pack.version}`], subjectDigest: templateDigest };
   }
+  const labels: RecordLabels = {
+    namespace: run.namespace,
+    kind: template.kind,
+    run_id: run.runId,
+    ...(columns.stepId !== undefined ? { step_id: columns.stepId } : {}),
+    policy_pack: run.pack.name,
+    policy_version: run.pack.version,
+    ...(columns.capabilityTokenIds !== undefined ? { capability_token_ids: columns.capabilityTokenIds } : {}),
+  };
+  statement.subject = columns.subjects.map((name) => ({ name, digest: { sha256: columns.subjectDigest } }));
+  const labelled = labelStatement(statement, labels);
+  const index = recordIndex(labelled, labels);
+  return {
+    namespace: index.namespace,
+    runId: index.run_id,
+    stepId: index.step_id,
+    kind: template.kind,
+    subjects: index.subjects,
+    artifactDigests: index.artifact_digests,
+    predicateType: index.predicate_type,
+    policyPack: index.policy_pack,
+    policyVersion: index.policy_version,
+    capabilityTokenIds: index.capability_token_ids,
+    envelope: { ...template.envelope, payload: statementPayload(labelled).toString('base64') },
+    digest: `sha256:${unique}`,
+    signature: template.signature,
+  };
 }

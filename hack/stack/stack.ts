@@ -32,10 +32,19 @@ export interface StackInfo {
   readonly root: string;
   readonly procs: Proc[];
   readonly tools: Tools;
-  /** Variables written to .stack/env (KUBECONFIG, DATABASE_URL, S3_*, SERVICE_API_URL, SERVICE_TOKEN). */
+  /**
+   * Variables written to .stack/env (KUBECONFIG, DATABASE_URL, DATABASE_MIGRATION_URL, S3_*,
+   * SERVICE_API_URL, SERVICE_TOKEN).
+   */
   readonly env: Record<string, string>;
   /** The configuration keys the controller and sidecar run with (see serviceSettings). */
   readonly settings: Record<string, string>;
+  /**
+   * The `vault` database as each of the three logins of docs/vault.md "Roles": the superuser (tests
+   * create databases and play the attacker with it), the owner (migrations: DATABASE_MIGRATION_URL)
+   * and the runtime login (DATABASE_URL: owns nothing, may only become vault_writer).
+   */
+  readonly database: { readonly superuser: string; readonly owner: string; readonly runtime: string };
   readonly kube: {
     readonly server: string;
     readonly caFile: string;
@@ -49,6 +58,7 @@ export interface StackInfo {
 const STACK_KEYS = new Set([
   'KUBECONFIG',
   'DATABASE_URL',
+  'DATABASE_MIGRATION_URL',
   'S3_ENDPOINT',
   'S3_ACCESS_KEY',
   'S3_SECRET_KEY',
@@ -126,7 +136,8 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
     const env: Record<string, string> = {
       SERVICE_TRUST_ANCHOR: trustAnchor,
       KUBECONFIG: kube.kubeconfig,
-      DATABASE_URL: postgres.url,
+      DATABASE_URL: postgres.runtimeUrl,
+      DATABASE_MIGRATION_URL: postgres.ownerUrl,
       S3_ENDPOINT: minio.endpoint,
       S3_ACCESS_KEY: minio.accessKey,
       S3_SECRET_KEY: minio.secretKey,
@@ -139,6 +150,7 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       tools,
       env,
       settings,
+      database: { superuser: postgres.url, owner: postgres.ownerUrl, runtime: postgres.runtimeUrl },
       kube: { server: kube.server, caFile: kube.caFile, kubeconfigs: kube.kubeconfigs, tokens: kube.tokens },
       timings,
     };

@@ -37,7 +37,12 @@ export type ProblemCode =
   /** The predicate does not satisfy the schema of its predicate type. */
   | 'PREDICATE_INVALID'
   /** Unsigned convenience fields of the record (`predicate_type`, `predicate`) disagree with the signed statement. */
-  | 'RECORD_MISMATCH';
+  | 'RECORD_MISMATCH'
+  /**
+   * The record's vault labels (`namespace`, `kind`, `run_id`, `step_id`, `subjects`) disagree with
+   * the labels signed in its statement: the record was relabelled after signing (ADR 0007).
+   */
+  | 'LABEL_MISMATCH';
 
 export interface Problem {
   code: ProblemCode;

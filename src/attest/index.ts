@@ -17,6 +17,16 @@ export {
   type ProblemCode,
 } from './errors.ts';
 export { canonicalJson, jcsSha256Hex, sha256Hex, type JsonObject, type JsonValue } from './json.ts';
+export {
+  labelMismatches,
+  labelStatement,
+  RECORD_LABELS_ANNOTATION,
+  recordIndex,
+  signedLabels,
+  type IndexedRecord,
+  type RecordIndex,
+  type RecordLabels,
+} from './labels.ts';
 export { preAuthEncoding } from './pae.ts';
 export { aibomStatement, type AibomInput } from './predicates/aibom.ts';
 export {

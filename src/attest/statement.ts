@@ -1,3 +1,5 @@
+import type { JsonValue } from './json.ts';
+
 /** in-toto Statement v1 (https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md). */
 export const STATEMENT_TYPE = 'https://in-toto.io/Statement/v1';
 
@@ -6,10 +8,14 @@ export interface DigestSet {
   sha256: string;
 }
 
-/** in-toto ResourceDescriptor restricted to what the vault emits: a name and a SHA-256. */
+/**
+ * in-toto ResourceDescriptor restricted to what the vault emits: a name, a SHA-256 and, on the
+ * first subject of a stored record, the vault's labels as an annotation (labels.ts).
+ */
 export interface Subject {
   name: string;
   digest: DigestSet;
+  annotations?: { [key: string]: JsonValue };
 }
 
 export interface Statement<P = unknown, T extends string = string> {

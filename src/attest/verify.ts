@@ -5,6 +5,7 @@ import { DIGEST_PATTERN, envelopeDigest } from './digest.ts';
 import { decodeBase64Strict, IN_TOTO_PAYLOAD_TYPE, type DsseEnvelope } from './dsse.ts';
 import { VerificationError, type Problem } from './errors.ts';
 import { canonicalJson } from './json.ts';
+import { labelMismatches, type IndexedRecord } from './labels.ts';
 import { preAuthEncoding } from './pae.ts';
 import { expectedSubject } from './predicates/index.ts';
 import { isKnownPredicateType, predicateProblems, statementProblems } from './schemas.ts';
@@ -184,7 +185,7 @@ function sameJson(a: unknown, b: unknown): boolean {
   }
 }
 
-/** Unsigned top-level projections of the API record must match what is signed. */
+/** Unsigned top-level projections of the API record (and its vault labels) must match what is signed. */
 function checkRecordFields(record: Record<string, unknown>, statement: Statement, problems: Problem[]): void {
   if (record.predicate_type !== undefined && record.predicate_type !== statement.predicateType) {
     problems.push({
@@ -194,6 +195,22 @@ function checkRecordFields(record: Record<string, unknown>, statement: Statement
   }
   if (record.predicate !== undefined && !sameJson(record.predicate, statement.predicate)) {
     problems.push({ code: 'RECORD_MISMATCH', message: 'predicate differs from the signed predicate' });
+  }
+  // The labels that decide who sees the record and which queries find it (ADR 0007). Absent fields
+  // are not compared; a field of the wrong type never equals a signed one, so it is reported.
+  const index = {
+    namespace: record.namespace,
+    kind: record.kind,
+    run_id: record.run_id,
+    step_id: record.step_id,
+    subjects: record.subjects,
+  } as IndexedRecord;
+  const mismatched = labelMismatches(index, statement);
+  if (mismatched.length > 0) {
+    problems.push({
+      code: 'LABEL_MISMATCH',
+      message: `${mismatched.join(', ')} ${mismatched.length === 1 ? 'differs' : 'differ'} from the labels signed in the statement`,
+    });
   }
 }
 

@@ -4,7 +4,7 @@ import { s3BlobStore, type BlobStore } from '../blob/store.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { setupTransparency, type Transparency } from '../transparency/setup.ts';
-import { connectVault, migrate, type Vault } from '../vault/index.ts';
+import { connectVault, migrate, VaultError, type Vault } from '../vault/index.ts';
 
 /** Loads configuration or exits 2 with the whole list of problems on stderr (no stack trace). */
 export function fatalConfig<T>(load: () => T): T {
@@ -28,18 +28,37 @@ export function kubeConfigFrom(config: Config): KubeConfig {
 }
 
 /**
- * Applies pending migrations (as the login role, under an advisory lock, so concurrent replicas are
- * safe) and opens the runtime pool, whose sessions run as the append-only `vault_writer` role.
+ * Applies pending migrations (as the owner: DATABASE_MIGRATION_URL, else the DATABASE_URL login;
+ * under an advisory lock, so concurrent replicas are safe) and opens the runtime pool, whose
+ * sessions run as the append-only `vault_writer` role. With a separate owner login the runtime login
+ * must hold nothing more (docs/vault.md "Roles"): a runtime login that is a superuser, owns objects
+ * or may become the owner could undo every guarantee, so the process refuses to start. With one
+ * login for both (development), the same finding is a warning.
  */
 export async function openVaultFrom(config: Config, logger: Logger, appName: string): Promise<Vault> {
   const url = config.DATABASE_URL;
   if (url === undefined) throw new ConfigError(['DATABASE_URL: required']);
-  await migrate(url, { logger });
-  return connectVault(url, {
+  await migrate(config.DATABASE_MIGRATION_URL ?? url, { logger });
+  const vault = await connectVault(url, {
     applicationName: appName,
     onIdleError: (err) => logger.warn({ err }, 'idle PostgreSQL connection failed; it will be replaced'),
     onListenerError: (err) => logger.warn({ err }, 'PostgreSQL LISTEN connection failed; reconnecting'),
   });
+  const problems = await vault.runtimeRoleProblems();
+  if (problems.length > 0) {
+    if (config.DATABASE_MIGRATION_URL !== undefined) {
+      await vault.close();
+      throw new VaultError(
+        'RUNTIME_ROLE_PRIVILEGED',
+        `the DATABASE_URL login is not a runtime login: ${problems.join('; ')}`,
+      );
+    }
+    logger.warn(
+      { problems },
+      'the DATABASE_URL login is privileged (development setup): use a runtime login that owns nothing and set DATABASE_MIGRATION_URL (docs/vault.md)',
+    );
+  }
+  return vault;
 }
 
 /**

@@ -58,6 +58,7 @@ await runUntilSignal(logger, async () => {
     registry,
     namespace: config.POD_NAMESPACE,
     leaseName: config.LEADER_ELECTION_LEASE,
+    checkpoints: { intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000 },
     ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
     ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
   });

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { verifyRecord, type Trust } from '../attest/index.ts';
 import { loadConfig } from '../config/index.ts';
 import { verifyAibomDir } from './aibom.ts';
+import { verifyChainCli } from './chain.ts';
 import { loadLogKeys, receiptProblems } from './receipts.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, type Command } from './command.ts';
@@ -89,7 +90,7 @@ async function isFile(path: string): Promise<boolean> {
 export const verifyCommand: Command = {
   path: ['verify'],
   summary:
-    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate',
+    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate; --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   async run(args) {
     const { values, positionals } = parseArgs({
       args: [...args],
@@ -101,9 +102,18 @@ export const verifyCommand: Command = {
         json: { type: 'boolean', default: false },
         aibom: { type: 'string' },
         'log-keys': { type: 'string' },
+        chain: { type: 'boolean', default: false },
+        checkpoint: { type: 'string' },
+        'save-checkpoint': { type: 'string' },
+        records: { type: 'string' },
+        fresh: { type: 'boolean', default: false },
         ...apiOptions,
       },
     });
+    if (values.chain) {
+      if (positionals.length > 0) throw new CliError('--chain takes no records to verify (see --records)', 2);
+      return verifyChainCli(values, clientFrom(values), recordsFromText);
+    }
     if (values.aibom !== undefined) {
       const anchor = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
       if (anchor === undefined)

@@ -65,6 +65,12 @@ export const schema = {
     parse: url,
     secret: true,
   },
+  DATABASE_MIGRATION_URL: {
+    description:
+      'PostgreSQL connection string of the schema owner, used only to apply migrations at start; the runtime login (DATABASE_URL) must then own nothing (docs/vault.md). Unset: migrations run as DATABASE_URL (development)',
+    parse: url,
+    secret: true,
+  },
   S3_ENDPOINT: {
     description: 'S3/MinIO endpoint URL for artifacts (AIBOM blobs and C2PA sidecars)',
     requiredBy: ['controller', 'sidecar'],
@@ -116,6 +122,12 @@ export const schema = {
       'Value 1 enables transparency: new attestations enqueue SCITT jobs; AIBOM metadata gains a transparency entry',
     default: '0',
     parse: flag,
+  },
+  VAULT_CHECKPOINT_INTERVAL_SECONDS: {
+    description:
+      'the controller signs a checkpoint of the vault (Merkle tree head over all records, docs/chain.md) this often when records were added; also on request and at leader start',
+    default: '60',
+    parse: intIn(1, 86_400),
   },
   SERVICE_REQUIRE_SIGNED_EXPORTS: {
     description:

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Histogram, type Registry } from 'prom-client';
 import type { Run } from '../api/run.ts';
 import type { BlobStore } from '../blob/store.ts';
+import { runCheckpointer } from '../checkpoint/checkpointer.ts';
 import type { Logger } from '../log/index.ts';
 import { createRecorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
@@ -54,6 +55,12 @@ export interface ControllerDeps {
    * replica) and the leader projects their state onto the resources.
    */
   readonly transparency?: Transparency;
+  /**
+   * Signed checkpoints of the vault (src/checkpoint): the leader signs one every `intervalMs` when
+   * the head moved, when asked (POST /v1/chain/checkpoint) and at the start of its term, with the
+   * runtime signer; registered in the transparency log when `transparency` is set.
+   */
+  readonly checkpoints?: { readonly intervalMs: number };
   /** Shorter lease timings for tests. */
   readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
 }
@@ -196,7 +203,21 @@ export function startController(deps: ControllerDeps): RunningController {
       const projection = deps.transparency
         ? runProjection(deps, inf, events, log.child({ component: 'transparency-projection' }), signal)
         : Promise.resolve();
-      await Promise.all([runs, projection]);
+      const checkpoints = deps.checkpoints
+        ? runCheckpointer(
+            {
+              vault: deps.vault,
+              signer: deps.runtimeSigner,
+              caCertificates: deps.runtimeSigner.caCertificates,
+              intervalMs: deps.checkpoints.intervalMs,
+              ...(deps.transparency ? { publisher: deps.transparency.publisher } : {}),
+              logger: log,
+              registry: deps.registry,
+            },
+            signal,
+          )
+        : Promise.resolve();
+      await Promise.all([runs, projection, checkpoints]);
     } finally {
       informer = undefined;
       await inf.stop();

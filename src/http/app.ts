@@ -14,6 +14,7 @@ import { installErrorHandling } from './error-handler.ts';
 import { problemSchema } from './problem.ts';
 import { transparencyViewSchema } from './schemas.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
+import { chainRoutes, chainSchemas } from './routes/v1/chain.ts';
 import { runDetailSchema, runRoutes } from './routes/v1/runs.ts';
 import { registerScrapiRoutes } from './routes/scrapi.ts';
 
@@ -84,7 +85,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.
   app.removeContentTypeParser('text/plain');
-  for (const schema of [problemSchema, transparencyViewSchema, ...attestationSchemas, runDetailSchema]) {
+  for (const schema of [
+    problemSchema,
+    transparencyViewSchema,
+    ...attestationSchemas,
+    runDetailSchema,
+    ...chainSchemas,
+  ]) {
     app.addSchema(schema);
   }
   await app.register(swagger, {
@@ -118,6 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   attestationRoutes(app, deps);
   runRoutes(app, deps);
+  chainRoutes(app, deps);
   if (deps.transparency) {
     // Registering a statement in this service's own log is a cluster-wide right.
     await registerScrapiRoutes(app, {

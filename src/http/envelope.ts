@@ -1,5 +1,7 @@
 import type { FastifyReply } from 'fastify';
+import { labelMismatches, type Statement as SignedStatement } from '../attest/index.ts';
 import type { StoredAttestation } from '../vault/index.ts';
+import { ProblemError } from './problem.ts';
 import { transparencyViewSchema } from './schemas.ts';
 
 /**
@@ -98,20 +100,64 @@ function transparencyOf(view: Readonly<Record<string, unknown>> | null): Record<
   return out;
 }
 
-/** The one builder of an attestation body (GET by id, query items, NDJSON lines). */
+/**
+ * The statement of a stored record, checked against the record's index columns: the namespace
+ * (who may read it), kind, run, step, subjects, predicate type, policy pack and capability tokens
+ * must be what the statement signs (src/attest/labels.ts, ADR 0007). The service stores only
+ * statements it made, so a payload that does not decode, or a column that disagrees, was changed
+ * in the database behind the service's back: the record is not served (500 RECORD_TAMPERED, and
+ * an error in the log naming it), never shown under labels it was not signed with.
+ */
+export function checkedStatement(a: StoredAttestation): Statement {
+  const tampered = (why: string): never => {
+    throw new ProblemError(
+      500,
+      'RECORD_TAMPERED',
+      `attestation ${a.id} was changed in the vault after it was signed (${why}); it is not served`,
+    );
+  };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(a.envelope.payload, 'base64').toString('utf8'));
+  } catch {
+    return tampered('its payload is not a statement');
+  }
+  if (
+    !isRecord(parsed) ||
+    !Array.isArray(parsed.subject) ||
+    typeof parsed.predicateType !== 'string' ||
+    !parsed.subject.every((s) => isRecord(s) && typeof s.name === 'string' && isRecord(s.digest))
+  ) {
+    return tampered('its payload is not a statement');
+  }
+  const mismatched = labelMismatches(
+    {
+      namespace: a.namespace,
+      kind: a.kind,
+      run_id: a.runId,
+      step_id: a.stepId,
+      subjects: a.subjects,
+      artifact_digests: a.artifactDigests,
+      predicate_type: a.predicateType,
+      policy_pack: a.policyPack,
+      policy_version: a.policyVersion,
+      capability_token_ids: a.capabilityTokenIds,
+    },
+    parsed as unknown as SignedStatement,
+  );
+  if (mismatched.length > 0) tampered(`${mismatched.join(', ')} not as signed`);
+  return parsed;
+}
+
+/**
+ * The one builder of an attestation body (GET by id, query items, NDJSON lines). Throws
+ * ProblemError RECORD_TAMPERED for a record that does not match its signed statement.
+ */
 export function toApiEnvelope(
   a: StoredAttestation,
   transparency: Readonly<Record<string, unknown>> | null = null,
 ): ApiEnvelope {
-  // The payload was produced and signed by this service; a record that fails to decode is reported
-  // with an empty predicate rather than hiding the record (verify will flag it).
-  let statement: Statement;
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(a.envelope.payload, 'base64').toString('utf8'));
-    statement = isRecord(parsed) ? parsed : {};
-  } catch {
-    statement = {};
-  }
+  const statement = checkedStatement(a);
   const predicate = isRecord(statement.predicate) ? statement.predicate : {};
   const chain =
     a.kind === 'capability' && Array.isArray(predicate.chain) ? (predicate.chain as unknown[]) : null;

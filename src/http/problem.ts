@@ -22,6 +22,8 @@ export type ProblemCode =
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'UPSTREAM_UNAVAILABLE'
   | 'REGISTRATION_FAILED'
+  | 'RECORD_TAMPERED'
+  | 'TREE_DIVERGED'
   | 'INTERNAL';
 
 export interface FieldProblem {
@@ -54,6 +56,8 @@ const TITLES: Record<ProblemCode, string> = {
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   REGISTRATION_FAILED: 'Registration failed',
+  RECORD_TAMPERED: 'Stored record does not match what is signed',
+  TREE_DIVERGED: 'Stored vault tree does not match the signed checkpoints',
   INTERNAL: 'Internal error',
 };
 

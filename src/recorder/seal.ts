@@ -1,4 +1,10 @@
-import { sealStatement, type Statement } from '../attest/index.ts';
+import {
+  labelStatement,
+  recordIndex,
+  sealStatement,
+  type RecordLabels,
+  type Statement,
+} from '../attest/index.ts';
 import type { Signer } from '../signing/index.ts';
 import type { AttestationKind, NewAttestation } from '../vault/index.ts';
 
@@ -15,32 +21,39 @@ export interface RecordMeta {
 }
 
 /**
- * Sign: statement → signed envelope → vault record. The record's subjects are the statement's subject
- * names; artifact digests are indexed for artifact and AIBOM statements, whose subject digests are
- * digests of stored bytes.
+ * Sign: statement → labelled statement → signed envelope → vault record. The labels (namespace,
+ * kind, run, step, policy pack, capability tokens) are signed inside the statement and every index
+ * column is derived from it by `recordIndex` (src/attest/labels.ts, ADR 0007), so no column the
+ * vault filters or authorises by is outside the signature.
  */
 export function sealRecord(statement: Statement, signer: Signer, meta: RecordMeta): NewAttestation {
-  const sealed = sealStatement(statement, signer);
   const subjects = statement.subject.map((s) => s.name);
-  const artifactDigests =
-    meta.kind === 'artifact' || meta.kind === 'aibom'
-      ? statement.subject.flatMap((s) => (s.digest.sha256 !== undefined ? [`sha256:${s.digest.sha256}`] : []))
-      : [];
-  const capabilityTokenIds = [
-    ...(meta.kind === 'capability' ? subjects : []),
-    ...(meta.capabilityTokenIds ?? []),
-  ];
-  return {
+  const labels: RecordLabels = {
     namespace: meta.namespace,
-    runId: meta.runId ?? null,
-    stepId: meta.stepId ?? null,
     kind: meta.kind,
-    subjects,
-    artifactDigests,
-    predicateType: statement.predicateType,
-    policyPack: meta.policyPack?.name ?? null,
-    policyVersion: meta.policyPack?.version ?? null,
-    capabilityTokenIds: [...new Set(capabilityTokenIds)],
+    ...(meta.runId !== undefined ? { run_id: meta.runId } : {}),
+    ...(meta.stepId !== undefined ? { step_id: meta.stepId } : {}),
+    ...(meta.policyPack !== undefined ? { policy_pack: meta.policyPack.name } : {}),
+    ...(meta.policyPack?.version !== undefined ? { policy_version: meta.policyPack.version } : {}),
+    capability_token_ids: [
+      ...(meta.kind === 'capability' ? subjects : []),
+      ...(meta.capabilityTokenIds ?? []),
+    ],
+  };
+  const labelled = labelStatement(statement, labels);
+  const sealed = sealStatement(labelled, signer);
+  const index = recordIndex(labelled, labels);
+  return {
+    namespace: index.namespace,
+    runId: index.run_id,
+    stepId: index.step_id,
+    kind: meta.kind,
+    subjects: index.subjects,
+    artifactDigests: index.artifact_digests,
+    predicateType: index.predicate_type,
+    policyPack: index.policy_pack,
+    policyVersion: index.policy_version,
+    capabilityTokenIds: index.capability_token_ids,
     envelope: sealed.envelope,
     digest: sealed.digest,
     signature: sealed.signature,

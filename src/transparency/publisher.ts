@@ -75,6 +75,11 @@ export interface Publisher {
    * with its receipt, or queued (another worker holds it / it will be retried) or failed.
    */
   publishNow(attestationId: string, options?: { signal?: AbortSignal }): Promise<TransparencyJob>;
+  /**
+   * Registers a signed statement that is not an attestation's (the vault's checkpoints) with the
+   * configured backend, once: no job, no retries (the caller retries; registration is idempotent).
+   */
+  register(statement: Buffer, options?: { signal?: AbortSignal }): Promise<Publication>;
 }
 
 const SQLSTATE_FOREIGN_KEY_VIOLATION = '23503';
@@ -195,6 +200,8 @@ export function createPublisher(deps: PublisherDeps): Publisher {
 
   return {
     process,
+
+    register: (statement, options = {}) => submit(statement, options.signal),
 
     async publishNow(attestationId, options = {}) {
       let queued: { id: string }[];

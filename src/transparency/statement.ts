@@ -155,6 +155,46 @@ export function buildSignedStatement(input: StatementInput): SignedStatement {
   return { bytes, issuer, subject: input.attestationId, payloadHash };
 }
 
+export interface PayloadStatementInput {
+  /** The CWT `sub`: what the statement is about. */
+  readonly subject: string;
+  /** Signed as is (attached). */
+  readonly payload: Buffer;
+  /** Media type of the payload (header 3). */
+  readonly contentType: string;
+  /** The service signer; needs a certificate chain. */
+  readonly signer: Signer;
+  readonly caCertificates?: readonly X509Certificate[];
+  readonly issuerPolicy?: DidX509Policy;
+  /** Issued-at, seconds since the epoch; default now. */
+  readonly issuedAt?: number;
+}
+
+/**
+ * A SCITT signed statement over a payload of its own (not a hash envelope): the same issuer
+ * identity as {@link buildSignedStatement} (x5chain with its root, did:x509 `iss`), a `sub` and a
+ * content type. The vault's signed checkpoints are such statements (src/checkpoint), so one
+ * registers in any SCITT log as it is.
+ */
+export function buildPayloadStatement(input: PayloadStatementInput): {
+  readonly bytes: Buffer;
+  readonly issuer: string;
+} {
+  const { chain, issuer } = issuerOf(input.signer, input.caCertificates, input.issuerPolicy);
+  const claims = cwtClaimsMap({
+    issuer,
+    subject: input.subject,
+    issuedAt: input.issuedAt ?? Math.floor(Date.now() / 1000),
+  });
+  const protectedHeader: HeaderMap = new Map<number, unknown>([
+    [Header.alg, coseAlgorithmOf(input.signer.algorithm)],
+    [Header.contentType, input.contentType],
+    [Header.cwtClaims, claims],
+    [Header.x5chain, encodeX5chain(chain)],
+  ]);
+  return { bytes: signSign1(input.signer, { protectedHeader, payload: input.payload }), issuer };
+}
+
 export interface StatementClaims {
   readonly issuer: string;
   readonly subject: string;
@@ -189,6 +229,8 @@ export interface VerifiedStatement extends StatementClaims {
   readonly payload: Buffer;
   readonly payloadHashAlg?: number;
   readonly preimageContentType?: string;
+  /** Header 3, when the statement carries its payload's media type. */
+  readonly contentType?: string;
 }
 
 export interface VerifyStatementOptions {
@@ -246,11 +288,13 @@ export function verifySignedStatement(
   }
   const hashAlg = asInt(sign1.protectedHeader.get(Header.payloadHashAlg));
   const preimage = sign1.protectedHeader.get(Header.preimageContentType);
+  const contentType = sign1.protectedHeader.get(Header.contentType);
   return {
     ...claims,
     sign1,
     chain,
     payload,
+    ...(typeof contentType === 'string' ? { contentType } : {}),
     ...(hashAlg !== undefined ? { payloadHashAlg: hashAlg } : {}),
     ...(typeof preimage === 'string' ? { preimageContentType: preimage } : {}),
   };

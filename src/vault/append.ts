@@ -42,7 +42,7 @@ const COPY_CHUNK = 256 * 1024;
 /**
  * Appends a batch in one transaction and returns the stored rows in input order.
  *
- * Writers serialize on the chain-head row (`vault_head ... FOR UPDATE`). Inside that critical
+ * Writers serialize on the chain-head row (`vault_lock_head()`, a row lock held to commit). Inside that critical
  * section the batch gets consecutive `seq` values, UUIDv7 ids greater than the last stored id,
  * `prev_digest` links (the head's digest for the first row, then each row's predecessor in the
  * batch) and one `created_at` no earlier than the head's. Because the lock is held until commit,
@@ -96,7 +96,8 @@ async function appendLocked(
 ): Promise<StoredAttestation[]> {
   const headResult = await client.query<HeadRow>({
     name: 'vault_head_lock',
-    text: 'SELECT last_seq, last_id, last_digest, last_created_at FROM vault_head FOR UPDATE',
+    // The runtime role may not UPDATE the head, so it locks it through a function (migration 0008).
+    text: 'SELECT last_seq, last_id, last_digest, last_created_at FROM vault_lock_head()',
   });
   const head = headResult.rows[0];
   if (head === undefined) throw new Error('vault_head row is missing: was migration 0001 applied?');
@@ -162,14 +163,10 @@ async function appendLocked(
     inserted.push(stored);
   }
 
-  const last = inserted.at(-1);
-  if (last !== undefined) {
+  if (inserted.length > 0) {
+    // The insert trigger (migration 0008) checks that the rows continue the chain at the head and
+    // moves the head onto the last of them: no separate UPDATE, and no other way to move it.
     await copyLines(client, lines);
-    await client.query({
-      name: 'vault_head_advance',
-      text: 'UPDATE vault_head SET last_seq = $1, last_id = $2, last_digest = $3, last_created_at = $4',
-      values: [last.seq, last.id, last.digest, last.createdAt],
-    });
     if (options.inTransaction !== undefined) await options.inTransaction(client, inserted);
   }
   return input.map((r) => byDigest.get(r.digest)!);

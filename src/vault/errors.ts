@@ -16,7 +16,12 @@ export type VaultErrorCode =
   /** The database holds a pending migration older than an applied one, or the files are malformed. */
   | 'MIGRATION_INVALID'
   /** A logical key (`step:<run>:<step>`, ...) is claimed already: the records were not stored again. */
-  | 'CLAIM_TAKEN';
+  | 'CLAIM_TAKEN'
+  /**
+   * The runtime login can do more than the runtime role: it is a superuser, owns objects of the
+   * vault or may become their owner (docs/vault.md "Roles").
+   */
+  | 'RUNTIME_ROLE_PRIVILEGED';
 
 export class VaultError extends BaseError<VaultErrorCode> {}
 

@@ -2,10 +2,11 @@ import type pg from 'pg';
 import { attestationRepository, type AttestationRepository } from './attestations.ts';
 import { artifactRepository, type ArtifactRepository } from './artifacts.ts';
 import { auditRepository, type AuditRepository } from './audit.ts';
+import { checkpointRepository, type CheckpointRepository } from './checkpoints.ts';
 import { claimRepository, type ClaimRepository } from './claims.ts';
 import { CursorCodec, loadCursorKey } from './cursor.ts';
 import { createListener, type VaultListener } from './listener.ts';
-import { createVaultPool, type VaultPoolOptions } from './pool.ts';
+import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
 import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
@@ -24,6 +25,15 @@ export {
 export { type ArtifactRecord, type ArtifactRepository, type NewArtifact } from './artifacts.ts';
 export { type AuditEntry, type AuditRecord, type AuditRepository } from './audit.ts';
 export { type ChainBreak, type ChainReport, type VerifyChainOptions } from './chain.ts';
+export {
+  CHECKPOINT_CHANNEL,
+  CHECKPOINT_REQUEST_CHANNEL,
+  type CheckpointReceipt,
+  type CheckpointRepository,
+  type LeafRecord,
+  type StoredCheckpoint,
+  type TreeNode,
+} from './checkpoints.ts';
 export { type ClaimedAppendOptions, type ClaimRepository } from './claims.ts';
 export { CursorCodec, loadCursorKey } from './cursor.ts';
 export {
@@ -41,7 +51,7 @@ export {
   type MigrateResult,
   type Migration,
 } from './migrate.ts';
-export { createVaultPool, VAULT_WRITER_ROLE, type VaultPoolOptions } from './pool.ts';
+export { createVaultPool, runtimeRoleProblems, VAULT_WRITER_ROLE, type VaultPoolOptions } from './pool.ts';
 export {
   DEFAULT_LIMIT,
   MAX_LIMIT,
@@ -89,10 +99,14 @@ export interface Vault {
   /** Rows of the service's own SCITT log (the log itself is src/transparency/local-log.ts). */
   readonly scittLog: ScittLogStorage;
   readonly audit: AuditRepository;
+  /** The Merkle tree over the records and its signed checkpoints (src/checkpoint). */
+  readonly checkpoints: CheckpointRepository;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
   ping(): Promise<void>;
+  /** What the login can do beyond the runtime role (empty when nothing): see runtimeRoleProblems. */
+  runtimeRoleProblems(): Promise<string[]>;
   /** Closes the listener and the pool. */
   close(): Promise<void>;
 }
@@ -119,12 +133,14 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     transparencyJobs: transparencyJobRepository(pool),
     scittLog: scittLogStorage(pool),
     audit: auditRepository(pool),
+    checkpoints: checkpointRepository(pool),
     get listener() {
       return listenerOf();
     },
     async ping() {
       await pool.query('SELECT 1');
     },
+    runtimeRoleProblems: () => runtimeRoleProblems(pool),
     async close() {
       await listener?.close();
       await pool.end();

@@ -58,3 +58,55 @@ export function createVaultPool(connectionString: string, options: VaultPoolOpti
   pool.on('error', (err) => options.onIdleError?.(err));
   return pool;
 }
+
+interface LoginRow {
+  login: string;
+  rolsuper: boolean;
+  rolcreaterole: boolean;
+  rolcreatedb: boolean;
+  rolbypassrls: boolean;
+  rolreplication: boolean;
+  owned: string[];
+  owner: string | null;
+  owner_member: boolean;
+}
+
+/**
+ * What the runtime login (`session_user`, whatever role the session assumed) can do beyond the
+ * runtime role, each a sentence; empty for a login that holds nothing of its own. A superuser or a
+ * member of the schema owner can disable the append-only triggers (`SET ROLE` back to the login
+ * undoes `-c role=vault_writer`); an owner of anything can alter it.
+ */
+export async function runtimeRoleProblems(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<LoginRow>({
+    name: 'vault_runtime_login',
+    text: `
+      SELECT r.rolname AS login, r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolbypassrls, r.rolreplication,
+        ARRAY(SELECT c.relname::text FROM pg_class c
+               WHERE c.relowner = r.oid AND c.relnamespace = current_schema()::regnamespace
+                 AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+               ORDER BY c.relname LIMIT 5) AS owned,
+        o.rolname AS owner,
+        coalesce(pg_has_role(r.oid, o.oid, 'MEMBER'), false) AS owner_member
+      FROM pg_roles r
+      LEFT JOIN pg_class a ON a.oid = to_regclass('attestations')
+      LEFT JOIN pg_roles o ON o.oid = a.relowner
+      WHERE r.rolname = session_user`,
+  });
+  const r = rows[0];
+  if (r === undefined) return ['the login role is not in pg_roles'];
+  const out: string[] = [];
+  if (r.rolsuper) out.push(`${r.login} is a superuser`);
+  for (const [attr, set] of [
+    ['CREATEROLE', r.rolcreaterole],
+    ['CREATEDB', r.rolcreatedb],
+    ['BYPASSRLS', r.rolbypassrls],
+    ['REPLICATION', r.rolreplication],
+  ] as const) {
+    if (set) out.push(`${r.login} has ${attr}`);
+  }
+  if (r.owned.length > 0) out.push(`${r.login} owns ${r.owned.join(', ')}`);
+  if (!r.rolsuper && r.owner !== null && r.owner_member)
+    out.push(`${r.login} may act as ${r.owner}, the owner of the vault's tables`);
+  return out;
+}

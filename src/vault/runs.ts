@@ -30,7 +30,11 @@ export function mirroredStatus(run: Run): RunStatus {
 }
 
 export interface RunRepository {
-  /** Upserts the mirror of a Run (id = metadata.uid); a mirror already equal is left alone. */
+  /**
+   * Upserts the mirror of a Run (id = metadata.uid); a mirror already equal is left alone. The spec,
+   * namespace and name never change once mirrored (PostgreSQL refuses, SQLSTATE 23001: the Run's
+   * spec is immutable, docs/runs.md), and the status stays as it was when the Run became terminal.
+   */
   upsert(run: Run): Promise<void>;
   get(id: string): Promise<RunRecord | null>;
 }
@@ -40,10 +44,8 @@ export function runRepository(pool: pg.Pool): RunRepository {
     async upsert(run) {
       await pool.query({
         name: 'runs_upsert',
-        text: `INSERT INTO runs (id, namespace, name, spec, status, phase) VALUES ($1, $2, $3, $4, $5, $6)
-           ON CONFLICT (id) DO UPDATE SET spec = EXCLUDED.spec, status = EXCLUDED.status,
-             phase = EXCLUDED.phase, updated_at = clock_timestamp()
-           WHERE runs.spec IS DISTINCT FROM EXCLUDED.spec OR runs.status IS DISTINCT FROM EXCLUDED.status`,
+        // Through a function (migration 0008): the runtime role has no INSERT/UPDATE on runs.
+        text: 'SELECT runs_upsert($1::uuid, $2::text, $3::text, $4::jsonb, $5::jsonb, $6::text)',
         values: [
           run.metadata.uid,
           run.metadata.namespace,

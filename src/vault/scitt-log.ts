@@ -74,7 +74,10 @@ export interface ScittLogAppend {
   subtrees(nodes: readonly SubtreeRef[]): Promise<SubtreeHash[]>;
   /** Opens the COPY of the new entries, all registered at `createdAt`. */
   copyEntries(createdAt: Date): Promise<EntryCopy>;
-  /** Stores the new subtrees and moves the head, in one statement (the head's trigger sees the entries). */
+  /**
+   * Stores the new subtrees and moves the head, in one statement (`scitt_log_advance`, which checks
+   * the subtrees and the root against the stored entries).
+   */
   advance(head: LogHead, at: Date, created: readonly SubtreeHash[]): Promise<void>;
 }
 
@@ -130,8 +133,11 @@ function toEntry(r: EntryRow): StoredLogEntry {
 }
 
 async function readHead(q: Queryable, lock: boolean): Promise<LogHead> {
+  // Locking goes through a function: FOR UPDATE needs the UPDATE privilege the runtime role lacks.
   const { rows } = await q.query<HeadRow>(
-    `SELECT tree_size, root_hash FROM scitt_log_head${lock ? ' FOR UPDATE' : ''}`,
+    lock
+      ? 'SELECT tree_size, root_hash FROM scitt_log_lock_head()'
+      : 'SELECT tree_size, root_hash FROM scitt_log_head',
   );
   const head = rows[0];
   if (head === undefined) throw new Error('scitt_log_head row is missing: was migration 0005 applied?');
@@ -221,12 +227,12 @@ function appendTransaction(client: pg.PoolClient, head: LogHead): ScittLogAppend
     },
 
     async advance(next, at, created) {
+      // The runtime role cannot write the head or the subtree table: the function (migration 0008)
+      // checks each new subtree against its children and the root against the subtrees, then moves
+      // the head forward.
       await client.query({
         name: 'scitt_log_advance',
-        text:
-          'WITH nodes AS (INSERT INTO scitt_log_nodes (level, idx, hash) ' +
-          'SELECT * FROM unnest($4::smallint[], $5::bigint[], $6::bytea[])) ' +
-          'UPDATE scitt_log_head SET tree_size = $1, root_hash = $2, updated_at = $3',
+        text: 'SELECT scitt_log_advance($1, $2, $3, $4::smallint[], $5::bigint[], $6::bytea[])',
         values: [
           next.size,
           next.root,

@@ -217,29 +217,14 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
   return {
     enqueue: (attestationIds) => enqueueJobs(pool, attestationIds),
 
+    // Every change of a job goes through a function (migration 0008): the runtime role has no
+    // UPDATE on the queue, and a job's outcome can only be written by the holder of its lease.
     async claim(limit, options) {
       if (!Number.isInteger(limit) || limit < 1) throw new RangeError('claim limit must be ≥ 1');
       const only = options.jobIds === undefined ? null : [...options.jobIds];
-      await pool.query({
-        name: 'transparency_expire_exhausted',
-        text:
-          `UPDATE transparency_jobs SET state = 'failed', lease_token = NULL, updated_at = now(), ` +
-          `last_error = concat_ws('; ', last_error, 'attempt cap reached: the last attempt''s lease expired') ` +
-          `WHERE state = 'queued' AND next_attempt_at <= now() AND attempts >= $1 ` +
-          `AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[]))`,
-        values: [options.maxAttempts, only],
-      });
       const { rows } = await pool.query<JobRow>({
         name: 'transparency_claim',
-        text:
-          'WITH due AS (' +
-          `  SELECT id FROM transparency_jobs WHERE state = 'queued' ` +
-          '  AND (next_attempt_at <= now() OR ($5 AND lease_token IS NULL)) ' +
-          '  AND attempts < $2 AND ($4::uuid[] IS NULL OR id = ANY($4::uuid[])) ' +
-          '  ORDER BY next_attempt_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) ' +
-          'UPDATE transparency_jobs j SET attempts = j.attempts + 1, lease_token = gen_random_uuid(), ' +
-          "  next_attempt_at = now() + $3 * interval '1 millisecond', updated_at = now() " +
-          `FROM due WHERE j.id = due.id RETURNING ${prefixed('j')}`,
+        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_claim($1, $2, $3, $4::uuid[], $5)`,
         values: [
           limit,
           options.maxAttempts,
@@ -252,40 +237,27 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
     },
 
     async renewLease(job, leaseMs) {
-      const { rowCount } = await pool.query({
+      const { rows } = await pool.query<{ ok: boolean }>({
         name: 'transparency_renew_lease',
-        text:
-          "UPDATE transparency_jobs SET next_attempt_at = now() + $3 * interval '1 millisecond', " +
-          `updated_at = now() WHERE id = $1 AND lease_token = $2 AND state = 'queued'`,
+        text: 'SELECT transparency_jobs_renew($1, $2, $3) AS ok',
         values: [job.id, job.leaseToken, leaseMs],
       });
-      return rowCount === 1;
+      return rows[0]?.ok === true;
     },
 
     async setStatement(job, statement) {
-      const { rows } = await pool.query<{ statement: Buffer }>({
+      const { rows } = await pool.query<{ statement: Buffer | null }>({
         name: 'transparency_set_statement',
-        text:
-          'UPDATE transparency_jobs SET statement = $3, updated_at = now() ' +
-          `WHERE id = $1 AND lease_token = $2 AND state = 'queued' AND statement IS NULL RETURNING statement`,
+        text: 'SELECT transparency_jobs_set_statement($1, $2, $3) AS statement',
         values: [job.id, job.leaseToken, statement],
       });
-      if (rows[0] !== undefined) return rows[0].statement;
-      const current = await get({ id: job.id });
-      if (current === null || current.leaseToken !== job.leaseToken || current.state !== 'queued')
-        return null;
-      if (current.statement === null) throw new Error(`transparency job ${job.id}: statement was not stored`);
-      return current.statement;
+      return rows[0]?.statement ?? null;
     },
 
     async complete(job, publication) {
       const { rows } = await pool.query<JobRow>({
         name: 'transparency_complete',
-        text:
-          `UPDATE transparency_jobs SET state = 'published', backend = $3, entry_id = $4, log_index = $5, ` +
-          'receipt = $6, last_error = NULL, lease_token = NULL, published_at = now(), ' +
-          'updated_at = now() ' +
-          `WHERE id = $1 AND lease_token = $2 AND state = 'queued' RETURNING ${JOB_COLUMNS}`,
+        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_complete($1, $2, $3, $4, $5, $6)`,
         values: [
           job.id,
           job.leaseToken,
@@ -301,10 +273,7 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
     async fail(job, outcome) {
       const { rows } = await pool.query<JobRow>({
         name: 'transparency_fail',
-        text:
-          'UPDATE transparency_jobs SET state = $3, last_error = $4, lease_token = NULL, ' +
-          "next_attempt_at = now() + $5 * interval '1 millisecond', updated_at = now() " +
-          `WHERE id = $1 AND lease_token = $2 AND state = 'queued' RETURNING ${JOB_COLUMNS}`,
+        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_fail($1, $2, $3, $4, $5)`,
         values: [job.id, job.leaseToken, outcome.state, outcome.error.slice(0, 2000), outcome.delayMs],
       });
       return rows[0] === undefined ? null : toJob(rows[0]);
@@ -313,10 +282,7 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
     async requeue(jobId) {
       const { rows } = await pool.query<JobRow>({
         name: 'transparency_requeue',
-        text:
-          `UPDATE transparency_jobs SET state = 'queued', attempts = 0, lease_token = NULL, ` +
-          'next_attempt_at = now(), updated_at = now() ' +
-          `WHERE id = $1 AND state = 'failed' RETURNING ${JOB_COLUMNS}`,
+        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_requeue($1)`,
         values: [jobId],
       });
       return rows[0] === undefined ? null : toJob(rows[0]);

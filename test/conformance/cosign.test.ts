@@ -12,6 +12,7 @@ import {
   type DsseEnvelope,
 } from '../../src/attest/index.ts';
 import { generateDevPki } from '../../hack/dev-pki.ts';
+import { sealRecord } from '../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../src/signing/index.ts';
 import { stack } from '../helpers/stack.ts';
 
@@ -108,5 +109,39 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)('cosign verify-blob-att
     payload.writeUInt8(payload.readUInt8(payload.length - 2) ^ 1, payload.length - 2);
     const tampered = { ...envelope, payload: payload.toString('base64') };
     expect((await cosignVerify(signer, tampered, statement.predicateType, blob)).ok).toBe(false);
+  });
+
+  it('accepts a record as the recorder seals it: the vault labels signed in a subject annotation (ADR 0007)', async () => {
+    const blob = Buffer.from('{"bom_format":"CycloneDX","labelled":true}');
+    const { createHash } = await import('node:crypto');
+    const runId = '0190a5c8-1234-7abc-8def-0123456789ab';
+    const statement = artifactStatement({
+      runId,
+      name: 'aibom',
+      mediaType: 'application/json',
+      sha256: createHash('sha256').update(blob).digest('hex'),
+      size: blob.length,
+      bucket: 'aibom-vault',
+      key: 'runs/r/aibom.json',
+    });
+    const record = sealRecord(statement, signer, {
+      namespace: 'team-a',
+      kind: 'artifact',
+      runId,
+      stepId: 'summarise',
+    });
+    const signed = JSON.parse(Buffer.from(record.envelope.payload, 'base64').toString('utf8')) as {
+      subject: { annotations?: Record<string, unknown> }[];
+    };
+    expect(signed.subject[0]!.annotations).toHaveProperty(
+      ['vault.service.dev/record', 'namespace'],
+      'team-a',
+    );
+    const res = await cosignVerify(signer, record.envelope, statement.predicateType, blob);
+    expect(res.out).toContain('Verified OK');
+    expect(res.ok).toBe(true);
+    expect(
+      (await cosignVerify(signer, record.envelope, statement.predicateType, Buffer.from('other'))).ok,
+    ).toBe(false);
   });
 });

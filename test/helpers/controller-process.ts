@@ -516,6 +516,9 @@ export async function startScratchMinio(bucket = 'aibom-vault'): Promise<Scratch
 export interface ScratchPostgres {
   /** Superuser URL of its `vault` database. */
   readonly url: string;
+  /** Its `vault` database as the owner login (migrations) and as the runtime login (docs/vault.md). */
+  readonly ownerUrl: string;
+  readonly runtimeUrl: string;
   readonly port: number;
   readonly running: boolean;
   /** Fast shutdown (SIGINT: clients are disconnected at once), SIGKILL fallback. */
@@ -535,7 +538,7 @@ export async function startScratchPostgres(): Promise<ScratchPostgres> {
     await rm(root, { recursive: true, force: true });
     throw err;
   }
-  const { port, url } = pgInfo;
+  const { port, url, ownerUrl, runtimeUrl } = pgInfo;
   let proc: Proc | undefined = pgInfo.proc;
   const stop = async (): Promise<void> => {
     if (!proc) return;
@@ -549,6 +552,8 @@ export async function startScratchPostgres(): Promise<ScratchPostgres> {
   };
   return {
     url,
+    ownerUrl,
+    runtimeUrl,
     port,
     get running() {
       return proc !== undefined && isAlive(proc.pid);

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
 import { inject } from 'vitest';
 import pg from 'pg';
+import { migrate } from '../../src/vault/index.ts';
 import type { StackUser } from '../../hack/stack/kube.ts';
 
 export const stack = () => inject('stack');
@@ -17,18 +18,54 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString('hex')}`;
 }
 
-/** A fresh database on the stack's PostgreSQL; returns its superuser URL. */
-export async function freshDatabase(prefix = 't'): Promise<string> {
-  const base = stack().env.DATABASE_URL!;
+/** One test database as each login of docs/vault.md "Roles" (URLs of the same database). */
+export interface TestDatabase {
+  readonly name: string;
+  /** The cluster's superuser: plays the attacker (disables triggers), drops the database. */
+  readonly superuser: string;
+  /** `vault_owner`, the database's owner: runs the migrations. */
+  readonly owner: string;
+  /** `vault_app`, the runtime login: owns nothing, may only become vault_writer. */
+  readonly runtime: string;
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/**
+ * A fresh database on the stack's PostgreSQL, owned by the owner login, as production has it;
+ * migrated (as the owner) unless `migrated: false`.
+ */
+export async function freshDatabaseLogins(
+  prefix = 't',
+  options: { migrated?: boolean } = {},
+): Promise<TestDatabase> {
+  const { superuser, owner, runtime } = stack().database;
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: base });
+  const admin = new pg.Client({ connectionString: superuser });
   await admin.connect();
   try {
-    await admin.query(`create database ${name}`);
+    await admin.query(`create database ${name} owner ${new URL(owner).username}`);
   } finally {
     await admin.end();
   }
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return url.toString();
+  const db = {
+    name,
+    superuser: withDatabase(superuser, name),
+    owner: withDatabase(owner, name),
+    runtime: withDatabase(runtime, name),
+  };
+  if (options.migrated !== false) await migrate(db.owner);
+  return db;
+}
+
+/**
+ * A fresh, migrated database; returns the runtime login's URL (what the service's DATABASE_URL is).
+ * `migrate` on it is a no-op (nothing pending needs only SELECT on schema_migrations).
+ */
+export async function freshDatabase(prefix = 't'): Promise<string> {
+  return (await freshDatabaseLogins(prefix)).runtime;
 }

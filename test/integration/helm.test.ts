@@ -528,6 +528,7 @@ describe('helm chart charts/aibom-vault', () => {
     expect([...rules(chart, 'ClusterRole').keys()].sort()).toEqual([
       'aibom-vault-api',
       'aibom-vault-auditor',
+      'aibom-vault-chain-verifier',
       'aibom-vault-controller',
       'aibom-vault-viewer',
     ]);

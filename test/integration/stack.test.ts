@@ -11,7 +11,7 @@ import { Client as Minio } from 'minio';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../hack/stack/stack.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../helpers/stack.ts';
+import { freshDatabaseLogins, kubeConfig, stack, uniqueName } from '../helpers/stack.ts';
 
 const group = 'vault.service.dev';
 
@@ -115,7 +115,7 @@ describe('the local stack is real and wired', () => {
   });
 
   it('round-trips a row through PostgreSQL 16+', async () => {
-    const client = new pg.Client({ connectionString: await freshDatabase('stack') });
+    const client = new pg.Client({ connectionString: (await freshDatabaseLogins('stack')).owner });
     await client.connect();
     try {
       const v = await client.query<{ server_version_num: string }>('show server_version_num');

@@ -120,6 +120,13 @@ the same configuration; only the listen ports differ (set per container).
     secretKeyRef:
       name: {{ include "aibom-vault.databaseSecretName" . }}
       key: {{ .Values.database.secretKey }}
+{{- if .Values.database.migrationSecretKey }}
+- name: DATABASE_MIGRATION_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "aibom-vault.databaseSecretName" . }}
+      key: {{ .Values.database.migrationSecretKey }}
+{{- end }}
 {{- if .Values.s3.endpoint }}
 - name: S3_ENDPOINT
   value: {{ .Values.s3.endpoint | quote }}

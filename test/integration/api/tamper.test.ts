@@ -12,16 +12,10 @@ import { repoRoot } from '../../../hack/stack/stack.ts';
 import { envelopeDigest, verifyRecord } from '../../../src/attest/index.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
-import {
-  createVaultPool,
-  migrate,
-  openVault,
-  type StoredAttestation,
-  type Vault,
-} from '../../../src/vault/index.ts';
+import { createVaultPool, openVault, type StoredAttestation, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
 import { runRecords } from '../../helpers/records.ts';
-import { freshDatabase, stack, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabaseLogins, stack, uniqueName } from '../../helpers/stack.ts';
 
 let url: string;
 let vault: Vault;
@@ -29,9 +23,9 @@ let signer: KeySigner;
 let stored: StoredAttestation[];
 
 beforeAll(async () => {
-  url = await freshDatabase('tamper');
-  await migrate(url);
-  vault = await openVault(createVaultPool(url));
+  const db = await freshDatabaseLogins('tamper');
+  url = db.superuser;
+  vault = await openVault(createVaultPool(db.runtime));
   signer = signerFromPem(await generateDevPki());
   stored = await vault.attestations.append(runRecords(signer, uniqueName('tamper')).records);
 });

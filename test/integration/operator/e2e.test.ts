@@ -31,6 +31,7 @@ import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { expectRefused, patchRun } from '../admission/helpers.ts';
 
 const run = promisify(execFile);
 const ns = uniqueName('e2e');
@@ -96,6 +97,8 @@ beforeAll(async () => {
     leaseName: `e2e-${randomBytes(3).toString('hex')}`,
     watchNamespace: ns,
     lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+    // As src/bin/controller.ts runs it; here only on request (POST /v1/chain/checkpoint).
+    checkpoints: { intervalMs: 3_600_000 },
   });
   app = await stackApp(vault, signer.caCertificates);
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -275,6 +278,60 @@ describe('a Run driven to Succeeded', () => {
       (e: { code: number; stdout: string }) => e,
     );
     expect(bad).toMatchObject({ code: 1 });
+  });
+});
+
+describe('the finished Run after its AIBOM', () => {
+  it('refuses a rewrite of spec.steps[0].tool.name and spec.policyPack.name; mirror, API and aibom generate keep the signed AIBOM', async () => {
+    const done = await waitFor('AIBOMReady', async () => {
+      const r = await getRun('ok');
+      return aibomReady(r) ? r : undefined;
+    });
+    const runId = done.metadata.uid;
+    const meta = done.status?.artifacts?.aibom as { digest: string };
+    const spec = done.spec;
+    expect(spec.steps[0]!.tool?.name).toBe('vector-search');
+    for (const ops of [
+      [{ op: 'replace', path: '/spec/steps/0/tool/name', value: 'wget' }],
+      [{ op: 'replace', path: '/spec/policyPack/name', value: 'lenient' }],
+    ]) {
+      await expectRefused(patchRun(ns, 'ok', ops, { type: 'json' }), 'spec is immutable');
+    }
+    await expectRefused(
+      patchRun(ns, 'ok', {
+        spec: { policyPack: { name: 'lenient' }, steps: [{ id: 'retrieve', tool: { name: 'wget' } }] },
+      }),
+      'spec is immutable',
+    );
+    expect((await getRun('ok')).spec).toEqual(spec);
+    // The mirror cannot be rewritten either, even by the runtime role the controller runs as.
+    const changed = { ...done, spec: { ...spec, policyPack: { ...spec.policyPack!, name: 'lenient' } } };
+    await expect(vault.runs.upsert(changed)).rejects.toMatchObject({ code: '23001' });
+    expect((await vault.runs.get(runId))?.spec).toEqual(spec);
+    // GET /v1/runs/{id} and aibom generate: still the run the AIBOM signed.
+    const detail = JSON.parse((await cli(['get', '--run', runId])).stdout) as { spec: unknown };
+    expect(detail.spec).toEqual(spec);
+    const { stdout } = await cli(['aibom', 'generate', '--run', runId], { DATABASE_URL: dbUrl });
+    const { canonicalJson } = await import('../../../src/attest/index.ts');
+    const regenerated = Buffer.from(canonicalJson(JSON.parse(stdout)));
+    expect(`sha256:${createHash('sha256').update(regenerated).digest('hex')}`).toBe(meta.digest);
+  });
+
+  it("the controller signs a checkpoint of the run's records on request; service-ctl verify --chain holds", async () => {
+    const res = await fetch(`${apiUrl}/v1/chain/checkpoint?wait=30`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack().kube.tokens.admin}` },
+    });
+    expect(res.status).toBe(200);
+    const checkpoint = (await res.json()) as { tree_size: number };
+    const { rows } = await db.query<{ n: string }>('SELECT count(*) AS n FROM attestations');
+    expect(checkpoint.tree_size).toBeGreaterThanOrEqual(10);
+    expect(checkpoint.tree_size).toBeLessThanOrEqual(Number(rows[0]!.n));
+    const { writeFile } = await import('node:fs/promises');
+    const key = `${stack().root}/e2e-signer-${ns}.pem`;
+    await writeFile(key, signer.publicKey.export({ type: 'spki', format: 'pem' }));
+    const verified = await cli(['verify', '--chain', '--key', key]);
+    expect(verified.stdout).toContain('chain verified');
   });
 });
 

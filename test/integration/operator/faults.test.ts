@@ -256,7 +256,12 @@ describe('vault (PostgreSQL) unavailable', () => {
     postgres = await startScratchPostgres();
     const url = postgres.url;
     const { namespace, pki, lease, opts } = await testEnv('op-pg', null);
-    const proc = await startControllerProcess({ ...opts(url), name: lease });
+    // As deployed: the owner migrates, the runtime login runs.
+    const proc = await startControllerProcess({
+      ...opts(postgres.runtimeUrl),
+      env: { DATABASE_MIGRATION_URL: postgres.ownerUrl },
+      name: lease,
+    });
     await proc.waitLeading();
     const port = await proc.metricsPort();
     const readyz = async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;

@@ -1,45 +1,40 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { signatureMetadata, type KeySigner } from '../../../src/signing/index.ts';
 import { buildSignedStatement } from '../../../src/transparency/statement.ts';
-import {
-  createVaultPool,
-  migrate,
-  openVault,
-  type NewAttestation,
-  type Vault,
-} from '../../../src/vault/index.ts';
-import { freshDatabase, stack } from '../../helpers/stack.ts';
+import { createVaultPool, openVault, type NewAttestation, type Vault } from '../../../src/vault/index.ts';
+import { freshDatabaseLogins, stack } from '../../helpers/stack.ts';
 import { attestationId, envelope } from '../../unit/transparency/fixtures.ts';
 
 export interface TestDb {
   readonly url: string;
   /** Runtime pool (role vault_writer), as the service runs. */
   readonly pool: pg.Pool;
-  /** Owner pool, for what the runtime role may not do (and to simulate time passing). */
+  /** Superuser pool, for what the runtime role may not do (and to simulate time passing). */
   readonly admin: pg.Pool;
   readonly vault: Vault;
   close(): Promise<void>;
 }
 
-/** A fresh, migrated database on the stack's PostgreSQL. */
+/** A fresh database on the stack's PostgreSQL, migrated by its owner. */
 export async function setupDb(label: string): Promise<TestDb> {
-  const url = await freshDatabase(`scitt_${label}`);
-  await migrate(url);
-  const pool = createVaultPool(url, { max: 12 });
-  const admin = new pg.Pool({ connectionString: url, max: 4 });
+  const db = await freshDatabaseLogins(`scitt_${label}`);
+  const pool = createVaultPool(db.runtime, { max: 12 });
+  const admin = new pg.Pool({ connectionString: db.superuser, max: 4 });
+  admin.on('error', () => undefined);
   const vault = await openVault(pool);
   return {
-    url,
+    url: db.runtime,
     pool,
     admin,
     vault,
     close: async () => {
       await vault.close();
       await admin.end();
-      const c = new pg.Client({ connectionString: stack().env.DATABASE_URL });
+      const c = new pg.Client({ connectionString: stack().database.superuser });
       await c.connect();
       try {
-        await c.query(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)} WITH (FORCE)`);
+        await c.query(`DROP DATABASE IF EXISTS ${db.name} WITH (FORCE)`);
       } finally {
         await c.end();
       }
@@ -49,11 +44,13 @@ export async function setupDb(label: string): Promise<TestDb> {
 
 /** A vault record around a really signed envelope. */
 export function record(signer: KeySigner, namespace = 'team-a'): NewAttestation {
-  const { envelope: env, digest } = envelope(signer);
+  const label = randomUUID();
+  const { envelope: env, digest } = envelope(signer, label);
   return {
     namespace,
     kind: 'run',
-    subjects: [`run:${digest.slice(7, 19)}`],
+    // As signed: the API serves a record only with the subjects its statement signs.
+    subjects: [`run:${label}`],
     predicateType: 'https://vault.service.dev/attestations/test/v1',
     envelope: env,
     digest,

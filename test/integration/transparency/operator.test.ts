@@ -24,6 +24,8 @@ import { kubeClient } from '../../../src/controller/runtime/index.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
+import { runCheckpointer } from '../../../src/checkpoint/checkpointer.ts';
+import { verifyReceipt } from '../../../src/transparency/receipt.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
@@ -288,5 +290,46 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       payload: { id },
     });
     expect(alice.statusCode).toBe(404);
+  });
+
+  it('a vault checkpoint is registered in the remote log too (SERVICE_TRANSPARENCY_WRITER=1)', async () => {
+    // The leader's checkpointer as src/controller/manager.ts runs it, with A's publisher (scrapi → B).
+    const stop = new AbortController();
+    const running = runCheckpointer(
+      {
+        vault: a.vault,
+        signer: a.signer,
+        caCertificates: a.signer.caCertificates,
+        intervalMs: 3_600_000,
+        publisher: a.transparency.publisher,
+        logger: quiet,
+      },
+      stop.signal,
+    );
+    try {
+      const headers = { authorization: `Bearer ${stack().kube.tokens.admin}` };
+      const made = await a.app.inject({ method: 'POST', url: '/v1/chain/checkpoint?wait=30', headers });
+      expect(made.statusCode, made.body).toBe(200);
+      expect(made.json<{ tree_size: number }>().tree_size).toBe(6);
+      const view = await waitFor('checkpoint receipt', async () => {
+        const v = (await a.app.inject({ url: '/v1/chain/checkpoint', headers })).json<{
+          statement: string;
+          transparency: { backend: string; receipt: string } | null;
+        }>();
+        return v.transparency !== null ? v : undefined;
+      });
+      expect(view.transparency!.backend).toBe('scrapi');
+      const receipt = verifyReceipt({
+        receipt: Buffer.from(view.transparency!.receipt, 'base64'),
+        statement: Buffer.from(view.statement, 'base64'),
+        logKey: b.transparency.log.keys,
+      });
+      expect(receipt.ok).toBe(true);
+      // One entry more in B's log: the checkpoint, once.
+      expect((await b.transparency.log.treeHead()).size).toBe(7);
+    } finally {
+      stop.abort();
+      await running;
+    }
   });
 });

@@ -60,12 +60,14 @@ describe('vault append-only enforcement', () => {
     expect(rows[0]!.n).toBe('2');
   });
 
-  it('the chain head only moves forward onto a stored row, even for the runtime role', async () => {
-    expect(await sqlstate(t.pool.query('UPDATE vault_head SET last_seq = 0'))).toBe(SQLSTATE_APPEND_ONLY);
-    expect(await sqlstate(t.pool.query('UPDATE vault_head SET last_seq = 99'))).toBe(SQLSTATE_APPEND_ONLY);
+  it('the chain head only moves forward onto a stored row, even for the owner', async () => {
+    // The runtime role cannot write the head at all (test/integration/vault/roles.test.ts); these are
+    // the guards that hold for every role, checked here as the superuser.
+    expect(await sqlstate(t.admin.query('UPDATE vault_head SET last_seq = 0'))).toBe(SQLSTATE_APPEND_ONLY);
+    expect(await sqlstate(t.admin.query('UPDATE vault_head SET last_seq = 99'))).toBe(SQLSTATE_APPEND_ONLY);
     expect(
       await sqlstate(
-        t.pool.query(
+        t.admin.query(
           `UPDATE vault_head SET last_digest = 'sha256:${'f'.repeat(64)}', last_seq = last_seq + 1`,
         ),
       ),

@@ -11,17 +11,18 @@ import {
   type Vault,
 } from '../../../src/vault/index.ts';
 
-/** Superuser URL of the test cluster: from the harness (`provide`) or the environment. */
-export function databaseUrl(): string {
-  const fromEnv = process.env.DATABASE_URL;
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  // The harness provides `DATABASE_URL` directly or inside its `stack` (test/global-setup.ts).
+/** The stack's logins (test/global-setup.ts): superuser, owner and runtime URLs of its database. */
+function logins(): { superuser: string; owner: string; runtime: string } {
   const get = inject as (key: string) => unknown;
-  const provided =
-    get('DATABASE_URL') ??
-    (get('stack') as { env?: { DATABASE_URL?: string } } | undefined)?.env?.DATABASE_URL;
-  if (typeof provided === 'string' && provided !== '') return provided;
-  throw new Error('DATABASE_URL is not set (integration tests need a PostgreSQL superuser URL)');
+  const provided = (get('stack') as { database?: { superuser: string; owner: string; runtime: string } })
+    ?.database;
+  if (provided === undefined) throw new Error('integration tests need the stack (test/global-setup.ts)');
+  return provided;
+}
+
+/** Superuser URL of the test cluster. */
+export function databaseUrl(): string {
+  return logins().superuser;
 }
 
 export function withDatabase(url: string, database: string): string {
@@ -30,23 +31,35 @@ export function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-/** Creates an empty database for one test file; `drop` removes it (and its connections). */
-export async function freshDatabase(
-  label: string,
-): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
+export interface FreshDatabase {
+  /** The owner login (`vault_owner`, owns the database): migrations. */
+  readonly url: string;
+  readonly name: string;
+  /** The runtime login (`vault_app`): owns nothing, member of vault_writer. */
+  readonly runtime: string;
+  /** The superuser: plays the attacker. */
+  readonly superuser: string;
+  drop(): Promise<void>;
+}
+
+/** Creates an empty database owned by the owner login for one test file; `drop` removes it. */
+export async function freshDatabase(label: string): Promise<FreshDatabase> {
   const name = `vault_${label}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: databaseUrl() });
+  const { superuser, owner, runtime } = logins();
+  const admin = new pg.Client({ connectionString: superuser });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.query(`CREATE DATABASE ${name} OWNER ${new URL(owner).username}`);
   } finally {
     await admin.end();
   }
   return {
-    url: withDatabase(databaseUrl(), name),
+    url: withDatabase(owner, name),
     name,
+    runtime: withDatabase(runtime, name),
+    superuser: withDatabase(superuser, name),
     drop: async () => {
-      const c = new pg.Client({ connectionString: databaseUrl() });
+      const c = new pg.Client({ connectionString: superuser });
       await c.connect();
       try {
         await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
@@ -58,26 +71,30 @@ export async function freshDatabase(
 }
 
 export interface TestVault {
+  /** The runtime login's URL (what the service's DATABASE_URL is). */
   readonly url: string;
-  /** Runtime pool (role vault_writer). */
+  /** The owner login's URL. */
+  readonly ownerUrl: string;
+  /** Runtime pool (login vault_app, role vault_writer). */
   readonly pool: pg.Pool;
-  /** Pool connected as the superuser without changing role: the "owner" view. */
+  /** Pool connected as the superuser without changing role: plays the attacker. */
   readonly admin: pg.Pool;
   readonly vault: Vault;
   close(): Promise<void>;
 }
 
-/** A fresh, migrated database with a runtime pool, an owner pool and a bound Vault. */
+/** A fresh database migrated by its owner, a runtime pool, a superuser pool and a bound Vault. */
 export async function setupVault(label: string): Promise<TestVault> {
   const db = await freshDatabase(label);
   await migrate(db.url);
-  const pool = createVaultPool(db.url, { max: 12 });
-  const admin = new pg.Pool({ connectionString: db.url, max: 4 });
+  const pool = createVaultPool(db.runtime, { max: 12 });
+  const admin = new pg.Pool({ connectionString: db.superuser, max: 4 });
   // drop() terminates leftover sessions (DROP DATABASE ... FORCE): not a test failure.
   admin.on('error', () => undefined);
   const vault = await openVault(pool);
   return {
-    url: db.url,
+    url: db.runtime,
+    ownerUrl: db.url,
     pool,
     admin,
     vault,
@@ -119,9 +136,12 @@ export function attestation(o: FixtureOptions = {}): NewAttestation {
   const runId = o.runId ?? randomUUID();
   const stepId = o.stepId === undefined ? 'train' : o.stepId;
   const kind = o.kind ?? (stepId === null ? 'run' : 'step');
+  const subjects =
+    o.subjects ?? (stepId === null ? [`run:${runId}`] : [`run:${runId}`, `step:${runId}:${stepId}`]);
+  // The statement names the record's subjects (an unlabelled statement binds those: the API checks).
   const statement = {
     _type: 'https://in-toto.io/Statement/v1',
-    subject: [{ name: `step:${runId}:${stepId ?? ''}`, digest: { sha256: randomBytes(32).toString('hex') } }],
+    subject: subjects.map((name) => ({ name, digest: { sha256: randomBytes(32).toString('hex') } })),
     predicateType: 'https://aibom-vault.dev/step/v1',
     predicate: { runId, stepId, nonce: randomUUID(), pad: 'x'.repeat(o.padding ?? 0) },
   };
@@ -135,8 +155,7 @@ export function attestation(o: FixtureOptions = {}): NewAttestation {
     runId,
     stepId,
     kind,
-    subjects:
-      o.subjects ?? (stepId === null ? [`run:${runId}`] : [`run:${runId}`, `step:${runId}:${stepId}`]),
+    subjects,
     artifactDigests: o.artifactDigests ?? [],
     predicateType: 'https://aibom-vault.dev/step/v1',
     policyPack: o.policyPack ?? null,

@@ -85,7 +85,7 @@ describe('vault migrations', () => {
   });
 
   it('runtime sessions run as vault_writer, and the runtime role can check the schema', async () => {
-    const pool = createVaultPool(db.url, { max: 1 });
+    const pool = createVaultPool(db.runtime, { max: 1 });
     try {
       const { rows } = await pool.query<{ current_user: string }>('SELECT current_user');
       expect(rows[0]?.current_user).toBe('vault_writer');
@@ -96,7 +96,7 @@ describe('vault migrations', () => {
     } finally {
       await pool.end();
     }
-    const runtime = createVaultPool(db.url, { max: 1 });
+    const runtime = createVaultPool(db.runtime, { max: 1 });
     try {
       const files = await loadMigrations();
       const latest = files.at(-1)!.version;
@@ -117,8 +117,8 @@ describe('vault migrations', () => {
     } finally {
       await runtime.end();
     }
-    // With nothing pending, migrate only reads schema_migrations: a vault_writer session suffices.
-    const asWriter = await migrate({ connectionString: db.url, options: '-c role=vault_writer' });
+    // With nothing pending, migrate only reads schema_migrations: the runtime login suffices.
+    const asWriter = await migrate(db.runtime);
     expect(asWriter).toEqual({ applied: [], current: (await loadMigrations()).at(-1)!.version });
   });
 

@@ -2,7 +2,8 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyReply } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { makeStatement, signStatement } from '../../../src/attest/index.ts';
+import { makeStatement, signStatement, stepStatement } from '../../../src/attest/index.ts';
+import { sealRecord } from '../../../src/recorder/index.ts';
 import { attestationPage, ndjsonLine, sendBody, toApiEnvelope } from '../../../src/http/envelope.ts';
 import { envelopeSchema, queryPageSchema, transparencyViewSchema } from '../../../src/http/schemas.ts';
 import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from '../../../src/vault/index.ts';
@@ -61,7 +62,7 @@ function stored(kind: AttestationKind, seq: number): StoredAttestation {
     runId,
     stepId: kind === 'step' ? 'summarise' : null,
     kind,
-    subjects: [`run:${runId}`],
+    subjects: [`${kind}:${runId}`],
     artifactDigests: [],
     predicateType: `https://example.test/${kind}/v1`,
     policyPack: 'baseline',
@@ -161,5 +162,97 @@ describe('allow-listing response builders', () => {
     expect(
       validEnvelope({ ...body, transparency: { job_id: 'j', status: 'queued', attempts: 0, x: 1 } }),
     ).toBe(false);
+  });
+});
+
+describe('records that do not match their signed statement are not served', () => {
+  const runId = '0190a6c0-0000-7000-8000-000000000002';
+  /** A record as the recorder stores it: labels signed in the statement (ADR 0007). */
+  const sealed = (): StoredAttestation => {
+    const statement = stepStatement({
+      runId,
+      stepId: 'fetch',
+      kind: 'tool',
+      tool: { name: 'curl', command: ['curl'] },
+      inputs: {},
+      output: null,
+      phase: 'succeeded',
+      startedAt: '2026-01-01T00:00:00Z',
+      finishedAt: '2026-01-01T00:00:01Z',
+      policyPack: { name: 'baseline', version: '1.0.0' },
+    });
+    const r = sealRecord(statement, signer, {
+      namespace: 'team-a',
+      kind: 'step',
+      runId,
+      stepId: 'fetch',
+      policyPack: { name: 'baseline', version: '1.0.0' },
+      capabilityTokenIds: [`capability:${runId}:fetch:0`],
+    });
+    return {
+      ...r,
+      id: '0190a6c0-0000-7000-8000-000000000009',
+      seq: 9,
+      runId: r.runId ?? null,
+      stepId: r.stepId ?? null,
+      artifactDigests: r.artifactDigests ?? [],
+      policyPack: r.policyPack ?? null,
+      policyVersion: r.policyVersion ?? null,
+      capabilityTokenIds: r.capabilityTokenIds ?? [],
+      signature: { algorithm: r.signature.algorithm, key_id: r.signature.key_id, cert_chain_ref: null },
+      c2paManifestRef: null,
+      prevDigest: `sha256:${'ef'.repeat(32)}`,
+      createdAt: new Date('2026-01-01T00:00:00Z'),
+    };
+  };
+  const tamperedCode = (r: StoredAttestation): string | undefined => {
+    try {
+      toApiEnvelope(r);
+      return undefined;
+    } catch (err) {
+      return (err as { code?: string }).code;
+    }
+  };
+
+  it('serves a sealed record as stored', () => {
+    const body = toApiEnvelope(sealed());
+    expect(body.namespace).toBe('team-a');
+    expect(body.subjects).toEqual([`step:${runId}:fetch`]);
+  });
+
+  it('refuses every relabelled column with RECORD_TAMPERED (500)', () => {
+    const other = '0190a6c0-0000-7000-8000-0000000000ff';
+    const relabels: Partial<StoredAttestation>[] = [
+      { namespace: 'team-b' },
+      { runId: other },
+      { stepId: 'train' },
+      { stepId: null },
+      { kind: 'run' },
+      { subjects: [`step:${other}:fetch`] },
+      { subjects: [`step:${runId}:fetch`, `run:${other}`] },
+      { policyPack: 'other' },
+      { policyVersion: '2.0.0' },
+      { capabilityTokenIds: [] },
+      { artifactDigests: [`sha256:${'aa'.repeat(32)}`] },
+      { predicateType: 'https://slsa.dev/provenance/v1' },
+    ];
+    for (const change of relabels) {
+      expect(tamperedCode({ ...sealed(), ...change }), JSON.stringify(change)).toBe('RECORD_TAMPERED');
+    }
+    const r = sealed();
+    // A payload that is not a statement (it could carry another tenant's bytes behind junk).
+    const junk = Buffer.concat([Buffer.from('x'), Buffer.from(r.envelope.payload, 'base64')]).toString(
+      'base64',
+    );
+    expect(tamperedCode({ ...r, envelope: { ...r.envelope, payload: junk } })).toBe('RECORD_TAMPERED');
+    const err = (() => {
+      try {
+        toApiEnvelope({ ...r, namespace: 'team-b' });
+      } catch (e) {
+        return e as { status: number; message: string };
+      }
+    })();
+    expect(err?.status).toBe(500);
+    expect(err?.message).toMatch(/namespace/);
   });
 });

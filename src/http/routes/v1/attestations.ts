@@ -3,7 +3,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { attestationPage, ndjsonLine, sendBody, toApiEnvelope, type ApiEnvelope } from '../../envelope.ts';
+import {
+  attestationPage,
+  checkedStatement,
+  ndjsonLine,
+  sendBody,
+  toApiEnvelope,
+  type ApiEnvelope,
+} from '../../envelope.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
 import { transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
@@ -109,7 +116,7 @@ function withJob(record: StoredAttestation, job: TransparencyJob | null | undefi
 /** A record with its transparency job (if any), as GET /v1/attestations/{id} serves it. */
 interface LoadedRecord {
   readonly record: StoredAttestation;
-  readonly envelope: ApiEnvelope;
+  readonly job: TransparencyJob | undefined;
 }
 
 const UUID_V7 = new RegExp(UUID_V7_PATTERN);
@@ -123,9 +130,9 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       deps.vault.attestations.getMany(ids),
       deps.vault.transparencyJobs.getByAttestation(ids.filter((id) => UUID_V7.test(id))),
     ]);
-    return new Map(
-      [...found].map(([id, record]) => [id, { record, envelope: withJob(record, jobs.get(id)) }]),
-    );
+    // The body is built per request, after authorisation: a record that fails its label check
+    // (RECORD_TAMPERED) fails only the requests allowed to see it, not the whole batch.
+    return new Map([...found].map(([id, record]) => [id, { record, job: jobs.get(id) }]));
   });
 
   app.get<{ Params: { id: string } }>(
@@ -149,7 +156,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       const { record } = loaded;
       const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' }))
-        return sendBody(reply, loaded.envelope);
+        return sendBody(reply, withJob(record, loaded.job));
       // Existence is only confirmed to callers who can see the namespace at all.
       if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
         throw new ProblemError(
@@ -268,6 +275,8 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         }
         throw notFound;
       }
+      // Authorised by the stored namespace: the record must be signed with it (RECORD_TAMPERED).
+      checkedStatement(record);
       if (!deps.transparency) {
         throw new ProblemError(503, 'UPSTREAM_UNAVAILABLE', 'no transparency backend is configured', {
           headers: { 'retry-after': '60' },

@@ -1,0 +1,20 @@
+import { BaseError } from '../errors.ts';
+
+/** Stable codes of the vault's checkpoints and chain verification (docs/chain.md). */
+export type CheckpointErrorCode =
+  /** Not a checkpoint statement: not COSE_Sign1, wrong subject or content type, malformed payload. */
+  | 'CHECKPOINT_INVALID'
+  /** The checkpoint's signature does not verify, or its signer is not the one trusted. */
+  | 'CHECKPOINT_SIGNATURE_INVALID'
+  /** The stored subtrees no longer fold to a signed root: the tree was changed in the database. */
+  | 'TREE_DIVERGED'
+  /** The records skip a position: one was removed (or renumbered away). */
+  | 'CHAIN_GAP'
+  /** The records as served do not fold to the root a checkpoint signs: removed, reordered or relabelled. */
+  | 'ROOT_MISMATCH'
+  /** A later checkpoint is not an extension of an earlier one (RFC 9162 consistency proof fails). */
+  | 'INCONSISTENT'
+  /** A record does not hash to the leaf the vault serves for its position. */
+  | 'LEAF_MISMATCH';
+
+export class CheckpointError extends BaseError<CheckpointErrorCode> {}
