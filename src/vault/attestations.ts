@@ -6,8 +6,10 @@ import {
   getAttestation,
   getAttestations,
   queryAttestations,
+  selectionSize,
   streamAttestations,
   type AttestationFilter,
+  type StreamOptions,
   type Page,
   type PageRequest,
 } from './query.ts';
@@ -43,10 +45,9 @@ export interface AttestationRepository {
   /** Many records by id in one query, keyed by (lower-case) id; unknown ids are absent. */
   getMany(ids: readonly string[]): Promise<Map<string, StoredAttestation>>;
   query(filter: AttestationFilter, page?: PageRequest): Promise<Page>;
-  stream(
-    filter: AttestationFilter,
-    options?: { batchSize?: number },
-  ): AsyncGenerator<StoredAttestation, void, undefined>;
+  stream(filter: AttestationFilter, options?: StreamOptions): AsyncGenerator<StoredAttestation, void, undefined>;
+  /** How many records match (counting up to `max + 1`) and the head to stream them with (`until`). */
+  selectionSize(filter: AttestationFilter, max: number): Promise<{ count: number; until: string | null }>;
   /** The records of one run, in insert order, without their envelopes. */
   ofRun(namespace: string, runId: string): Promise<AttestationSummary[]>;
   /**
@@ -90,6 +91,7 @@ export function attestationRepository(pool: pg.Pool, cursors: CursorCodec): Atte
     getMany: (ids) => getAttestations(pool, ids),
     query: (filter, page) => queryAttestations(pool, cursors, filter, page),
     stream: (filter, options) => streamAttestations(pool, filter, options),
+    selectionSize: (filter, max) => selectionSize(pool, filter, max),
 
     async ofRun(namespace, runId) {
       const { rows } = await pool.query<{

@@ -8,6 +8,7 @@ import { createListener, type VaultListener } from './listener.ts';
 import { createVaultPool, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
+import { signerCertificateRepository, type SignerCertificateRepository } from './signer-certs.ts';
 import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
 
 /**
@@ -22,7 +23,12 @@ export {
   type AttestationSummary,
 } from './attestations.ts';
 export { type ArtifactRecord, type ArtifactRepository, type NewArtifact } from './artifacts.ts';
-export { type AuditEntry, type AuditRecord, type AuditRepository } from './audit.ts';
+export {
+  type AuditEntry,
+  type AuditListRequest,
+  type AuditRecord,
+  type AuditRepository,
+} from './audit.ts';
 export { type ChainBreak, type ChainReport, type VerifyChainOptions } from './chain.ts';
 export { type ClaimedAppendOptions, type ClaimRepository } from './claims.ts';
 export { CursorCodec, loadCursorKey } from './cursor.ts';
@@ -49,8 +55,14 @@ export {
   type AttestationFilter,
   type Page,
   type PageRequest,
+  type StreamOptions,
 } from './query.ts';
 export { mirroredStatus, type RunRecord, type RunRepository } from './runs.ts';
+export {
+  type NewSignerCertificate,
+  type SignerCertificate,
+  type SignerCertificateRepository,
+} from './signer-certs.ts';
 export {
   type EntryCopy,
   type LogHead,
@@ -89,6 +101,8 @@ export interface Vault {
   /** Rows of the service's own SCITT log (the log itself is src/transparency/local-log.ts). */
   readonly scittLog: ScittLogStorage;
   readonly audit: AuditRepository;
+  /** Every certificate chain or key that signed something, recorded on first use (key distribution). */
+  readonly signers: SignerCertificateRepository;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
@@ -119,6 +133,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     transparencyJobs: transparencyJobRepository(pool),
     scittLog: scittLogStorage(pool),
     audit: auditRepository(pool),
+    signers: signerCertificateRepository(pool),
     get listener() {
       return listenerOf();
     },
