@@ -31,7 +31,9 @@ export function verifyAibomArtifact(
 ): { lines: string[]; problems: AibomProblem[] } {
   const problems: AibomProblem[] = [];
   const lines: string[] = [];
-  const meta = (typeof parts.metadata === 'object' && parts.metadata !== null ? parts.metadata : {}) as AibomMeta;
+  const meta = (
+    typeof parts.metadata === 'object' && parts.metadata !== null ? parts.metadata : {}
+  ) as AibomMeta;
   let bom: Partial<Aibom> = {};
   try {
     bom = JSON.parse(parts.bytes.toString('utf8')) as Aibom;
@@ -53,7 +55,8 @@ export function verifyAibomArtifact(
     problems.push({ part: 'manifest', code: 'MALFORMED_MANIFEST', message: (err as Error).message });
   }
   if (c2pa !== undefined && !c2pa.ok) {
-    for (const p of c2pa.problems) problems.push({ part: 'manifest', code: `C2PA_${p.code}`, message: p.message });
+    for (const p of c2pa.problems)
+      problems.push({ part: 'manifest', code: `C2PA_${p.code}`, message: p.message });
   } else if (c2pa !== undefined) {
     lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted)`);
   }

@@ -1,9 +1,11 @@
+import { X509Certificate } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { parsePolicyPackRef } from '../policy/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, type Command } from './command.ts';
@@ -21,7 +23,7 @@ async function saveBody(res: Response, output: string): Promise<number> {
   const tmp = join(dirname(output), `.${process.pid}.${Date.now()}.part`);
   let bytes = 0;
   try {
-    const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>);
+    const body = Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
     body.on('data', (c: Buffer) => (bytes += c.length));
     await pipeline(body, createWriteStream(tmp));
     await rename(tmp, output);
@@ -58,7 +60,8 @@ export const attestationExportCommand: Command = {
     });
     if (values.output === undefined) throw new CliError('--output <bundle.tar> is required', 2);
     for (const id of values.id ?? []) if (!UUID.test(id)) throw new CliError(`--id: ${id} is not a UUID`, 2);
-    if (values.run !== undefined && !UUID.test(values.run)) throw new CliError(`--run: ${values.run} is not a run UUID`, 2);
+    if (values.run !== undefined && !UUID.test(values.run))
+      throw new CliError(`--run: ${values.run} is not a run UUID`, 2);
     let pack;
     try {
       pack = values['policy-pack'] !== undefined ? parsePolicyPackRef(values['policy-pack']) : undefined;
@@ -72,7 +75,12 @@ export const attestationExportCommand: Command = {
       ...(values.subject !== undefined ? { subject: values.subject } : {}),
       ...(values['artifact-digest'] !== undefined ? { artifact_digest: values['artifact-digest'] } : {}),
       ...(pack !== undefined
-        ? { policy_pack: { name: pack.name, ...(pack.version !== undefined ? { version: pack.version } : {}) } }
+        ? {
+            policy_pack: {
+              name: pack.name,
+              ...(pack.version !== undefined ? { version: pack.version } : {}),
+            },
+          }
         : {}),
       ...(values['capability-token'] !== undefined ? { capability_token: values['capability-token'] } : {}),
       ...(values.kind !== undefined ? { kind: values.kind } : {}),
@@ -82,14 +90,21 @@ export const attestationExportCommand: Command = {
       ...(values.gzip ? { gzip: true } : {}),
       ...(values.scitt ? { scitt: true } : {}),
     };
-    const res = await clientFrom(values).request('POST', '/v1/attestations/export', body, 'application/x-tar, application/gzip');
+    const res = await clientFrom(values).request(
+      'POST',
+      '/v1/attestations/export',
+      body,
+      'application/x-tar, application/gzip',
+    );
     const bytes = await saveBody(res, values.output);
     const withheld = Number(res.headers.get('x-export-withheld-namespaces') ?? '0');
     process.stdout.write(
       `wrote ${values.output}: ${res.headers.get('x-export-attestations') ?? '?'} attestations, ${bytes} bytes\n`,
     );
     if (withheld > 0) {
-      process.stderr.write(`service-ctl: ${withheld} namespace(s) you asked for were withheld (no read or export right)\n`);
+      process.stderr.write(
+        `service-ctl: ${withheld} namespace(s) you asked for were withheld (no read or export right)\n`,
+      );
     }
     return 0;
   },
@@ -109,9 +124,12 @@ export const auditExportCommand: Command = {
         ...apiOptions,
       },
     });
-    if (values.run === undefined || !UUID.test(values.run)) throw new CliError('--run <RUN_ID> is required', 2);
-    if (values.artifact !== 'aibom') throw new CliError(`--artifact: only aibom is exported, not ${values.artifact}`, 2);
-    const output = values.output ?? `evidence-${values.run}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
+    if (values.run === undefined || !UUID.test(values.run))
+      throw new CliError('--run <RUN_ID> is required', 2);
+    if (values.artifact !== 'aibom')
+      throw new CliError(`--artifact: only aibom is exported, not ${values.artifact}`, 2);
+    const output =
+      values.output ?? `evidence-${values.run}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
     // The same GET the UI's "Export with receipts" button issues: the bytes are the route's.
     const path = `/v1/runs/${values.run.toLowerCase()}/artifacts/${values.artifact}/evidence${values.gzip ? '?gzip=true' : ''}`;
     const bytes = await saveBody(await clientFrom(values).request('GET', path, undefined, '*/*'), output);
@@ -142,7 +160,10 @@ export const auditLogCommand: Command = {
         const v = values[k];
         if (v !== undefined) q.set(k, v);
       }
-      const page: { items: unknown[]; next_after: number | null } = await client.json<{ items: unknown[]; next_after: number | null }>('GET', `/v1/audit?${q}`);
+      const page: { items: unknown[]; next_after: number | null } = await client.json<{
+        items: unknown[];
+        next_after: number | null;
+      }>('GET', `/v1/audit?${q.toString()}`);
       for (const item of page.items) process.stdout.write(`${JSON.stringify(item)}\n`);
       after = page.next_after;
     }
@@ -152,18 +173,26 @@ export const auditLogCommand: Command = {
 
 interface TrustBundle {
   trust_anchors_pem: string;
-  signers: { cert_chain_ref: string; chain_pem: string }[];
+  signers: { cert_chain_ref: string; key_id: string; chain_pem: string }[];
   log_keys: { cose_key_set: string };
 }
 
-/** Fetches the trust bundle into `dir`: ca.pem, log-keys.cbor, certs/<hex>.pem, trust-bundle.json. */
+/**
+ * Fetches the trust bundle into `dir`: ca.pem, log-keys.cbor, certs/<cert_chain_ref hex>.pem (the
+ * chains), keys/<key_id hex>.pem (their public keys, for `cosign --key`), trust-bundle.json.
+ */
 export async function fetchTrust(client: ApiClient, dir: string): Promise<TrustBundle> {
   const bundle = await client.json<TrustBundle>('GET', '/v1/keys');
   await mkdir(join(dir, 'certs'), { recursive: true });
+  await mkdir(join(dir, 'keys'), { recursive: true });
   await writeFile(join(dir, 'ca.pem'), bundle.trust_anchors_pem);
   await writeFile(join(dir, 'log-keys.cbor'), Buffer.from(bundle.log_keys.cose_key_set, 'base64'));
   for (const s of bundle.signers) {
     await writeFile(join(dir, 'certs', `${s.cert_chain_ref.replace(/^sha256:/, '')}.pem`), s.chain_pem);
+    const key = s.chain_pem.includes('CERTIFICATE')
+      ? new X509Certificate(s.chain_pem).publicKey.export({ type: 'spki', format: 'pem' })
+      : s.chain_pem;
+    await writeFile(join(dir, 'keys', `${s.key_id.replace(/^sha256:/, '')}.pem`), key);
   }
   await writeFile(join(dir, 'trust-bundle.json'), `${JSON.stringify(bundle, null, 2)}\n`);
   return bundle;
@@ -187,12 +216,21 @@ export const keysGetCommand: Command = {
   path: ['keys', 'get'],
   summary: 'print the certificate chain (PEM) of a cert_chain_ref or key id',
   async run(args) {
-    const { values, positionals } = parseArgs({ args: [...args], allowPositionals: true, options: { ...apiOptions } });
+    const { values, positionals } = parseArgs({
+      args: [...args],
+      allowPositionals: true,
+      options: { ...apiOptions },
+    });
     const ref = positionals[0];
     if (ref === undefined || !/^sha256:[0-9a-f]{64}$/.test(ref)) {
       throw new CliError('usage: service-ctl keys get sha256:<hex> (a cert_chain_ref or key_id)', 2);
     }
-    const res = await clientFrom(values).request('GET', `/v1/keys/${ref}`, undefined, 'application/x-pem-file');
+    const res = await clientFrom(values).request(
+      'GET',
+      `/v1/keys/${ref}`,
+      undefined,
+      'application/x-pem-file',
+    );
     process.stdout.write(await res.text());
     return 0;
   },

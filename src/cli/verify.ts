@@ -102,11 +102,19 @@ async function bundleKind(path: string): Promise<'tar' | 'gzip' | null> {
 async function verifyBundleFile(
   path: string,
   kind: 'tar' | 'gzip',
-  values: { 'trust-anchor'?: string | undefined; 'log-keys'?: string | undefined; key?: string[] | undefined; json?: boolean | undefined },
+  values: {
+    'trust-anchor'?: string | undefined;
+    'log-keys'?: string | undefined;
+    key?: string[] | undefined;
+    json?: boolean | undefined;
+  },
 ): Promise<boolean> {
   const anchorPath = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
   if (anchorPath === undefined) {
-    throw new CliError('verifying a bundle needs --trust-anchor <ca.pem> (service-ctl keys fetch saves it)', 2);
+    throw new CliError(
+      'verifying a bundle needs --trust-anchor <ca.pem> (service-ctl keys fetch saves it)',
+      2,
+    );
   }
   const anchors = certsFromPem(await readPem(anchorPath, 'trust anchor'), anchorPath);
   const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : [];

@@ -198,8 +198,10 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
       }
       out.add(Paths.envelope(item.id), jsonEntry(item.view));
       if (s !== null) {
-        const material = s.certificate !== undefined ? { certificate: s.certificate } : { keyId: s.keyId };
-        out.add(Paths.sigstore(item.id), jsonEntry(sigstoreBundle(item.envelope, material)));
+        // A public-key hint (the key id), not the certificate: cosign verifies a certificate bundle
+        // only with a Fulcio-style identity (a SAN and an OIDC issuer), which service signers do not
+        // have; with the hint, `--key` takes the key the key-distribution endpoint serves (ADR 0007).
+        out.add(Paths.sigstore(item.id), jsonEntry(sigstoreBundle(item.envelope, { keyId: s.keyId })));
       }
       if (item.scitt !== undefined) {
         out.add(Paths.statement(item.id), item.scitt.statement);
@@ -311,7 +313,11 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
     time: last.createdAt,
   });
   const total =
-    out.total + 512 + manifest.store.length + tarPadding(manifest.store.length).length + END_OF_ARCHIVE.length;
+    out.total +
+    512 +
+    manifest.store.length +
+    tarPadding(manifest.store.length).length +
+    END_OF_ARCHIVE.length;
   await input.beforeEnd?.({
     attestations: count,
     indexDigest: `sha256:${indexDigest.toString('hex')}`,

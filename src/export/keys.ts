@@ -40,7 +40,7 @@ export function rememberSigner(
   scope: { namespace: string; role: 'signer' | 'log' },
 ): Promise<void> {
   let scopes = remembered.get(signer);
-  if (scopes === undefined) remembered.set(signer, (scopes = new Map()));
+  if (scopes === undefined) remembered.set(signer, (scopes = new Map<string, Promise<void>>()));
   const key = `${scope.namespace}\n${scope.role}`;
   let done = scopes.get(key);
   if (done === undefined) {

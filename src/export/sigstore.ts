@@ -29,8 +29,7 @@ export interface SigstoreBundle {
   dsseEnvelope: { payload: string; payloadType: string; signatures: { sig: string }[] };
 }
 
-export type SignerMaterial =
-  { readonly certificate: X509Certificate } | { readonly keyId: string };
+export type SignerMaterial = { readonly certificate: X509Certificate } | { readonly keyId: string };
 
 export function sigstoreBundle(envelope: DsseEnvelope, signer: SignerMaterial): SigstoreBundle {
   return {

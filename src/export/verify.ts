@@ -58,7 +58,8 @@ export interface VerifyBundleResult {
 }
 
 const ARCHIVE = '(archive)';
-const ENVELOPE = /^attestations\/([0-9a-f-]{36})\/(envelope\.json|sigstore\.json|statement\.cose|receipt\.cose)$/;
+const ENVELOPE =
+  /^attestations\/([0-9a-f-]{36})\/(envelope\.json|sigstore\.json|statement\.cose|receipt\.cose)$/;
 const RUN = /^runs\/([0-9a-f-]{36})\/(aibom\.json|aibom\.c2pa|aibom\.meta\.json)$/;
 const CERT = /^certs\/([0-9a-f]{64})\.pem$/;
 const KEY = /^keys\/([0-9a-f]{64})\.pem$/;
@@ -103,7 +104,7 @@ export async function verifyBundle(
   let segmentEntries: IndexEntry[] = [];
   const segments: (IndexEntry & { attestations: number })[] = [];
   let segmentRecords = 0;
-  let tail: IndexEntry[] = [];
+  const tail: IndexEntry[] = [];
   let entriesSeen = 0;
 
   /** Chains by cert_chain_ref hex, usable only when `trusted`. */
@@ -155,20 +156,31 @@ export async function verifyBundle(
     }
     if (r.published !== undefined) {
       for (const f of ['statement.cose', 'receipt.cose'])
-        if (!r.seen.has(f)) fail(`attestations/${r.id}/${f}`, 'MISSING', 'the record is published but this file is missing');
+        if (!r.seen.has(f))
+          fail(`attestations/${r.id}/${f}`, 'MISSING', 'the record is published but this file is missing');
     }
     if (r.record.kind === 'aibom') {
       const a = r.aibom ?? {};
       const run = typeof r.record.run_id === 'string' ? r.record.run_id : '?';
       if (a.bytes === undefined || a.manifest === undefined || a.metadata === undefined) {
-        fail(Paths.aibom(run), 'MISSING', 'the AIBOM record is exported without its blob, manifest and metadata');
+        fail(
+          Paths.aibom(run),
+          'MISSING',
+          'the AIBOM record is exported without its blob, manifest and metadata',
+        );
       } else {
         checkAibom(r, run, a.bytes, a.manifest, a.metadata);
       }
     }
   };
 
-  const checkAibom = (r: OpenRecord, run: string, bytes: Buffer, manifest: Buffer, metaBytes: Buffer): void => {
+  const checkAibom = (
+    r: OpenRecord,
+    run: string,
+    bytes: Buffer,
+    manifest: Buffer,
+    metaBytes: Buffer,
+  ): void => {
     let metadata: unknown;
     try {
       metadata = parseJson(metaBytes);
@@ -177,29 +189,44 @@ export async function verifyBundle(
       return;
     }
     const result = verifyAibomArtifact({ bytes, manifest, metadata }, anchors);
-    const pathOf = { bom: Paths.aibom(run), manifest: Paths.aibomManifest(run), metadata: Paths.aibomMetadata(run) };
+    const pathOf = {
+      bom: Paths.aibom(run),
+      manifest: Paths.aibomManifest(run),
+      metadata: Paths.aibomMetadata(run),
+    };
     for (const p of result.problems) fail(pathOf[p.part], p.code, p.message);
     // The AIBOM attestation is about exactly these bytes.
     const subject = r.statement?.subject[0]?.digest.sha256;
     if (subject !== undefined && subject !== hash('sha256', bytes)) {
-      fail(Paths.aibom(run), 'DIGEST_MISMATCH', `not the AIBOM attestation ${r.id}'s subject (sha256:${subject})`);
+      fail(
+        Paths.aibom(run),
+        'DIGEST_MISMATCH',
+        `not the AIBOM attestation ${r.id}'s subject (sha256:${subject})`,
+      );
     }
     runs++;
   };
 
-  const signerOf = (record: Record<string, unknown>, path: string): { trust?: Trust; material?: SignerMaterial } => {
+  const signerOf = (
+    record: Record<string, unknown>,
+    path: string,
+  ): { trust?: Trust; material?: SignerMaterial } => {
     const sig = isObject(record.signature) ? record.signature : {};
     const ref = typeof sig.cert_chain_ref === 'string' ? sig.cert_chain_ref : undefined;
     const keyId = typeof sig.key_id === 'string' ? sig.key_id : undefined;
     if (ref !== undefined) {
       const c = chains.get(hexOf(ref));
       if (c === undefined) {
-        fail(path, 'UNTRUSTED_KEY', `the bundle does not carry the certificate chain ${ref} before this record`);
+        fail(
+          path,
+          'UNTRUSTED_KEY',
+          `the bundle does not carry the certificate chain ${ref} before this record`,
+        );
         return {};
       }
       return {
         trust: { certificateChain: c.chain, trustAnchors: anchors, at },
-        material: { certificate: c.chain[0]! },
+        material: { keyId: keyIdOf(c.chain[0]!.publicKey) },
       };
     }
     if (keyId !== undefined) {
@@ -296,7 +323,8 @@ export async function verifyBundle(
         fail(path, 'MALFORMED', 'not JSON');
         return;
       }
-      for (const m of sigstoreBundleProblems(bundle, r.envelope, r.material)) fail(path, 'SIGSTORE_BUNDLE_MISMATCH', m);
+      for (const m of sigstoreBundleProblems(bundle, r.envelope, r.material))
+        fail(path, 'SIGSTORE_BUNDLE_MISMATCH', m);
       return;
     }
     if (r.published === undefined) {
@@ -310,7 +338,8 @@ export async function verifyBundle(
       }
       try {
         const s = verifySignedStatement(content, { trustAnchors: anchors, at });
-        if (s.subject !== id) fail(path, 'STATEMENT_MISMATCH', `the statement is about ${s.subject}, not ${id}`);
+        if (s.subject !== id)
+          fail(path, 'STATEMENT_MISMATCH', `the statement is about ${s.subject}, not ${id}`);
         if (`sha256:${s.payload.toString('hex')}` !== r.record.digest) {
           fail(path, 'STATEMENT_MISMATCH', "the statement's payload is not the envelope digest");
         }
@@ -344,7 +373,12 @@ export async function verifyBundle(
     else r.aibom.metadata = content;
   };
 
-  const onChain = (hex: string, path: string, content: Buffer, role: 'signer' | 'log'): X509Certificate[] | undefined => {
+  const onChain = (
+    hex: string,
+    path: string,
+    content: Buffer,
+    role: 'signer' | 'log',
+  ): X509Certificate[] | undefined => {
     let chain: X509Certificate[];
     try {
       chain = parseCertificates(content.toString('utf8'), path);
@@ -375,12 +409,17 @@ export async function verifyBundle(
       fail(path, 'MALFORMED', 'not a segment index');
       return;
     }
-    if (listed.segment !== n || n !== segments.length + 1) fail(path, 'MALFORMED', `out of order (segment ${listed.segment})`);
+    if (listed.segment !== n || n !== segments.length + 1)
+      fail(path, 'MALFORMED', `out of order (segment ${listed.segment})`);
     compareEntries(listed.entries, computed, path);
   };
 
   /** Every entry written must be listed with its digest and size, and nothing else. */
-  const compareEntries = (listed: readonly IndexEntry[], computed: readonly IndexEntry[], where: string): void => {
+  const compareEntries = (
+    listed: readonly IndexEntry[],
+    computed: readonly IndexEntry[],
+    where: string,
+  ): void => {
     const byPath = new Map(listed.map((e) => [e.path, e]));
     for (const e of computed) {
       const l = byPath.get(e.path);
@@ -402,7 +441,8 @@ export async function verifyBundle(
       fail(Paths.index, 'MALFORMED', 'not JSON');
       return;
     }
-    if (index.format !== EXPORT_FORMAT) fail(Paths.index, 'MALFORMED', `format is not ${EXPORT_FORMAT}`);
+    if (index.format !== EXPORT_FORMAT)
+      fail(Paths.index, 'MALFORMED', 'format is not ' + String(EXPORT_FORMAT));
     if (segmentEntries.length > 0) {
       for (const e of segmentEntries) fail(e.path, 'NOT_IN_INDEX', 'after the last segment index');
     }
@@ -415,13 +455,21 @@ export async function verifyBundle(
       else if (l.sha256 !== s.sha256 || l.size !== s.size) {
         fail(s.path, 'DIGEST_MISMATCH', 'content does not match its SHA-256 in index.json');
       } else if (l.attestations !== s.attestations) {
-        fail(s.path, 'RECORD_MISMATCH', `index.json says ${l.attestations} attestations, the segment has ${s.attestations}`);
+        fail(
+          s.path,
+          'RECORD_MISMATCH',
+          `index.json says ${l.attestations} attestations, the segment has ${s.attestations}`,
+        );
       }
     }
     for (const path of byPath.keys()) fail(path, 'MISSING', 'listed in index.json but not in the archive');
     compareEntries(Array.isArray(index.entries) ? index.entries : [], tail, Paths.index);
     if (index.attestations !== attestations) {
-      fail(Paths.index, 'RECORD_MISMATCH', `says ${index.attestations} attestations, the archive holds ${attestations}`);
+      fail(
+        Paths.index,
+        'RECORD_MISMATCH',
+        `says ${index.attestations} attestations, the archive holds ${attestations}`,
+      );
     }
   };
 
@@ -430,7 +478,13 @@ export async function verifyBundle(
     if (prefixDigest === undefined) return;
     let result: ReturnType<typeof verifyManifest>;
     try {
-      result = verifyManifest({ store: content, asset: Buffer.alloc(0), assetSha256: prefixDigest, trustAnchors: anchors, at });
+      result = verifyManifest({
+        store: content,
+        asset: Buffer.alloc(0),
+        assetSha256: prefixDigest,
+        trustAnchors: anchors,
+        at,
+      });
     } catch (err) {
       fail(Paths.manifest, 'MALFORMED_MANIFEST', (err as Error).message);
       return;
@@ -441,8 +495,14 @@ export async function verifyBundle(
       fail(Paths.manifest, `C2PA_${p.code}`, p.message);
     }
     const signedIndex = result.runId;
-    const signatureOk = !result.problems.some((p) => p.code === 'SIGNATURE_INVALID' || p.code === 'UNTRUSTED_SIGNER');
-    if (signatureOk && indexSha !== undefined && signedIndex !== `urn:aibom-vault:export:sha256:${indexSha}`) {
+    const signatureOk = !result.problems.some(
+      (p) => p.code === 'SIGNATURE_INVALID' || p.code === 'UNTRUSTED_SIGNER',
+    );
+    if (
+      signatureOk &&
+      indexSha !== undefined &&
+      signedIndex !== `urn:aibom-vault:export:sha256:${indexSha}`
+    ) {
       fail(Paths.index, 'DIGEST_MISMATCH', 'index.json is not the index the bundle manifest was signed over');
     } else if (mismatch) {
       // Every entry and header was checked on its own; name the bytes that nothing else covers.
@@ -485,63 +545,11 @@ export async function verifyBundle(
         for (const line of lines) checkLine(line);
       },
       onEntry(header, content, padding) {
-        entriesSeen++;
-        const path = header.path;
-        if (afterManifest) fail(path, 'UNEXPECTED_ENTRY', 'after the bundle manifest');
-        if (header.type !== '0') fail(path, 'TAR_HEADER_CHANGED', `entry type ${header.type} is not a regular file`);
-        if (!padding.every((b) => b === 0)) fail(path, 'TAR_PADDING_CHANGED', 'non-zero bytes in the padding after the entry');
-        const digest =
-          path === Paths.intotoJsonl ? jsonlHash.digest('hex') : hash('sha256', content);
-        const entry: IndexEntry = { path, size: header.size, sha256: digest };
-        let m: RegExpExecArray | null;
-        if (path === Paths.intotoJsonl) {
-          if (jsonlCarry !== '') fail(path, 'MALFORMED', 'the last line does not end with a newline');
-          if (jsonlLine !== digests.length) {
-            fail(path, 'RECORD_MISMATCH', `${jsonlLine} lines for ${digests.length} attestations`);
-          }
-          closeRecord();
-          tail.push(entry);
-        } else if (path === Paths.index) {
-          onIndex(content);
-        } else if (path === Paths.manifest) {
-          onManifest(content);
-          afterManifest = true;
-        } else {
-          if ((m = SEGMENT.exec(path)) !== null) {
-            onSegment(Number(m[1]), path, content);
-            segments.push({ ...entry, attestations: segmentRecords });
-            segmentRecords = 0;
-            return;
-          }
-          segmentEntries.push(entry);
-          if (path === Paths.logKeys) {
-            try {
-              bundleLogKeys = decodeKeySet(content);
-            } catch (err) {
-              fail(path, 'MALFORMED', (err as Error).message);
-            }
-          } else if ((m = LOG_CERT.exec(path)) !== null) {
-            const chain = onChain(m[1]!, path, content, 'log');
-            const kid = m[1]!;
-            const key = bundleLogKeys.find((k) => k.kid.toString('hex') === kid);
-            if (chain !== undefined && key !== undefined && !logKeys.some((k) => k.kid.equals(key.kid))) {
-              logKeys = [...logKeys, key];
-            } else if (key === undefined) {
-              fail(path, 'RECORD_MISMATCH', `no key ${kid} in ${Paths.logKeys}`);
-            }
-          } else if ((m = CERT.exec(path)) !== null) {
-            const chain = onChain(m[1]!, path, content, 'signer');
-            if (chain !== undefined) chains.set(m[1]!, { chain, trusted: true });
-          } else if ((m = KEY.exec(path)) !== null) {
-            // A bare key in the bundle is informational: only keys given by the caller are trusted.
-          } else if ((m = ENVELOPE.exec(path)) !== null) {
-            if (m[2] === 'envelope.json') onEnvelope(m[1]!, path, content);
-            else onRecordFile(m[1]!, m[2]!, path, content);
-          } else if ((m = RUN.exec(path)) !== null) {
-            onRunFile(m[1]!, m[2]!, path, content);
-          } else {
-            fail(path, 'UNEXPECTED_ENTRY', 'not part of the export layout');
-          }
+        try {
+          handleEntry(header, content, padding);
+        } catch (err) {
+          // Damaged content can make a parser throw (a certificate that does not decode, ...).
+          fail(header.path, 'MALFORMED', (err as Error).message);
         }
       },
     });
@@ -549,10 +557,72 @@ export async function verifyBundle(
     fail(err instanceof TarHeaderError ? err.path : ARCHIVE, 'MALFORMED_ARCHIVE', (err as Error).message);
     return { ok: false, problems, attestations, receipts, runs, entries: entriesSeen };
   }
+  function handleEntry(header: ParsedHeader, content: Buffer, padding: Buffer): void {
+    entriesSeen++;
+    const path = header.path;
+    if (afterManifest) fail(path, 'UNEXPECTED_ENTRY', 'after the bundle manifest');
+    if (header.type !== '0')
+      fail(path, 'TAR_HEADER_CHANGED', `entry type ${header.type} is not a regular file`);
+    if (!padding.every((b) => b === 0))
+      fail(path, 'TAR_PADDING_CHANGED', 'non-zero bytes in the padding after the entry');
+    const digest = path === Paths.intotoJsonl ? jsonlHash.digest('hex') : hash('sha256', content);
+    const entry: IndexEntry = { path, size: header.size, sha256: digest };
+    let m: RegExpExecArray | null;
+    if (path === Paths.intotoJsonl) {
+      if (jsonlCarry !== '') fail(path, 'MALFORMED', 'the last line does not end with a newline');
+      if (jsonlLine !== digests.length) {
+        fail(path, 'RECORD_MISMATCH', `${jsonlLine} lines for ${digests.length} attestations`);
+      }
+      closeRecord();
+      tail.push(entry);
+    } else if (path === Paths.index) {
+      onIndex(content);
+    } else if (path === Paths.manifest) {
+      onManifest(content);
+      afterManifest = true;
+    } else {
+      if ((m = SEGMENT.exec(path)) !== null) {
+        onSegment(Number(m[1]), path, content);
+        segments.push({ ...entry, attestations: segmentRecords });
+        segmentRecords = 0;
+        return;
+      }
+      segmentEntries.push(entry);
+      if (path === Paths.logKeys) {
+        try {
+          bundleLogKeys = decodeKeySet(content);
+        } catch (err) {
+          fail(path, 'MALFORMED', (err as Error).message);
+        }
+      } else if ((m = LOG_CERT.exec(path)) !== null) {
+        const chain = onChain(m[1]!, path, content, 'log');
+        const kid = m[1]!;
+        const key = bundleLogKeys.find((k) => k.kid.toString('hex') === kid);
+        if (chain !== undefined && key !== undefined && !logKeys.some((k) => k.kid.equals(key.kid))) {
+          logKeys = [...logKeys, key];
+        } else if (key === undefined) {
+          fail(path, 'RECORD_MISMATCH', `no key ${kid} in ${Paths.logKeys}`);
+        }
+      } else if ((m = CERT.exec(path)) !== null) {
+        const chain = onChain(m[1]!, path, content, 'signer');
+        if (chain !== undefined) chains.set(m[1]!, { chain, trusted: true });
+      } else if (KEY.test(path)) {
+        // A bare key in the bundle is informational: only keys given by the caller are trusted.
+      } else if ((m = ENVELOPE.exec(path)) !== null) {
+        if (m[2] === 'envelope.json') onEnvelope(m[1]!, path, content);
+        else onRecordFile(m[1]!, m[2]!, path, content);
+      } else if ((m = RUN.exec(path)) !== null) {
+        onRunFile(m[1]!, m[2]!, path, content);
+      } else {
+        fail(path, 'UNEXPECTED_ENTRY', 'not part of the export layout');
+      }
+    }
+  }
   if (result.trailing !== undefined) fail(ARCHIVE, 'MALFORMED_ARCHIVE', result.trailing);
   if (!manifestSeen) fail(Paths.manifest, 'MISSING', 'the bundle has no manifest of its own');
   if (index === undefined) fail(Paths.index, 'MISSING', 'the bundle has no index');
-  if (jsonlMismatches > 5) fail(Paths.intotoJsonl, 'RECORD_MISMATCH', `${jsonlMismatches - 5} more lines differ`);
+  if (jsonlMismatches > 5)
+    fail(Paths.intotoJsonl, 'RECORD_MISMATCH', `${jsonlMismatches - 5} more lines differ`);
   return {
     ok: problems.length === 0,
     problems,

@@ -25,12 +25,16 @@ export function exportKeys(deps: {
       Promise.resolve(
         (t?.log.keys ?? []).map((key) => ({
           key,
-          ...(chainPem !== undefined && key.kid.toString('hex') === t!.logSigner.keyId.slice(7) ? { chainPem } : {}),
+          ...(chainPem !== undefined && key.kid.toString('hex') === t!.logSigner.keyId.slice(7)
+            ? { chainPem }
+            : {}),
         })),
       ),
     ensureServiceKeys: async () => {
-      if (deps.signer !== undefined) await rememberSigner(deps.vault.signers, deps.signer, { namespace: '', role: 'signer' });
-      if (t !== undefined) await rememberSigner(deps.vault.signers, t.logSigner, { namespace: '', role: 'log' });
+      if (deps.signer !== undefined)
+        await rememberSigner(deps.vault.signers, deps.signer, { namespace: '', role: 'signer' });
+      if (t !== undefined)
+        await rememberSigner(deps.vault.signers, t.logSigner, { namespace: '', role: 'log' });
     },
   };
 }

@@ -34,7 +34,11 @@ function viewOf(record: StoredAttestation, job: TransparencyJob | undefined): ob
   return toApiEnvelope(record, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
 }
 
-export function exportSource(deps: ExportSourceDeps, filter: AttestationFilter, options: ExportSourceOptions) {
+export function exportSource(
+  deps: ExportSourceDeps,
+  filter: AttestationFilter,
+  options: ExportSourceOptions,
+) {
   const size = options.segmentSize ?? SEGMENT_SIZE;
   // Signers are few (the service's keys and one per customer namespace): resolved once each.
   const signers = new Map<string, Promise<ItemSigner | null>>();
@@ -118,7 +122,10 @@ export function exportSource(deps: ExportSourceDeps, filter: AttestationFilter, 
   return {
     async *segments(): AsyncGenerator<ExportSegment> {
       let batch: StoredAttestation[] = [];
-      for await (const r of deps.vault.attestations.stream(filter, { until: options.until, batchSize: size })) {
+      for await (const r of deps.vault.attestations.stream(filter, {
+        until: options.until,
+        batchSize: size,
+      })) {
         batch.push(r);
         if (batch.length === size) {
           yield await segmentOf(batch);
@@ -128,7 +135,10 @@ export function exportSource(deps: ExportSourceDeps, filter: AttestationFilter, 
       if (batch.length > 0) yield await segmentOf(batch);
     },
     async *envelopes(): AsyncGenerator<DsseEnvelope> {
-      for await (const r of deps.vault.attestations.stream(filter, { until: options.until, batchSize: size })) {
+      for await (const r of deps.vault.attestations.stream(filter, {
+        until: options.until,
+        batchSize: size,
+      })) {
         yield r.envelope;
       }
     },

@@ -71,7 +71,9 @@ export function createRecorder(deps: RecorderDeps): Recorder {
   const remember = async (signer: Signer, namespace: string): Promise<void> => {
     if (deps.signers === undefined) return;
     const scope = signer.keyId === deps.runtimeSigner.keyId ? '' : namespace;
-    await because('VaultUnavailable', () => rememberSigner(deps.signers!, signer, { namespace: scope, role: 'signer' }));
+    await because('VaultUnavailable', () =>
+      rememberSigner(deps.signers!, signer, { namespace: scope, role: 'signer' }),
+    );
   };
 
   const store = async (run: Run, batch: Batch, what: string): Promise<Recorded> => {

@@ -45,7 +45,10 @@ export interface AttestationRepository {
   /** Many records by id in one query, keyed by (lower-case) id; unknown ids are absent. */
   getMany(ids: readonly string[]): Promise<Map<string, StoredAttestation>>;
   query(filter: AttestationFilter, page?: PageRequest): Promise<Page>;
-  stream(filter: AttestationFilter, options?: StreamOptions): AsyncGenerator<StoredAttestation, void, undefined>;
+  stream(
+    filter: AttestationFilter,
+    options?: StreamOptions,
+  ): AsyncGenerator<StoredAttestation, void, undefined>;
   /** How many records match (counting up to `max + 1`) and the head to stream them with (`until`). */
   selectionSize(filter: AttestationFilter, max: number): Promise<{ count: number; until: string | null }>;
   /** The records of one run, in insert order, without their envelopes. */

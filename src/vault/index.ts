@@ -23,12 +23,7 @@ export {
   type AttestationSummary,
 } from './attestations.ts';
 export { type ArtifactRecord, type ArtifactRepository, type NewArtifact } from './artifacts.ts';
-export {
-  type AuditEntry,
-  type AuditListRequest,
-  type AuditRecord,
-  type AuditRepository,
-} from './audit.ts';
+export { type AuditEntry, type AuditListRequest, type AuditRecord, type AuditRepository } from './audit.ts';
 export { type ChainBreak, type ChainReport, type VerifyChainOptions } from './chain.ts';
 export { type ClaimedAppendOptions, type ClaimRepository } from './claims.ts';
 export { CursorCodec, loadCursorKey } from './cursor.ts';

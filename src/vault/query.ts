@@ -211,7 +211,7 @@ function validateFilter(f: AttestationFilter): void {
     bad('namespaces must be a list of strings');
   }
   if (f.runId !== undefined && !UUID.test(f.runId)) bad('runId must be a lowercase UUID');
-  if (f.ids !== undefined && (!Array.isArray(f.ids) || !f.ids.every((id) => UUID.test(id)))) {
+  if (f.ids !== undefined && !f.ids.every((id: unknown) => typeof id === 'string' && UUID.test(id))) {
     bad('ids must be lowercase UUIDs');
   }
   if (f.policyVersion !== undefined && f.policyPack === undefined) bad('policyVersion needs policyPack');

@@ -21,8 +21,8 @@ interface AuditQuery {
   action?: string;
   from?: string;
   to?: string;
-  after?: number;
-  limit?: number;
+  after?: string;
+  limit?: string;
 }
 
 export const auditPageSchema = {
@@ -39,10 +39,16 @@ export const auditPageSchema = {
           id: { type: 'integer' },
           at: { type: 'string', format: 'date-time' },
           actor: { type: 'string' },
-          action: { type: 'string', description: 'artifact.download, attestations.export[.bundle|.aborted], artifact.evidence[...]' },
+          action: {
+            type: 'string',
+            description: 'artifact.download, attestations.export[.bundle|.aborted], artifact.evidence[...]',
+          },
           namespace: { type: ['string', 'null'] },
           object: { type: ['string', 'null'] },
-          manifest_digest: { type: ['string', 'null'], description: 'sha256 of the C2PA manifest that left with it' },
+          manifest_digest: {
+            type: ['string', 'null'],
+            description: 'sha256 of the C2PA manifest that left with it',
+          },
           attestation_ids: { type: 'array', items: { type: 'string' } },
           details: { type: 'object', additionalProperties: true },
         },
@@ -52,18 +58,28 @@ export const auditPageSchema = {
   },
 } as const;
 
-async function readableAudit(deps: AuditRouteDeps, req: FastifyRequest, asked: string | undefined): Promise<string[] | null> {
-  const list = (namespace: string) => isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'auditlogs' });
+async function readableAudit(
+  deps: AuditRouteDeps,
+  req: FastifyRequest,
+  asked: string | undefined,
+): Promise<string[] | null> {
+  const list = (namespace: string) =>
+    isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'auditlogs' });
   if (asked !== undefined) {
     if (await list(asked)) return [asked];
-    throw new ProblemError(403, 'FORBIDDEN', `reading the audit log of ${asked} needs list on auditlogs there`);
+    throw new ProblemError(
+      403,
+      'FORBIDDEN',
+      `reading the audit log of ${asked} needs list on auditlogs there`,
+    );
   }
   if (await list('')) return null;
   const candidates = await deps.listNamespaces();
   const ok = (await Promise.all(candidates.map(async (ns) => ((await list(ns)) ? ns : null)))).filter(
     (ns): ns is string => ns !== null,
   );
-  if (ok.length === 0) throw new ProblemError(403, 'FORBIDDEN', 'reading the audit log needs list on auditlogs');
+  if (ok.length === 0)
+    throw new ProblemError(403, 'FORBIDDEN', 'reading the audit log needs list on auditlogs');
   return ok;
 }
 
@@ -72,7 +88,8 @@ export function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
     '/v1/audit',
     {
       schema: {
-        summary: 'The audit log (downloads and exports, with manifest digests and attestation ids), for auditors',
+        summary:
+          'The audit log (downloads and exports, with manifest digests and attestation ids), for auditors',
         querystring: {
           type: 'object',
           additionalProperties: false,
@@ -81,8 +98,13 @@ export function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
             action: { type: 'string', minLength: 1, maxLength: 100 },
             from: { type: 'string', format: 'date-time' },
             to: { type: 'string', format: 'date-time' },
-            after: { type: 'integer', minimum: 0 },
-            limit: { type: 'integer', minimum: 1, maximum: 1000 },
+            // Query strings are not coerced (the app validates strictly): digits, checked below.
+            after: {
+              type: 'string',
+              pattern: '^[0-9]{1,15}$',
+              description: 'next_after of the previous page',
+            },
+            limit: { type: 'string', pattern: '^[0-9]{1,4}$', description: '1–1000, default 100' },
           },
         },
         response: { 200: { $ref: 'AuditPage#' }, ...problemResponses },
@@ -91,11 +113,16 @@ export function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
     async (req) => {
       const q = req.query;
       const namespaces = await readableAudit(deps, req, q.namespace);
-      const limit = q.limit ?? 100;
+      const limit = q.limit !== undefined ? Number(q.limit) : 100;
+      if (limit < 1 || limit > 1000) {
+        throw new ProblemError(400, 'VALIDATION_FAILED', 'limit must be between 1 and 1000', {
+          errors: [{ pointer: '/querystring/limit', message: 'must be between 1 and 1000' }],
+        });
+      }
       const rows = await deps.vault.audit.list({
         namespaces,
         limit,
-        ...(q.after !== undefined ? { after: q.after } : {}),
+        ...(q.after !== undefined ? { after: Number(q.after) } : {}),
         ...(q.action !== undefined ? { action: q.action } : {}),
         ...(q.from !== undefined ? { from: new Date(q.from) } : {}),
         ...(q.to !== undefined ? { to: new Date(q.to) } : {}),

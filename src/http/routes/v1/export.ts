@@ -76,7 +76,8 @@ export const exportBodySchema = {
 
 const tarResponse = {
   200: {
-    description: 'the bundle (application/x-tar, or application/gzip with gzip: true); layout in docs/export.md',
+    description:
+      'the bundle (application/x-tar, or application/gzip with gzip: true); layout in docs/export.md',
     content: { [TAR_MEDIA_TYPE]: { schema: { type: 'string', format: 'binary' } } },
   },
 } as const;
@@ -92,7 +93,12 @@ async function exportableNamespaces(
 ): Promise<{ allowed: string[]; withheld: number }> {
   const { allowed: readable, excluded } = await visibleNamespaces(deps, req, asked);
   const exportIn = (namespace: string) =>
-    isAllowed(deps.authorizer, req, { namespace, verb: 'create', resource: 'attestations', subresource: 'export' });
+    isAllowed(deps.authorizer, req, {
+      namespace,
+      verb: 'create',
+      resource: 'attestations',
+      subresource: 'export',
+    });
   let allowed: string[];
   if (await exportIn('')) {
     allowed = readable;
@@ -103,7 +109,10 @@ async function exportableNamespaces(
       throw new ProblemError(403, 'FORBIDDEN', 'exporting needs create on attestations/export');
     }
   }
-  return { allowed: [...allowed].sort(), withheld: (asked === undefined ? 0 : excluded.length) + readable.length - allowed.length };
+  return {
+    allowed: [...allowed].sort(),
+    withheld: (asked === undefined ? 0 : excluded.length) + readable.length - allowed.length,
+  };
 }
 
 interface StreamPlan {
@@ -132,9 +141,14 @@ async function streamExport(
 ): Promise<FastifyReply> {
   const configured = deps.signer;
   if (configured?.certificateChain === undefined) {
-    throw new ProblemError(503, 'UPSTREAM_UNAVAILABLE', 'no service signer is configured to sign export bundles', {
-      headers: { 'retry-after': '60' },
-    });
+    throw new ProblemError(
+      503,
+      'UPSTREAM_UNAVAILABLE',
+      'no service signer is configured to sign export bundles',
+      {
+        headers: { 'retry-after': '60' },
+      },
+    );
   }
   const { count, until } = await deps.vault.attestations.selectionSize(plan.filter, deps.exportLimit);
   if (count === 0) {
@@ -263,9 +277,16 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
     '/v1/attestations/export',
     {
       schema: {
-        summary: 'Export a bundle (tar) of attestations and everything they reference, for offline verification',
+        summary:
+          'Export a bundle (tar) of attestations and everything they reference, for offline verification',
         body: { $ref: 'ExportRequest#' },
-        response: { ...tarResponse, ...problemResponses, 409: { $ref: 'Problem#' }, 413: { $ref: 'Problem#' }, 422: { $ref: 'Problem#' } },
+        response: {
+          ...tarResponse,
+          ...problemResponses,
+          409: { $ref: 'Problem#' },
+          413: { $ref: 'Problem#' },
+          422: { $ref: 'Problem#' },
+        },
       },
     },
     async (req, reply) => {
@@ -281,12 +302,20 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
             404,
             'NOT_FOUND',
             `${missing.length} attestation id(s) not found among the records you may export: ${missing.slice(0, 20).join(', ')}`,
-            { errors: missing.slice(0, 20).map((id) => ({ pointer: `/body/ids/${body.ids!.findIndex((x) => x.toLowerCase() === id)}`, message: 'not found' })) },
+            {
+              errors: missing.slice(0, 20).map((id) => ({
+                pointer: `/body/ids/${body.ids!.findIndex((x) => x.toLowerCase() === id)}`,
+                message: 'not found',
+              })),
+            },
           );
         }
       }
       const { gzip = false, scitt = false, ids: _ids, ...query } = body;
-      const filter: AttestationFilter = { ...toFilter(query, allowed), ...(ids !== undefined ? { ids } : {}) };
+      const filter: AttestationFilter = {
+        ...toFilter(query, allowed),
+        ...(ids !== undefined ? { ids } : {}),
+      };
       const { namespaces: _asked, ...criteria } = query;
       return streamExport(deps, req, reply, {
         filter,
@@ -307,7 +336,7 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
     },
   );
 
-  app.get<{ Params: { id: string; kind: string }; Querystring: { gzip?: boolean } }>(
+  app.get<{ Params: { id: string; kind: string }; Querystring: { gzip?: 'true' | 'false' } }>(
     '/v1/runs/:id/artifacts/:kind/evidence',
     {
       schema: {
@@ -316,20 +345,30 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
         params: {
           type: 'object',
           required: ['id', 'kind'],
-          properties: { id: { type: 'string', pattern: UUID_PATTERN }, kind: { type: 'string', enum: ['aibom'] } },
+          properties: {
+            id: { type: 'string', pattern: UUID_PATTERN },
+            kind: { type: 'string', enum: ['aibom'] },
+          },
         },
-        querystring: { type: 'object', additionalProperties: false, properties: { gzip: { type: 'boolean' } } },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { gzip: { type: 'boolean' } },
+        },
         response: { ...tarResponse, ...problemResponses, 409: { $ref: 'Problem#' } },
       },
     },
     async (req, reply) => {
       const run = await visibleRun(deps, req, req.params.id);
       const ns = run.namespace;
-      if (!(await isAllowed(deps.authorizer, req, { namespace: ns, verb: 'get', resource: 'attestations' }))) {
+      if (
+        !(await isAllowed(deps.authorizer, req, { namespace: ns, verb: 'get', resource: 'attestations' }))
+      ) {
         throw new ProblemError(403, 'FORBIDDEN', `not allowed to get attestations in namespace ${ns}`);
       }
       const artifact = await deps.vault.artifacts.get(run.id, req.params.kind);
-      const aibomId = (artifact?.metadata as { aibom_attestation_id?: unknown } | undefined)?.aibom_attestation_id;
+      const aibomId = (artifact?.metadata as { aibom_attestation_id?: unknown } | undefined)
+        ?.aibom_attestation_id;
       if (artifact === null || typeof aibomId !== 'string') {
         throw new ProblemError(404, 'NOT_FOUND', `run ${run.id} has no ${req.params.kind} yet`);
       }

@@ -32,7 +32,10 @@ export const keyEntrySchema = {
   properties: {
     cert_chain_ref: { type: 'string', description: 'sha256 of the leaf DER (the key id for a bare key)' },
     key_id: { type: 'string', description: 'sha256 of the SubjectPublicKeyInfo DER' },
-    namespace: { type: 'string', description: "'' for the service's own keys, else the tenant of a customer key" },
+    namespace: {
+      type: 'string',
+      description: "'' for the service's own keys, else the tenant of a customer key",
+    },
     role: { type: 'string', enum: ['signer', 'log'] },
     chain_pem: { type: 'string', description: 'leaf first, then intermediates; or a PUBLIC KEY block' },
     ca_pem: { type: 'string' },
@@ -53,7 +56,10 @@ export const trustBundleSchema = {
       type: 'object',
       required: ['cose_key_set'],
       properties: {
-        cose_key_set: { type: 'string', description: 'base64 COSE Key Set of every log key, current and past' },
+        cose_key_set: {
+          type: 'string',
+          description: 'base64 COSE Key Set of every log key, current and past',
+        },
         entries: { type: 'array', items: { $ref: 'KeyEntry#' } },
       },
     },
@@ -77,7 +83,8 @@ function entryView(e: SignerCertificate) {
 /** '' plus the customer-key namespaces the caller may list attestations in. */
 async function readableKeyNamespaces(deps: KeyRouteDeps, req: FastifyRequest): Promise<string[]> {
   const tenants = await deps.vault.signers.namespaces();
-  const list = (namespace: string) => isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' });
+  const list = (namespace: string) =>
+    isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' });
   if (tenants.length > 0 && (await list(''))) return ['', ...tenants];
   const ok = await Promise.all(tenants.map(async (ns) => ((await list(ns)) ? ns : null)));
   return ['', ...ok.filter((ns): ns is string => ns !== null)];
@@ -103,7 +110,8 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
     '/v1/keys',
     {
       schema: {
-        summary: 'The trust bundle: CA certificates, every signer chain (current and past), the SCITT log keys',
+        summary:
+          'The trust bundle: CA certificates, every signer chain (current and past), the SCITT log keys',
         response: { 200: { $ref: 'TrustBundle#' }, ...problemResponses },
       },
     },
@@ -161,7 +169,11 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
           properties: { ref: { type: 'string', pattern: REF } },
         },
         response: {
-          200: { type: 'object', required: ['items'], properties: { items: { type: 'array', items: { $ref: 'KeyEntry#' } } } },
+          200: {
+            type: 'object',
+            required: ['items'],
+            properties: { items: { type: 'array', items: { $ref: 'KeyEntry#' } } },
+          },
           ...problemResponses,
         },
       },
@@ -169,7 +181,8 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
     async (req, reply) => {
       await deps.ensureServiceKeys();
       const found = await deps.vault.signers.resolve(req.params.ref, await readableKeyNamespaces(deps, req));
-      if (found.length === 0) throw new ProblemError(404, 'NOT_FOUND', `no certificate or key is known as ${req.params.ref}`);
+      if (found.length === 0)
+        throw new ProblemError(404, 'NOT_FOUND', `no certificate or key is known as ${req.params.ref}`);
       if ((req.headers.accept ?? '').includes('application/x-pem-file')) {
         return reply.type('application/x-pem-file').send(found[0]!.chainPem);
       }
