@@ -353,7 +353,7 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
         querystring: {
           type: 'object',
           additionalProperties: false,
-          properties: { gzip: { type: 'boolean' } },
+          properties: { gzip: { type: 'string', enum: ['true', 'false'] } },
         },
         response: { ...tarResponse, ...problemResponses, 409: { $ref: 'Problem#' } },
       },
@@ -380,7 +380,7 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
       return streamExport(deps, req, reply, {
         filter: { namespaces: [ns], ids },
         selection: { run_id: run.id, artifact: req.params.kind, ids, namespaces: [ns] },
-        gzip: req.query.gzip === true,
+        gzip: req.query.gzip === 'true',
         scitt: false,
         action: 'artifact.evidence',
         object: artifact.objectKey,
