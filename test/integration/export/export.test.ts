@@ -7,7 +7,7 @@
  * only get/list verifies its records from the key-distribution endpoint alone.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -429,6 +429,65 @@ describe('bad input and limits', () => {
     // Only the other namespace: nothing to export.
     const none = await exportViaApi({ namespaces: [other] }, 'bob');
     expect([403, 422]).toContain(none.status);
+  });
+
+  it('blocks an export that would include an AIBOM without a valid signed manifest (409, Retry-After)', async () => {
+    const guardNs = uniqueName('export-guard');
+    const runId = randomUUID();
+    const key = `runs/${guardNs}/${runId}/aibom.json`;
+    await stackBlobs().put(key, Buffer.from('{}'), 'application/json');
+    await vault.claims.append(
+      `aibom:${runId}`,
+      [runRecords(signer, guardNs, { runId }).records[0]!].map((r) => ({ ...r, kind: 'aibom' as const })),
+      {
+        artifact: (inserted) => ({
+          runId,
+          kind: 'aibom',
+          namespace: guardNs,
+          objectKey: key,
+          digest: `sha256:${'0'.repeat(64)}`,
+          // No c2pa_manifest: the signer has not produced one.
+          metadata: { key, aibom_attestation_id: inserted[0]!.id },
+        }),
+      },
+    );
+    const res = await exportViaApi({ namespaces: [guardNs] });
+    expect(res.status).toBe(409);
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(((await res.json()) as { code: string }).code).toBe('UNSIGNED_EXPORT_BLOCKED');
+    // Without the AIBOM in the selection, the same namespace exports.
+    expect((await exportViaApi({ namespaces: [guardNs], kind: 'capability' })).status).toBe(422);
+  });
+
+  it('enqueues SCITT postings for selected records that have none, with the job ids in the bundle', async () => {
+    const scittNs = uniqueName('export-scitt');
+    const stored = await vault.attestations.append(runRecords(signer, scittNs).records);
+    const res = await exportViaApi({ namespaces: [scittNs], scitt: true });
+    expect(res.status).toBe(200);
+    const entries = await tarEntries(Buffer.from(await res.arrayBuffer()));
+    const segment = JSON.parse(entries.find((e) => e.path === 'index/000001.json')!.content.toString()) as {
+      scitt_enqueued: { attestation_id: string; job_id: string }[];
+    };
+    expect(segment.scitt_enqueued.map((j) => j.attestation_id).sort()).toEqual(
+      stored.map((r) => r.id).sort(),
+    );
+    const jobs = await vault.transparencyJobs.getByAttestation(stored.map((r) => r.id));
+    for (const j of segment.scitt_enqueued) {
+      expect(jobs.get(j.attestation_id)?.id).toBe(j.job_id);
+      const view = JSON.parse(
+        entries.find((e) => e.path === `attestations/${j.attestation_id}/envelope.json`)!.content.toString(),
+      ) as {
+        transparency: { job_id: string };
+      };
+      expect(view.transparency.job_id).toBe(j.job_id);
+    }
+    // Exported again: nothing new to enqueue.
+    const again = await tarEntries(
+      Buffer.from(await (await exportViaApi({ namespaces: [scittNs], scitt: true })).arrayBuffer()),
+    );
+    expect(JSON.parse(again.find((e) => e.path === 'index/000001.json')!.content.toString())).toMatchObject({
+      scitt_enqueued: [],
+    });
   });
 
   it('leaves nothing half-written when the client goes away mid-stream', async () => {
