@@ -134,13 +134,7 @@ export function exportSource(
       }
       if (batch.length > 0) yield await segmentOf(batch);
     },
-    async *envelopes(): AsyncGenerator<DsseEnvelope> {
-      for await (const r of deps.vault.attestations.stream(filter, {
-        until: options.until,
-        batchSize: size,
-      })) {
-        yield r.envelope;
-      }
-    },
+    envelopes: (): AsyncGenerator<DsseEnvelope> =>
+      deps.vault.attestations.streamEnvelopes(filter, { until: options.until, batchSize: size }),
   };
 }

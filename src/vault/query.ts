@@ -3,7 +3,12 @@ import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
 import { JOBS_JOIN, jobOfJoinedRow, type TransparencyJob } from './transparency-jobs.ts';
-import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
+import {
+  ATTESTATION_KINDS,
+  type AttestationKind,
+  type DsseEnvelope,
+  type StoredAttestation,
+} from './types.ts';
 
 /** All present fields are ANDed. */
 export interface AttestationFilter {
@@ -196,6 +201,29 @@ export async function selectionSize(
   return { count: rows[0]?.n ?? 0, until };
 }
 
+/**
+ * The DSSE envelopes of the records {@link streamAttestations} yields for the same filter and
+ * `until`, in the same order, reading only `id` and `envelope` (an export's `.intoto.jsonl` pass).
+ */
+export async function* streamEnvelopes(
+  pool: pg.Pool,
+  filter: AttestationFilter,
+  options: StreamOptions & { until: string | null },
+): AsyncGenerator<DsseEnvelope, void, undefined> {
+  validateFilter(filter);
+  const batchSize = options.batchSize ?? STREAM_BATCH;
+  if (filter.namespaces.length === 0 || options.until === null) return;
+  let after: string | null = null;
+  for (;;) {
+    const { name, text, values } = buildSelect(filter, after, options.until, batchSize, 'id, envelope');
+    const { rows } = await pool.query<{ id: string; envelope: DsseEnvelope }>({ name, text, values });
+    for (const r of rows) yield r.envelope;
+    const last = rows.at(-1);
+    if (last === undefined || rows.length < batchSize) return;
+    after = last.id;
+  }
+}
+
 function pageLimit(limit: number | undefined): number {
   if (limit === undefined) return DEFAULT_LIMIT;
   if (!Number.isInteger(limit) || limit < 1)
@@ -354,6 +382,6 @@ function buildSelect(
         `FROM attestations WHERE namespace = n.ns${rest} ORDER BY id LIMIT ${lim}) a ORDER BY a.id LIMIT ${lim}`
       : `SELECT ${columns} FROM attestations WHERE ` +
         `${mode === 'one' ? 'namespace = $1::text' : 'namespace = ANY($1::text[])'}${rest} ORDER BY id LIMIT ${lim}`;
-  const suffix = columns === ATTESTATION_COLUMNS ? '' : '_ids';
+  const suffix = columns === ATTESTATION_COLUMNS ? '' : `_${columns.replace(/[^a-z]+/g, '_')}`;
   return { name: `vault_q_${mode}_${shape.toString(16)}${suffix}`, text, values };
 }

@@ -394,6 +394,31 @@ describe('POST /v1/attestations/export with SERVICE_TRANSPARENCY_WRITER=1 and th
   });
 });
 
+describe('OpenAPI', () => {
+  it('describes the export, evidence, key and audit routes with their schemas', async () => {
+    const doc = (await (await fetch(`${url}/v1/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { requestBody?: unknown; responses?: Record<string, unknown> }>>;
+      components: { schemas: Record<string, unknown> };
+    };
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/v1/attestations/export',
+        '/v1/runs/{id}/artifacts/{kind}/evidence',
+        '/v1/keys',
+        '/v1/keys/ca.pem',
+        '/v1/keys/{ref}',
+        '/v1/audit',
+      ]),
+    );
+    expect(Object.keys(doc.components.schemas)).toEqual(
+      expect.arrayContaining(['ExportRequest', 'TrustBundle', 'KeyEntry', 'AuditPage']),
+    );
+    expect(Object.keys(doc.paths['/v1/attestations/export']!.post!.responses!)).toEqual(
+      expect.arrayContaining(['200', '409', '413', '422']),
+    );
+  });
+});
+
 describe('bad input and limits', () => {
   it('answers unknown ids, empty selections, over-limit selections and unreadable namespaces clearly', async () => {
     const unknown = await exportViaApi({ ids: ['0190a5c8-0000-7000-8000-000000000001'] });
