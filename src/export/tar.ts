@@ -11,7 +11,7 @@
  */
 
 export const BLOCK = 512;
-/** End of archive: two zero blocks. */
+/** End of archive: two zero blocks (shared: never write to it). */
 export const END_OF_ARCHIVE = Buffer.alloc(2 * BLOCK);
 
 const MAX_OCTAL_SIZE = 0o77777777777; // 11 octal digits: 8 GiB − 1
@@ -78,10 +78,12 @@ export function tarHeader(path: string, size: number): Buffer {
   return h;
 }
 
-/** Zero bytes that pad `size` bytes of content to a whole block. */
+const ZEROS = Buffer.alloc(BLOCK);
+
+/** Zero bytes that pad `size` bytes of content to a whole block (a view of one shared block: never write to it). */
 export function tarPadding(size: number): Buffer {
   const rest = size % BLOCK;
-  return rest === 0 ? Buffer.alloc(0) : Buffer.alloc(BLOCK - rest);
+  return ZEROS.subarray(0, rest === 0 ? 0 : BLOCK - rest);
 }
 
 /** A whole entry (header, content, padding) in one buffer. */
