@@ -206,3 +206,17 @@ describe('the bundle manifest, read by c2pa-rs', () => {
     expect((await read(bad, 'application/x-tar')).validation_state).toBe('Invalid');
   });
 });
+
+describe('tar headers', () => {
+  it('are what GNU-compatible readers expect, and refuse paths that could escape or are not ASCII', async () => {
+    const { tarHeader, parseTarHeader } = await import('../../../src/export/tar.ts');
+    const long = `${'a'.repeat(90)}/${'b'.repeat(90)}`;
+    expect(parseTarHeader(tarHeader(long, 12345))).toEqual({ path: long, size: 12345, type: '0' });
+    const huge = 9 * 1024 ** 3;
+    expect(parseTarHeader(tarHeader('big', huge))?.size).toBe(huge);
+    for (const bad of ['', '/abs', '../x', 'a/../b', 'a/..', 'sp ace', 'é']) {
+      expect(() => tarHeader(bad, 1), bad).toThrow();
+    }
+    expect(() => tarHeader('a..b/c..', 1)).not.toThrow();
+  });
+});
