@@ -344,6 +344,20 @@ describe('POST /v1/attestations/export with SERVICE_TRANSPARENCY_WRITER=1 and th
     const segments = page.items.filter((i) => i.action === 'attestations.export');
     expect((segments[0]!.attestation_ids as string[]).length).toBeGreaterThanOrEqual(10);
     expect(page.items.some((i) => i.action === 'artifact.evidence.bundle')).toBe(true);
+    // The same rows through service-ctl, as NDJSON.
+    const log = await cli(
+      ['audit', 'log', '--namespace', ns, '--action', 'attestations.export.bundle'],
+      'bob',
+    );
+    expect(log, log.err).toMatchObject({ code: 0 });
+    const rows = log.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { action: string; manifest_digest: string });
+    expect(rows.length).toBe(bundles.length);
+    expect(
+      rows.every((r) => r.action === 'attestations.export.bundle' && r.manifest_digest.startsWith('sha256:')),
+    ).toBe(true);
     // A viewer may read records but not the audit log.
     const viewer = await fetch(`${url}/v1/audit?namespace=${ns}`, {
       headers: { authorization: `Bearer ${token('alice')}` },
@@ -385,10 +399,16 @@ describe('POST /v1/attestations/export with SERVICE_TRANSPARENCY_WRITER=1 and th
     expect(ok.out).toMatch(/\d+ verified, 0 failed/);
     // The records' cert_chain_ref resolves for the tenant, too.
     const first = JSON.parse((await readFile(ndjson, 'utf8')).split('\n')[0]!) as {
-      signature: { cert_chain_ref: string };
+      signature: { cert_chain_ref: string; key_id: string };
     };
     const pem = await cli(['keys', 'get', first.signature.cert_chain_ref], 'alice');
     expect(pem.out).toContain('BEGIN CERTIFICATE');
+    // So does its key id (the `kid` capability tokens will carry), to the same chain.
+    const byKey = await cli(['keys', 'get', first.signature.key_id], 'alice');
+    expect(byKey.out).toBe(pem.out);
+    const unknown = await cli(['keys', 'get', `sha256:${'0'.repeat(64)}`], 'alice');
+    expect(unknown).toMatchObject({ code: 1 });
+    expect(unknown.err).toContain('NOT_FOUND');
     // Exporting needs create on attestations/export, which a viewer does not have.
     expect((await exportViaApi({ namespaces: [ns] }, 'alice')).status).toBe(403);
   });
