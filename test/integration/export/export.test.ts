@@ -154,10 +154,15 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  await controller?.stop();
-  await app?.close();
-  await vault?.close();
-});
+  const step = async (what: string, f: () => Promise<unknown> | undefined) => {
+    const t0 = Date.now();
+    await f();
+    console.log(`afterAll: ${what} took ${Date.now() - t0} ms`);
+  };
+  await step('controller.stop', () => controller?.stop());
+  await step('app.close', () => app?.close());
+  await step('vault.close', () => vault?.close());
+}, 120_000);
 
 describe('POST /v1/attestations/export with SERVICE_TRANSPARENCY_WRITER=1 and the local log', () => {
   let bundle: Buffer;
