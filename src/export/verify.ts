@@ -1,4 +1,5 @@
 import { createHash, hash, type KeyObject, type X509Certificate } from 'node:crypto';
+import { StringDecoder } from 'node:string_decoder';
 import { envelopeDigest, verifyRecord, type Statement, type Trust } from '../attest/index.ts';
 import { verifyAibomArtifact } from '../aibom/verify.ts';
 import { verifyManifest } from '../c2pa/index.ts';
@@ -107,8 +108,8 @@ export async function verifyBundle(
   const tail: IndexEntry[] = [];
   let entriesSeen = 0;
 
-  /** Chains by cert_chain_ref hex, usable only when `trusted`. */
-  const chains = new Map<string, { chain: X509Certificate[]; trusted: boolean; message?: string }>();
+  /** Signer chains by cert_chain_ref hex: only those that validated against the anchors. */
+  const chains = new Map<string, X509Certificate[]>();
   const trustedKeys = new Map((options.publicKeys ?? []).map((k) => [hexOf(keyIdOf(k)), k]));
   let logKeys: LogKey[] = [...(options.logKeys ?? [])];
   let bundleLogKeys: LogKey[] = [];
@@ -125,6 +126,8 @@ export async function verifyBundle(
 
   // The .intoto.jsonl arrives in chunks: lines are checked as they complete.
   let jsonlCarry = '';
+  // Chunks may split a UTF-8 sequence; the decoder carries it over.
+  const jsonlText = new StringDecoder('utf8');
   let jsonlLine = 0;
   let jsonlMismatches = 0;
   const jsonlHash = createHash('sha256');
@@ -215,8 +218,8 @@ export async function verifyBundle(
     const ref = typeof sig.cert_chain_ref === 'string' ? sig.cert_chain_ref : undefined;
     const keyId = typeof sig.key_id === 'string' ? sig.key_id : undefined;
     if (ref !== undefined) {
-      const c = chains.get(hexOf(ref));
-      if (c === undefined) {
+      const chain = chains.get(hexOf(ref));
+      if (chain === undefined) {
         fail(
           path,
           'UNTRUSTED_KEY',
@@ -225,8 +228,8 @@ export async function verifyBundle(
         return {};
       }
       return {
-        trust: { certificateChain: c.chain, trustAnchors: anchors, at },
-        material: { keyId: keyIdOf(c.chain[0]!.publicKey) },
+        trust: { certificateChain: chain, trustAnchors: anchors, at },
+        material: { keyId: keyIdOf(chain[0]!.publicKey) },
       };
     }
     if (keyId !== undefined) {
@@ -539,7 +542,7 @@ export async function verifyBundle(
       stream: (h) => h.path === Paths.intotoJsonl,
       onChunk(_h, chunk) {
         jsonlHash.update(chunk);
-        const text = jsonlCarry + chunk.toString('utf8');
+        const text = jsonlCarry + jsonlText.write(chunk);
         const lines = text.split('\n');
         jsonlCarry = lines.pop() ?? '';
         for (const line of lines) checkLine(line);
@@ -605,7 +608,7 @@ export async function verifyBundle(
         }
       } else if ((m = CERT.exec(path)) !== null) {
         const chain = onChain(m[1]!, path, content, 'signer');
-        if (chain !== undefined) chains.set(m[1]!, { chain, trusted: true });
+        if (chain !== undefined) chains.set(m[1]!, chain);
       } else if (KEY.test(path)) {
         // A bare key in the bundle is informational: only keys given by the caller are trusted.
       } else if ((m = ENVELOPE.exec(path)) !== null) {
