@@ -25,6 +25,8 @@ export interface ApiServerOptions {
   readonly logLevel: string;
   /** The stack's MinIO (the API's blob store; the routes measured here do not touch it). */
   readonly s3: { endpoint: string; accessKey: string; secretKey: string; bucket: string };
+  /** PEM material of the service signer (signs export bundles), as in its kubernetes.io/tls Secret. */
+  readonly signer?: { 'tls.crt': string; 'tls.key': string; 'ca.crt': string };
 }
 
 type FromWorker =
@@ -59,15 +61,24 @@ export async function startApiServer(ctx: BenchContext, options: ApiServerOption
 
 async function workerMain(options: ApiServerOptions): Promise<void> {
   const port = parentPort!;
-  const [{ KubeConfig }, { pino }, { buildApp }, { kubernetesAuthorizer }, vaultModule, { s3BlobStore }] =
-    await Promise.all([
-      import('@kubernetes/client-node'),
-      import('pino'),
-      import('../src/http/app.ts'),
-      import('../src/http/auth/authorizer.ts'),
-      import('../src/vault/index.ts'),
-      import('../src/blob/store.ts'),
-    ]);
+  const [
+    { KubeConfig },
+    { pino },
+    { buildApp },
+    { kubernetesAuthorizer },
+    vaultModule,
+    { s3BlobStore },
+    { signerFromPem },
+  ] = await Promise.all([
+    import('@kubernetes/client-node'),
+    import('pino'),
+    import('../src/http/app.ts'),
+    import('../src/http/auth/authorizer.ts'),
+    import('../src/vault/index.ts'),
+    import('../src/blob/store.ts'),
+    import('../src/signing/index.ts'),
+  ]);
+  const signer = options.signer !== undefined ? signerFromPem(options.signer) : undefined;
   // Same options as src/log's createLogger, but written to /dev/null instead of stdout.
   const logger = pino(
     {
@@ -95,7 +106,8 @@ async function workerMain(options: ApiServerOptions): Promise<void> {
     authorizer: kubernetesAuthorizer(kc, { ttlMs: options.authTtlMs }),
     listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: true,
-    trustAnchors: [],
+    trustAnchors: signer?.caCertificates ?? [],
+    ...(signer !== undefined ? { signer } : {}),
     ready: async () => {
       await pool.query('select 1');
       await blobs.ping();

@@ -20,6 +20,7 @@ import {
   type HttpClientKind,
   type SummaryRow,
 } from './common.ts';
+import { exportBenchmark } from './export.ts';
 import { formatsBenchmark } from './formats.ts';
 import { getBenchmark } from './get.ts';
 import { ingestBenchmark } from './ingest.ts';
@@ -36,6 +37,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   operatorBenchmark,
   transparencyBenchmark,
   formatsBenchmark,
+  exportBenchmark,
 ];
 
 function usage(): string {

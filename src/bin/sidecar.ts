@@ -46,6 +46,8 @@ await runUntilSignal(logger, async () => {
     listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS,
     trustAnchors: signer.caCertificates,
+    signer,
+    exportLimit: config.EXPORT_MAX_ATTESTATIONS,
     ready: async () => {
       await vault.ping();
       await blobs.ping();

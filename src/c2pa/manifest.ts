@@ -22,6 +22,11 @@ import {
 export interface BuildManifestInput {
   /** The exact bytes of the artifact the manifest is bound to (the AIBOM JSON). */
   asset: Buffer;
+  /**
+   * SHA-256 of `asset`, when the caller hashed it already (a streamed export bundle, whose bytes
+   * are never in memory at once: pass an empty `asset` then).
+   */
+  assetSha256?: Buffer;
   /** `dc:format` of the claim, e.g. `application/json`. */
   mimeType: string;
   /** `dc:title`, e.g. `aibom-<run>.json`. */
@@ -35,6 +40,8 @@ export interface BuildManifestInput {
   claimGenerator: string;
   /** `instanceID` of the claim; default `xmp:iid:<random uuid>`. */
   instanceId?: string;
+  /** Label of the manifest (`urn:uuid:<uuid>`); default a random one. */
+  manifestLabel?: string;
   /** Creation time recorded in the `c2pa.created` action; default now. */
   time?: Date;
 }
@@ -87,7 +94,11 @@ export function buildManifest(input: BuildManifestInput): BuiltManifest {
   const time = input.time ?? new Date();
   if (Number.isNaN(time.getTime())) throw invalid('time is not a valid date');
   const instanceId = input.instanceId ?? `xmp:iid:${randomUUID()}`;
-  const manifestLabel = `urn:uuid:${randomUUID()}`;
+  const manifestLabel = input.manifestLabel ?? `urn:uuid:${randomUUID()}`;
+  if (!/^urn:uuid:[0-9a-f-]{36}$/.test(manifestLabel)) throw invalid('manifestLabel must be urn:uuid:<uuid>');
+  if (input.assetSha256 !== undefined && input.assetSha256.length !== 32) {
+    throw invalid('assetSha256 must be 32 bytes');
+  }
 
   const assertions = [
     // `pad` is mandatory in the 1.4 CDDL (c2pa-rs fails to decode a data hash without it); it only
@@ -95,7 +106,7 @@ export function buildManifest(input: BuildManifestInput): BuiltManifest {
     assertionBox(DATA_HASH_LABEL, {
       name: DATA_HASH_NAME,
       alg: HASH_ALG,
-      hash: hash('sha256', asset, 'buffer'),
+      hash: input.assetSha256 ?? hash('sha256', asset, 'buffer'),
       pad: Buffer.alloc(0),
     }),
     assertionBox(ACTIONS_LABEL, {

@@ -19,6 +19,11 @@ export interface VerifyManifestInput {
   store: Buffer;
   /** The artifact bytes the manifest claims to describe. */
   asset: Buffer;
+  /**
+   * SHA-256 of the asset, when the caller hashed a stream (then `asset` is ignored); only manifests
+   * whose data hash uses sha256 can be checked this way.
+   */
+  assetSha256?: Buffer;
   /** PEM bundle (or parsed certificates) of the CAs a signer must chain to. */
   trustAnchors: string | readonly X509Certificate[];
   /** Time the certificate chain is checked at; default now (the manifest carries no timestamp). */
@@ -276,7 +281,11 @@ function check(input: VerifyManifestInput, anchors: X509Certificate[], result: V
         'data hash excludes byte ranges of the asset (embedded manifest?)',
       );
     }
-    if (!hash(alg, input.asset, 'buffer').equals(dataHash.hash)) {
+    if (input.assetSha256 !== undefined && alg !== 'sha256') {
+      throw new C2paError('UNSUPPORTED_MANIFEST', `data hash uses ${alg}; only sha256 can be checked here`);
+    }
+    const actual = input.assetSha256 ?? hash(alg, input.asset, 'buffer');
+    if (!actual.equals(dataHash.hash)) {
       problems.push({
         code: 'DATA_HASH_MISMATCH',
         message: 'asset bytes do not match the manifest data hash',

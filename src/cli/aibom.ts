@@ -1,4 +1,4 @@
-import { createHash, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -11,10 +11,9 @@ import {
   type Aibom,
   type AibomRun,
 } from '../aibom/index.ts';
-import { verifyManifest } from '../c2pa/index.ts';
+import { verifyAibomArtifact } from '../aibom/verify.ts';
 import { loadConfig } from '../config/index.ts';
 import { computeAibom } from '../recorder/index.ts';
-import { verifyWith } from '../signing/index.ts';
 import { isTerminal } from '../api/run.ts';
 import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import { connectVault } from '../vault/index.ts';
@@ -132,16 +131,9 @@ export const aibomFetchCommand: Command = {
   },
 };
 
-interface AibomMeta {
-  digest?: string;
-  attestation_ids?: string[];
-  signature?: { algorithm?: string; key_id?: string; signature?: string };
-}
-
 /**
- * Offline check of a fetched AIBOM directory: digest, the runtime trust signer's signature, the C2PA
- * manifest (bound to the bytes, chained to the trust anchor) and that all three agree on the
- * attestation ids. Returns the problems (empty = verified).
+ * Offline check of a fetched AIBOM directory (aibom.json, aibom.c2pa, aibom.meta.json): see
+ * verifyAibomArtifact. Returns the problems (empty = verified).
  */
 export async function verifyAibomDir(
   dir: string,
@@ -159,49 +151,15 @@ export async function verifyAibomDir(
     await read('aibom.c2pa'),
     await read('aibom.meta.json'),
   ];
-  const meta = JSON.parse(metaText.toString('utf8')) as AibomMeta;
-  const bom = JSON.parse(bytes.toString('utf8')) as Aibom;
-  const problems: string[] = [];
-  const lines: string[] = [];
-  const digest = `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
-  if (digest !== meta.digest)
-    problems.push(`DIGEST_MISMATCH: aibom.json is ${digest}, metadata says ${meta.digest}`);
-  else lines.push(`digest     ${digest}`);
+  let metadata: unknown;
+  try {
+    metadata = JSON.parse(metaText.toString('utf8'));
+  } catch {
+    throw new CliError(`${join(dir, 'aibom.meta.json')}: not JSON`);
+  }
   const anchors = (
     trustAnchorPem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
   ).map((p) => new X509Certificate(p));
-  const c2pa = verifyManifest({ store: manifest, asset: bytes, trustAnchors: anchors });
-  if (!c2pa.ok) for (const p of c2pa.problems) problems.push(`C2PA ${p.code}: ${p.message}`);
-  else lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted)`);
-  const sig = meta.signature;
-  if (!sig?.signature || !c2pa.signerCertificate) {
-    problems.push('SIGNATURE_MISSING: no runtime signature or no trusted signer certificate');
-  } else if (sig.key_id !== c2pa.signerKeyId) {
-    problems.push(`UNTRUSTED_KEY: AIBOM signed by ${sig.key_id}, manifest signer is ${c2pa.signerKeyId}`);
-  } else if (
-    !verifyWith(
-      sig.algorithm as 'ECDSA_P256_SHA256',
-      c2pa.signerCertificate.publicKey,
-      bytes,
-      Buffer.from(sig.signature, 'base64'),
-    )
-  ) {
-    problems.push('SIGNATURE_INVALID: the runtime trust signature does not verify');
-  } else {
-    lines.push(`signature  ${sig.algorithm} ${sig.key_id}`);
-  }
-  const ids = JSON.stringify(bom.trust?.attestation_ids ?? []);
-  if (
-    ids !== JSON.stringify(meta.attestation_ids ?? []) ||
-    (c2pa.ok && ids !== JSON.stringify(c2pa.attestationIds ?? []))
-  ) {
-    problems.push(
-      'ATTESTATION_IDS_MISMATCH: the BOM, its metadata and its C2PA manifest list different attestations',
-    );
-  } else {
-    lines.push(
-      `attests    ${(bom.trust?.attestation_ids ?? []).length} attestation ids, identical in BOM, metadata and C2PA`,
-    );
-  }
-  return { lines, problems };
+  const { lines, problems } = verifyAibomArtifact({ bytes, manifest, metadata }, anchors);
+  return { lines, problems: problems.map((p) => `${p.code}: ${p.message}`) };
 }

@@ -2,6 +2,13 @@ import { ConfigError } from '../config/index.ts';
 import { CliError, type Command } from './command.ts';
 import { aibomFetchCommand, aibomGenerateCommand } from './aibom.ts';
 import { getCommand } from './get.ts';
+import {
+  attestationExportCommand,
+  auditExportCommand,
+  auditLogCommand,
+  keysFetchCommand,
+  keysGetCommand,
+} from './export.ts';
 import { verifyCommand } from './verify.ts';
 
 /**
@@ -13,6 +20,11 @@ const commands: Command[] = [
   getCommand,
   aibomGenerateCommand,
   aibomFetchCommand,
+  attestationExportCommand,
+  auditExportCommand,
+  auditLogCommand,
+  keysFetchCommand,
+  keysGetCommand,
   {
     path: ['version'],
     summary: 'print the service-ctl version',

@@ -1,8 +1,11 @@
 import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { open, readFile, stat } from 'node:fs/promises';
+import { createGunzip } from 'node:zlib';
 import { parseArgs } from 'node:util';
 import { verifyRecord, type Trust } from '../attest/index.ts';
 import { loadConfig } from '../config/index.ts';
+import { verifyBundle } from '../export/verify.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
 import { loadLogKeys, receiptProblems } from './receipts.ts';
@@ -79,6 +82,64 @@ export function recordsFromText(text: string, path: string): unknown[] {
   }
 }
 
+/** An export bundle: a tar (ustar magic at 257) or its gzip (1f 8b). */
+async function bundleKind(path: string): Promise<'tar' | 'gzip' | null> {
+  const f = await open(path, 'r');
+  try {
+    const head = Buffer.alloc(263);
+    const { bytesRead } = await f.read(head, 0, 263, 0);
+    if (bytesRead >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
+    if (bytesRead >= 262 && head.toString('ascii', 257, 262) === 'ustar') return 'tar';
+    return null;
+  } finally {
+    await f.close();
+  }
+}
+
+/**
+ * `service-ctl verify bundle.tar --trust-anchor ca.pem`: every entry of an export bundle, offline,
+ * one line per failure naming the entry. Trust comes only from the files given.
+ */
+async function verifyBundleFile(
+  path: string,
+  kind: 'tar' | 'gzip',
+  values: {
+    'trust-anchor'?: string | undefined;
+    'log-keys'?: string | undefined;
+    key?: string[] | undefined;
+    json?: boolean | undefined;
+  },
+): Promise<boolean> {
+  const anchorPath = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
+  if (anchorPath === undefined) {
+    throw new CliError(
+      'verifying a bundle needs --trust-anchor <ca.pem> (service-ctl keys fetch saves it)',
+      2,
+    );
+  }
+  const anchors = certsFromPem(await readPem(anchorPath, 'trust anchor'), anchorPath);
+  const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : [];
+  const publicKeys: KeyObject[] = [];
+  for (const k of values.key ?? []) publicKeys.push(...keysFromPem(await readPem(k, 'key'), k));
+  const file = createReadStream(path);
+  const source = kind === 'gzip' ? file.pipe(createGunzip()) : file;
+  const result = await verifyBundle(source, { trustAnchors: anchors, logKeys, publicKeys });
+  for (const p of result.problems) {
+    process.stdout.write(
+      values.json === true
+        ? `${JSON.stringify({ entry: p.entry, code: p.code, message: p.message })}\n`
+        : `FAIL  ${p.entry}  ${p.code}: ${p.message}\n`,
+    );
+  }
+  const summary = `${result.attestations} attestations, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
+  process.stdout.write(
+    result.ok
+      ? `OK    ${path}: bundle verified (${summary})\n`
+      : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})\n`,
+  );
+  return result.ok;
+}
+
 async function isFile(path: string): Promise<boolean> {
   try {
     return (await stat(path)).isFile();
@@ -131,6 +192,19 @@ export const verifyCommand: Command = {
         'usage: service-ctl verify <envelope.json|records.ndjson|attestation-id>... --key PEM',
         2,
       );
+    }
+    const bundles: [string, 'tar' | 'gzip'][] = [];
+    for (const p of positionals) {
+      const kind = (await isFile(p)) ? await bundleKind(p) : null;
+      if (kind !== null) bundles.push([p, kind]);
+    }
+    if (bundles.length > 0) {
+      if (bundles.length !== positionals.length) {
+        throw new CliError('verify export bundles on their own (not mixed with envelope files or ids)', 2);
+      }
+      let ok = true;
+      for (const [p, kind] of bundles) ok = (await verifyBundleFile(p, kind, values)) && ok;
+      return ok ? 0 : 1;
     }
     const trust = await trustFrom(values);
     const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : undefined;

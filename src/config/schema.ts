@@ -135,6 +135,12 @@ export const schema = {
     default: '1',
     parse: flag,
   },
+  EXPORT_MAX_ATTESTATIONS: {
+    description:
+      'largest number of attestations one export bundle (POST /v1/attestations/export) may hold; larger selections get 413',
+    default: '1000000',
+    parse: intIn(1, 100_000_000),
+  },
   SIGNER_SECRET: {
     description:
       'kubernetes.io/tls Secret (`name` in POD_NAMESPACE, or `namespace/name`) holding the service signer: tls.crt, tls.key, ca.crt',

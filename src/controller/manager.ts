@@ -150,6 +150,7 @@ export function startController(deps: ControllerDeps): RunningController {
     runtimeSigner: deps.runtimeSigner,
     envelopeSigner: deps.envelopeSigner,
     enqueueTransparency: deps.transparency !== undefined,
+    signers: deps.vault.signers,
     logger: log,
   });
   let informer: Informer<Run> | undefined;

@@ -4,6 +4,7 @@ import type { BlobStore } from '../blob/store.ts';
 import { Histogram, type Registry } from 'prom-client';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../log/index.ts';
+import { CLAIM_GENERATOR } from '../recorder/aibom.ts';
 import type { Vault } from '../vault/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import type { Authorizer } from './auth/authorizer.ts';
@@ -17,6 +18,11 @@ import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.
 import { chainRoutes, chainSchemas } from './routes/v1/chain.ts';
 import { runDetailSchema, runRoutes } from './routes/v1/runs.ts';
 import { registerScrapiRoutes } from './routes/scrapi.ts';
+import { auditPageSchema, auditRoutes } from './routes/v1/audit.ts';
+import { DEFAULT_EXPORT_LIMIT, exportBodySchema, exportRoutes } from './routes/v1/export.ts';
+import { keyEntrySchema, keyRoutes, trustBundleSchema } from './routes/v1/keys.ts';
+import { exportKeys } from './export-keys.ts';
+import type { KeySigner } from '../signing/index.ts';
 
 export interface AppDeps {
   readonly logger: Logger;
@@ -44,6 +50,10 @@ export interface AppDeps {
   readonly registry?: Registry;
   /** Largest accepted request body; queries are small. */
   readonly bodyLimit?: number;
+  /** The service signer: signs export bundles' own C2PA manifests (exports answer 503 without it). */
+  readonly signer?: KeySigner;
+  /** EXPORT_MAX_ATTESTATIONS: largest selection one export may hold. */
+  readonly exportLimit?: number;
 }
 
 /**
@@ -91,6 +101,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...attestationSchemas,
     runDetailSchema,
     ...chainSchemas,
+    exportBodySchema,
+    keyEntrySchema,
+    trustBundleSchema,
+    auditPageSchema,
   ]) {
     app.addSchema(schema);
   }
@@ -126,6 +140,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   attestationRoutes(app, deps);
   runRoutes(app, deps);
   chainRoutes(app, deps);
+  const keys = exportKeys(deps);
+  exportRoutes(app, {
+    ...deps,
+    ...keys,
+    exportLimit: deps.exportLimit ?? DEFAULT_EXPORT_LIMIT,
+    claimGenerator: CLAIM_GENERATOR,
+  });
+  keyRoutes(app, { ...deps, ...keys });
+  auditRoutes(app, deps);
   if (deps.transparency) {
     // Registering a statement in this service's own log is a cluster-wide right.
     await registerScrapiRoutes(app, {

@@ -20,6 +20,8 @@ export type ProblemCode =
   | 'CURSOR_INVALID'
   | 'INVALID_TIME_WINDOW'
   | 'UNSIGNED_EXPORT_BLOCKED'
+  | 'EMPTY_SELECTION'
+  | 'EXPORT_TOO_LARGE'
   | 'UPSTREAM_UNAVAILABLE'
   | 'REGISTRATION_FAILED'
   | 'RECORD_TAMPERED'
@@ -54,6 +56,8 @@ const TITLES: Record<ProblemCode, string> = {
   CURSOR_INVALID: 'Invalid cursor',
   INVALID_TIME_WINDOW: 'Invalid time window',
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
+  EMPTY_SELECTION: 'Nothing to export',
+  EXPORT_TOO_LARGE: 'Export selection too large',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   REGISTRATION_FAILED: 'Registration failed',
   RECORD_TAMPERED: 'Stored record does not match what is signed',

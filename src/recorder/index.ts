@@ -3,7 +3,8 @@ import { aibomRunOf } from '../aibom/index.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
-import type { ArtifactRecord } from '../vault/index.ts';
+import { rememberSigner } from '../export/keys.ts';
+import type { ArtifactRecord, SignerCertificateRepository } from '../vault/index.ts';
 import { recordAibom, type AibomStore } from './aibom.ts';
 import { because } from './errors.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
@@ -53,6 +54,11 @@ export interface RecorderDeps {
   readonly envelopeSigner: (namespace: string) => Promise<Signer>;
   /** SERVICE_TRANSPARENCY_WRITER=1: every record's SCITT job commits with it. */
   readonly enqueueTransparency?: boolean;
+  /**
+   * The key store of the key-distribution endpoint: each signer's chain is recorded the first time
+   * it signs, before its first record is stored (so every stored record's key resolves).
+   */
+  readonly signers?: SignerCertificateRepository;
   readonly logger: Logger;
   readonly now?: () => Date;
 }
@@ -61,8 +67,18 @@ export function createRecorder(deps: RecorderDeps): Recorder {
   const now = deps.now ?? (() => new Date());
   const enqueueTransparency = deps.enqueueTransparency === true;
 
+  /** The service's keys are the service's ('' namespace); any other key is the tenant's own. */
+  const remember = async (signer: Signer, namespace: string): Promise<void> => {
+    if (deps.signers === undefined) return;
+    const scope = signer.keyId === deps.runtimeSigner.keyId ? '' : namespace;
+    await because('VaultUnavailable', () =>
+      rememberSigner(deps.signers!, signer, { namespace: scope, role: 'signer' }),
+    );
+  };
+
   const store = async (run: Run, batch: Batch, what: string): Promise<Recorded> => {
     const signer = await because('SignerUnavailable', () => deps.envelopeSigner(run.metadata.namespace));
+    await remember(signer, run.metadata.namespace);
     const records = sealBatch(batch.items, signer);
     const { ids, created } = await because('VaultUnavailable', () =>
       appendOnce(deps.vault.claims, batch.key, records, { enqueueTransparency }),
@@ -83,8 +99,9 @@ export function createRecorder(deps: RecorderDeps): Recorder {
 
     recordTerminal: (run) => store(run, terminalBatch(run, now()), 'run and policies'),
 
-    recordAibom: (run) =>
-      recordAibom(
+    recordAibom: async (run) => {
+      await remember(deps.runtimeSigner, run.metadata.namespace);
+      return recordAibom(
         {
           vault: deps.vault,
           blobs: deps.blobs,
@@ -93,6 +110,7 @@ export function createRecorder(deps: RecorderDeps): Recorder {
           enqueueTransparency,
         },
         aibomRunOf(run),
-      ),
+      );
+    },
   };
 }

@@ -1,4 +1,5 @@
-import { createPublicKey, sign, type KeyObject, type X509Certificate } from 'node:crypto';
+import { createPublicKey, sign as signNow, type KeyObject, type X509Certificate } from 'node:crypto';
+import { p256 } from '@noble/curves/nist.js';
 import { validateChain } from './chain.ts';
 import { SigningError } from './errors.ts';
 import { algorithmOf, digestOf, keyIdOf, type SignatureEncoding, type Signer } from './signer.ts';
@@ -16,6 +17,13 @@ export interface KeySignerOptions {
 /** A signer over a local key, plus the CA certificates it was loaded with (for publishing trust). */
 export interface KeySigner extends Signer {
   readonly caCertificates: readonly X509Certificate[];
+  /**
+   * The same key, signing deterministically: the same bytes always give the same signature
+   * (Ed25519 is deterministic by definition; ECDSA uses RFC 6979 nonces). For signatures that are
+   * part of content which must be reproducible byte for byte (export bundles, ADR 0009); every
+   * other signature keeps OpenSSL's random nonces.
+   */
+  deterministic(): Signer;
 }
 
 /**
@@ -73,14 +81,37 @@ export function createKeySigner(options: KeySignerOptions): KeySigner {
   // Hoisted so the hot path is exactly one crypto.sign call on a pre-parsed KeyObject.
   const digest = digestOf(algorithm);
   const p1363 = { key: privateKey, dsaEncoding: 'ieee-p1363' } as const;
-  const signer: KeySigner = {
+  const base = {
     keyId: keyIdOf(publicKey),
     algorithm,
     publicKey,
-    caCertificates: Object.freeze([...caCertificates]),
     ...(leaf !== undefined ? { certificateChain: Object.freeze([...certificateChain]) } : {}),
-    sign: (data: Buffer, encoding?: SignatureEncoding): Buffer =>
-      sign(digest, data, encoding === 'ieee-p1363' ? p1363 : privateKey),
+  };
+  const sign = (data: Buffer, encoding?: SignatureEncoding): Buffer =>
+    signNow(digest, data, encoding === 'ieee-p1363' ? p1363 : privateKey);
+  let deterministic: Signer | undefined;
+  const signer: KeySigner = {
+    ...base,
+    caCertificates: Object.freeze([...caCertificates]),
+    sign,
+    deterministic: () =>
+      (deterministic ??= Object.freeze({ ...base, sign: deterministicSign(algorithm, privateKey, sign) })),
   };
   return Object.freeze(signer);
+}
+
+/** RFC 6979 ECDSA P-256 over SHA-256 (noble), or the Ed25519 signer itself (already deterministic). */
+function deterministicSign(
+  algorithm: 'ECDSA_P256_SHA256' | 'ED25519',
+  privateKey: KeyObject,
+  random: (data: Buffer, encoding?: SignatureEncoding) => Buffer,
+): (data: Buffer, encoding?: SignatureEncoding) => Buffer {
+  if (algorithm === 'ED25519') return random;
+  const d = Buffer.from(privateKey.export({ format: 'jwk' }).d ?? '', 'base64url');
+  return (data, encoding) => {
+    const compact = p256.sign(data, d, { prehash: true, format: 'compact' });
+    return Buffer.from(
+      encoding === 'ieee-p1363' ? compact : p256.Signature.fromBytes(compact, 'compact').toBytes('der'),
+    );
+  };
 }

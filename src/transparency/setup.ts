@@ -29,6 +29,8 @@ export interface Transparency {
   /** This service's own log (served over SCRAPI by the sidecar; the `local` backend appends to it). */
   readonly log: LocalLog;
   readonly publisher: Publisher;
+  /** The key that signs the local log's receipts (exports ship its chain beside the log keys). */
+  readonly logSigner: Signer;
 }
 
 /** Wires the local log, the chosen backend and the publisher from configuration. */
@@ -56,5 +58,5 @@ export function setupTransparency(cfg: TransparencyConfig): Transparency {
     loadAttestation: (id) => cfg.vault.attestations.get(id),
     logger: cfg.logger,
   });
-  return { log, publisher };
+  return { log, publisher, logSigner: cfg.logSigner };
 }

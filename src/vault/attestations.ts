@@ -6,13 +6,16 @@ import {
   getAttestation,
   getAttestations,
   queryAttestations,
+  selectionSize,
   streamAttestations,
+  streamEnvelopes,
   type AttestationFilter,
+  type StreamOptions,
   type Page,
   type PageRequest,
 } from './query.ts';
 import { enqueueJobs } from './transparency-jobs.ts';
-import type { AttestationKind, NewAttestation, StoredAttestation } from './types.ts';
+import type { AttestationKind, DsseEnvelope, NewAttestation, StoredAttestation } from './types.ts';
 import type { UuidV7Generator } from './uuidv7.ts';
 
 /** What a Kubernetes Attestation resource mirrors of a record (no envelope). */
@@ -45,8 +48,15 @@ export interface AttestationRepository {
   query(filter: AttestationFilter, page?: PageRequest): Promise<Page>;
   stream(
     filter: AttestationFilter,
-    options?: { batchSize?: number },
+    options?: StreamOptions,
   ): AsyncGenerator<StoredAttestation, void, undefined>;
+  /** Only the DSSE envelopes of what `stream` yields for the same filter and `until`. */
+  streamEnvelopes(
+    filter: AttestationFilter,
+    options: StreamOptions & { until: string | null },
+  ): AsyncGenerator<DsseEnvelope, void, undefined>;
+  /** How many records match (counting up to `max + 1`) and the head to stream them with (`until`). */
+  selectionSize(filter: AttestationFilter, max: number): Promise<{ count: number; until: string | null }>;
   /** The records of one run, in insert order, without their envelopes. */
   ofRun(namespace: string, runId: string): Promise<AttestationSummary[]>;
   /**
@@ -90,6 +100,8 @@ export function attestationRepository(pool: pg.Pool, cursors: CursorCodec): Atte
     getMany: (ids) => getAttestations(pool, ids),
     query: (filter, page) => queryAttestations(pool, cursors, filter, page),
     stream: (filter, options) => streamAttestations(pool, filter, options),
+    selectionSize: (filter, max) => selectionSize(pool, filter, max),
+    streamEnvelopes: (filter, options) => streamEnvelopes(pool, filter, options),
 
     async ofRun(namespace, runId) {
       const { rows } = await pool.query<{

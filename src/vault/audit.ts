@@ -20,9 +20,36 @@ export interface AuditRecord extends AuditEntry {
   readonly at: Date;
 }
 
+export interface AuditListRequest {
+  /** Namespaces the caller may read; null = every row (cluster-wide readers), rows without a namespace included. */
+  readonly namespaces: readonly string[] | null;
+  /** Rows with id greater than this (keyset paging); default from the start. */
+  readonly after?: number;
+  readonly action?: string;
+  /** Half-open window on `at`. */
+  readonly from?: Date;
+  readonly to?: Date;
+  /** 1..1000. */
+  readonly limit: number;
+}
+
 /** `audit_log`: append-only like the attestations (trigger + privileges). */
 export interface AuditRepository {
   record(entry: AuditEntry): Promise<AuditRecord>;
+  /** Rows in id order, for auditors (GET /v1/audit). */
+  list(request: AuditListRequest): Promise<AuditRecord[]>;
+}
+
+interface AuditRow {
+  id: string;
+  at: Date;
+  actor: string;
+  action: string;
+  namespace: string | null;
+  object: string | null;
+  manifest_digest: string | null;
+  attestation_ids: string[];
+  details: JsonObject;
 }
 
 export function auditRepository(pool: pg.Pool): AuditRepository {
@@ -45,6 +72,37 @@ export function auditRepository(pool: pg.Pool): AuditRepository {
       });
       const row = rows[0]!;
       return { ...entry, id: Number(row.id), at: row.at };
+    },
+    async list(req) {
+      const values: unknown[] = [];
+      const where: string[] = [];
+      const add = (clause: (p: string) => string, value: unknown): void => {
+        values.push(value);
+        where.push(clause(`$${values.length}`));
+      };
+      if (req.namespaces !== null) add((p) => `namespace = ANY(${p}::text[])`, [...req.namespaces]);
+      add((p) => `id > ${p}::bigint`, req.after ?? 0);
+      if (req.action !== undefined) add((p) => `action = ${p}::text`, req.action);
+      if (req.from !== undefined) add((p) => `at >= ${p}::timestamptz`, req.from);
+      if (req.to !== undefined) add((p) => `at < ${p}::timestamptz`, req.to);
+      values.push(req.limit);
+      const { rows } = await pool.query<AuditRow>({
+        text:
+          'SELECT id, at, actor, action, namespace, object, manifest_digest, attestation_ids, details ' +
+          `FROM audit_log WHERE ${where.join(' AND ')} ORDER BY id LIMIT $${values.length}`,
+        values,
+      });
+      return rows.map((r) => ({
+        id: Number(r.id),
+        at: r.at,
+        actor: r.actor,
+        action: r.action,
+        namespace: r.namespace,
+        object: r.object,
+        manifestDigest: r.manifest_digest,
+        attestationIds: r.attestation_ids,
+        details: r.details,
+      }));
     },
   };
 }

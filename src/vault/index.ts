@@ -9,6 +9,7 @@ import { createListener, type VaultListener } from './listener.ts';
 import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
+import { signerCertificateRepository, type SignerCertificateRepository } from './signer-certs.ts';
 import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
 
 /**
@@ -23,7 +24,7 @@ export {
   type AttestationSummary,
 } from './attestations.ts';
 export { type ArtifactRecord, type ArtifactRepository, type NewArtifact } from './artifacts.ts';
-export { type AuditEntry, type AuditRecord, type AuditRepository } from './audit.ts';
+export { type AuditEntry, type AuditListRequest, type AuditRecord, type AuditRepository } from './audit.ts';
 export { type ChainBreak, type ChainReport, type VerifyChainOptions } from './chain.ts';
 export {
   CHECKPOINT_CHANNEL,
@@ -59,8 +60,14 @@ export {
   type AttestationFilter,
   type Page,
   type PageRequest,
+  type StreamOptions,
 } from './query.ts';
 export { mirroredStatus, type RunRecord, type RunRepository } from './runs.ts';
+export {
+  type NewSignerCertificate,
+  type SignerCertificate,
+  type SignerCertificateRepository,
+} from './signer-certs.ts';
 export {
   type EntryCopy,
   type LogHead,
@@ -101,6 +108,8 @@ export interface Vault {
   readonly audit: AuditRepository;
   /** The Merkle tree over the records and its signed checkpoints (src/checkpoint). */
   readonly checkpoints: CheckpointRepository;
+  /** Every certificate chain or key that signed something, recorded on first use (key distribution). */
+  readonly signers: SignerCertificateRepository;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
@@ -134,6 +143,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     scittLog: scittLogStorage(pool),
     audit: auditRepository(pool),
     checkpoints: checkpointRepository(pool),
+    signers: signerCertificateRepository(pool),
     get listener() {
       return listenerOf();
     },

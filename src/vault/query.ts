@@ -3,7 +3,12 @@ import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
 import { JOBS_JOIN, jobOfJoinedRow, type TransparencyJob } from './transparency-jobs.ts';
-import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
+import {
+  ATTESTATION_KINDS,
+  type AttestationKind,
+  type DsseEnvelope,
+  type StoredAttestation,
+} from './types.ts';
 
 /** All present fields are ANDed. */
 export interface AttestationFilter {
@@ -24,6 +29,8 @@ export interface AttestationFilter {
   /** Half-open window on `created_at`: from ≤ created_at < to. */
   readonly from?: Date;
   readonly to?: Date;
+  /** Only these records (lower-case UUIDs), ANDed with the rest like every field. */
+  readonly ids?: readonly string[];
 }
 
 export interface PageRequest {
@@ -135,23 +142,82 @@ export async function queryAttestations(
 export async function* streamAttestations(
   pool: pg.Pool,
   filter: AttestationFilter,
-  options: { batchSize?: number } = {},
+  options: StreamOptions = {},
 ): AsyncGenerator<StoredAttestation, void, undefined> {
   validateFilter(filter);
   const batchSize = options.batchSize ?? STREAM_BATCH;
   if (!Number.isInteger(batchSize) || batchSize < 1)
     throw new VaultError('INVALID_INPUT', 'batchSize must be ≥ 1');
   if (filter.namespaces.length === 0) return;
-  const head = await pool.query<{ last_id: string | null }>({
-    name: 'vault_head_id',
-    text: 'SELECT last_id FROM vault_head',
-  });
-  const until = head.rows[0]?.last_id ?? null;
+  const until = options.until !== undefined ? options.until : await headId(pool);
   if (until === null) return;
   let after: string | null = null;
   for (;;) {
     const rows = await selectBatch(pool, filter, after, until, batchSize);
     for (const r of rows) yield toStored(r);
+    const last = rows.at(-1);
+    if (last === undefined || rows.length < batchSize) return;
+    after = last.id;
+  }
+}
+
+export interface StreamOptions {
+  readonly batchSize?: number;
+  /**
+   * Last id to include (the chain head some earlier read saw, see {@link selectionSize}); default
+   * the head when the stream starts. Two streams with the same filter and `until` yield the same
+   * records: stored records never change and later ones have greater ids.
+   */
+  readonly until?: string | null;
+}
+
+/** Id of the newest record (null while the vault is empty). */
+async function headId(pool: pg.Pool): Promise<string | null> {
+  const head = await pool.query<{ last_id: string | null }>({
+    name: 'vault_head_id',
+    text: 'SELECT last_id FROM vault_head',
+  });
+  return head.rows[0]?.last_id ?? null;
+}
+
+/**
+ * How many records match `filter` up to the current head, counting at most `max + 1` (enough to
+ * tell "over the limit"), and that head: pass it as `until` to stream exactly the counted records.
+ */
+export async function selectionSize(
+  pool: pg.Pool,
+  filter: AttestationFilter,
+  max: number,
+): Promise<{ count: number; until: string | null }> {
+  validateFilter(filter);
+  const until = await headId(pool);
+  if (filter.namespaces.length === 0 || until === null) return { count: 0, until };
+  const inner = buildSelect(filter, null, until, max + 1, 'id');
+  const { rows } = await pool.query<{ n: number }>({
+    name: `${inner.name}_count`,
+    text: `SELECT count(*)::int AS n FROM (${inner.text}) AS s`,
+    values: inner.values,
+  });
+  return { count: rows[0]?.n ?? 0, until };
+}
+
+/**
+ * The DSSE envelopes of the records {@link streamAttestations} yields for the same filter and
+ * `until`, in the same order, reading only `id` and `envelope` (an export's `.intoto.jsonl` pass).
+ */
+export async function* streamEnvelopes(
+  pool: pg.Pool,
+  filter: AttestationFilter,
+  options: StreamOptions & { until: string | null },
+): AsyncGenerator<DsseEnvelope, void, undefined> {
+  validateFilter(filter);
+  const batchSize = options.batchSize ?? STREAM_BATCH;
+  if (filter.namespaces.length === 0 || options.until === null) return;
+  let after: string | null = null;
+  for (;;) {
+    const { name, text, values } = buildSelect(filter, after, options.until, batchSize, 'id, envelope');
+    const { rows } = await pool.query<{ id: string; envelope: DsseEnvelope }>({ name, text, values });
+    for (const r of rows) yield r.envelope;
     const last = rows.at(-1);
     if (last === undefined || rows.length < batchSize) return;
     after = last.id;
@@ -173,6 +239,9 @@ function validateFilter(f: AttestationFilter): void {
     bad('namespaces must be a list of strings');
   }
   if (f.runId !== undefined && !UUID.test(f.runId)) bad('runId must be a lowercase UUID');
+  if (f.ids !== undefined && !f.ids.every((id: unknown) => typeof id === 'string' && UUID.test(id))) {
+    bad('ids must be lowercase UUIDs');
+  }
   if (f.policyVersion !== undefined && f.policyPack === undefined) bad('policyVersion needs policyPack');
   if (f.kind !== undefined && !(ATTESTATION_KINDS as readonly string[]).includes(f.kind)) bad('unknown kind');
   for (const [name, d] of [
@@ -197,6 +266,7 @@ function filterFingerprint(f: AttestationFilter): string {
     f.kind ?? null,
     f.from?.toISOString() ?? null,
     f.to?.toISOString() ?? null,
+    ...(f.ids !== undefined ? [[...f.ids].sort().join(',')] : []),
   ]);
 }
 
@@ -222,7 +292,31 @@ async function selectBatch(
   limit: number,
   join?: PageJoin,
 ): Promise<AttestationRow[]> {
+  const { name, text, values } = buildSelect(f, after, until, limit, ATTESTATION_COLUMNS);
+  const { rows } = await pool.query<AttestationRow>(
+    join === undefined
+      ? { name, text, values }
+      : {
+          // The page is chosen exactly as without the join (same inner query and plan); the join
+          // only adds columns to its ≤ limit rows.
+          name: `${name}_${join.name}`,
+          text: `SELECT q.*, ${join.columns} FROM (${text}) AS q ${join.clause} ORDER BY q.id`,
+          values,
+        },
+  );
+  return rows;
+}
+
+/** The SQL of {@link selectBatch} selecting `columns` (constant SQL, never input). */
+function buildSelect(
+  f: AttestationFilter,
+  after: string | null,
+  until: string | null,
+  limit: number,
+  columns: string,
+): { name: string; text: string; values: unknown[] } {
   const selective =
+    f.ids !== undefined ||
     f.subject !== undefined ||
     f.runId !== undefined ||
     f.stepId !== undefined ||
@@ -255,6 +349,7 @@ async function selectBatch(
     add(7, (p) => `capability_token_ids @> ARRAY[${p}::text]`, f.capabilityTokenId);
   }
   if (f.kind !== undefined) add(8, (p) => `kind = ${p}::text`, f.kind);
+  if (f.ids !== undefined) add(13, (p) => `id = ANY(${p}::uuid[])`, [...f.ids]);
   // created_at never decreases along id (append assigns both under the head lock), so a time window
   // is an id range: its bounds come from two probes of the (created_at, id) index and the main scan
   // stays in id order. The created_at conditions keep the result exact regardless.
@@ -283,21 +378,10 @@ async function selectBatch(
   const rest = where.map((w) => ` AND ${w}`).join('');
   const text =
     mode === 'lat'
-      ? `SELECT a.* FROM unnest($1::text[]) AS n(ns) CROSS JOIN LATERAL (SELECT ${ATTESTATION_COLUMNS} ` +
+      ? `SELECT a.* FROM unnest($1::text[]) AS n(ns) CROSS JOIN LATERAL (SELECT ${columns} ` +
         `FROM attestations WHERE namespace = n.ns${rest} ORDER BY id LIMIT ${lim}) a ORDER BY a.id LIMIT ${lim}`
-      : `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE ` +
+      : `SELECT ${columns} FROM attestations WHERE ` +
         `${mode === 'one' ? 'namespace = $1::text' : 'namespace = ANY($1::text[])'}${rest} ORDER BY id LIMIT ${lim}`;
-  const name = `vault_q_${mode}_${shape.toString(16)}`;
-  const { rows } = await pool.query<AttestationRow>(
-    join === undefined
-      ? { name, text, values }
-      : {
-          // The page is chosen exactly as without the join (same inner query and plan); the join
-          // only adds columns to its ≤ limit rows.
-          name: `${name}_${join.name}`,
-          text: `SELECT q.*, ${join.columns} FROM (${text}) AS q ${join.clause} ORDER BY q.id`,
-          values,
-        },
-  );
-  return rows;
+  const suffix = columns === ATTESTATION_COLUMNS ? '' : `_${columns.replace(/[^a-z]+/g, '_')}`;
+  return { name: `vault_q_${mode}_${shape.toString(16)}${suffix}`, text, values };
 }

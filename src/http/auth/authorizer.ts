@@ -13,7 +13,7 @@ export interface ResourceAttributes {
   /** Empty string = cluster-wide (all namespaces). */
   readonly namespace: string;
   readonly verb: 'get' | 'list' | 'create';
-  readonly resource: 'attestations' | 'runs';
+  readonly resource: 'attestations' | 'runs' | 'auditlogs';
   readonly subresource?: string;
   readonly name?: string;
 }

@@ -32,7 +32,7 @@ export interface AttestationRouteDeps {
   readonly listNamespaces: () => Promise<string[]>;
 }
 
-interface QueryBody {
+export interface QueryBody {
   subject?: string;
   run_id?: string;
   step_id?: string;
@@ -51,7 +51,7 @@ interface QueryBody {
  * The namespaces a query may read: those asked for (or, when none are named, every namespace
  * holding records) that the caller may `list` attestations in; the rest are reported, not hidden.
  */
-async function visibleNamespaces(
+export async function visibleNamespaces(
   deps: AttestationRouteDeps,
   req: FastifyRequest,
   asked: readonly string[] | undefined,
@@ -72,7 +72,7 @@ async function visibleNamespaces(
   };
 }
 
-function toFilter(body: QueryBody, namespaces: string[]): AttestationFilter {
+export function toFilter(body: QueryBody, namespaces: string[]): AttestationFilter {
   const from = body.from !== undefined ? new Date(body.from) : undefined;
   const to = body.to !== undefined ? new Date(body.to) : undefined;
   if (from && to && from.getTime() >= to.getTime()) {

@@ -44,7 +44,7 @@ export const runDetailSchema = {
 } as const;
 
 /** The run, if the caller may `get` runs in its namespace; 404 when it cannot even see it. */
-async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId: string): Promise<RunRecord> {
+export async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId: string): Promise<RunRecord> {
   const id = rawId.toLowerCase();
   const run = await deps.vault.runs.get(id);
   const notFound = new ProblemError(404, 'NOT_FOUND', `run ${id} not found`);

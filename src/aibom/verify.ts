@@ -1,0 +1,108 @@
+import { hash, type X509Certificate } from 'node:crypto';
+import { verifyManifest } from '../c2pa/index.ts';
+import { verifyWith, type SignatureAlgorithm } from '../signing/index.ts';
+import type { Aibom } from './types.ts';
+
+/** Which stored part of an AIBOM a problem is about (the blob, its C2PA sidecar, its metadata record). */
+export type AibomPart = 'bom' | 'manifest' | 'metadata';
+
+export interface AibomProblem {
+  readonly part: AibomPart;
+  readonly code: string;
+  readonly message: string;
+}
+
+interface AibomMeta {
+  digest?: string;
+  attestation_ids?: string[];
+  signature?: { algorithm?: string; key_id?: string; signature?: string };
+}
+
+/**
+ * Offline check of one AIBOM as stored (blob, `.c2pa` sidecar, metadata record), against CA
+ * certificates the caller trusts: the digest, the C2PA manifest (bound to these bytes, chained to
+ * an anchor), the runtime trust signature (by the manifest's signer), and the same attestation ids
+ * in BOM, metadata and manifest. Used by `service-ctl verify --aibom DIR` and by the export
+ * verifier. Pure; never throws for bad input.
+ */
+export function verifyAibomArtifact(
+  parts: { bytes: Buffer; manifest: Buffer; metadata: unknown },
+  trustAnchors: readonly X509Certificate[],
+): { lines: string[]; problems: AibomProblem[] } {
+  const problems: AibomProblem[] = [];
+  const lines: string[] = [];
+  const meta = (
+    typeof parts.metadata === 'object' && parts.metadata !== null ? parts.metadata : {}
+  ) as AibomMeta;
+  let bom: Partial<Aibom> = {};
+  try {
+    bom = JSON.parse(parts.bytes.toString('utf8')) as Aibom;
+  } catch {
+    problems.push({ part: 'bom', code: 'MALFORMED_AIBOM', message: 'the AIBOM is not JSON' });
+  }
+  const digest = `sha256:${hash('sha256', parts.bytes)}`;
+  if (digest !== meta.digest) {
+    problems.push({
+      part: 'bom',
+      code: 'DIGEST_MISMATCH',
+      message: `the AIBOM is ${digest}, its metadata says ${String(meta.digest)}`,
+    });
+  } else lines.push(`digest     ${digest}`);
+  let c2pa: ReturnType<typeof verifyManifest> | undefined;
+  try {
+    c2pa = verifyManifest({ store: parts.manifest, asset: parts.bytes, trustAnchors });
+  } catch (err) {
+    problems.push({ part: 'manifest', code: 'MALFORMED_MANIFEST', message: (err as Error).message });
+  }
+  if (c2pa !== undefined && !c2pa.ok) {
+    for (const p of c2pa.problems)
+      problems.push({ part: 'manifest', code: `C2PA_${p.code}`, message: p.message });
+  } else if (c2pa !== undefined) {
+    lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted)`);
+  }
+  const sig = meta.signature;
+  if (!sig?.signature || !c2pa?.signerCertificate) {
+    problems.push({
+      part: 'metadata',
+      code: 'SIGNATURE_MISSING',
+      message: 'no runtime signature or no trusted signer certificate',
+    });
+  } else if (sig.key_id !== c2pa.signerKeyId) {
+    problems.push({
+      part: 'metadata',
+      code: 'UNTRUSTED_KEY',
+      message: `AIBOM signed by ${sig.key_id}, manifest signer is ${c2pa.signerKeyId}`,
+    });
+  } else if (
+    !verifyWith(
+      (sig.algorithm ?? 'ECDSA_P256_SHA256') as SignatureAlgorithm,
+      c2pa.signerCertificate.publicKey,
+      parts.bytes,
+      Buffer.from(sig.signature, 'base64'),
+    )
+  ) {
+    problems.push({
+      part: 'metadata',
+      code: 'SIGNATURE_INVALID',
+      message: 'the runtime trust signature does not verify',
+    });
+  } else {
+    lines.push(`signature  ${sig.algorithm} ${sig.key_id}`);
+  }
+  const ids = JSON.stringify(bom.trust?.attestation_ids ?? []);
+  if (
+    ids !== JSON.stringify(meta.attestation_ids ?? []) ||
+    (c2pa?.ok === true && ids !== JSON.stringify(c2pa.attestationIds ?? []))
+  ) {
+    problems.push({
+      part: 'metadata',
+      code: 'ATTESTATION_IDS_MISMATCH',
+      message: 'the BOM, its metadata and its C2PA manifest list different attestations',
+    });
+  } else {
+    lines.push(
+      `attests    ${(bom.trust?.attestation_ids ?? []).length} attestation ids, identical in BOM, metadata and C2PA`,
+    );
+  }
+  return { lines, problems };
+}

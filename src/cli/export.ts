@@ -1,0 +1,237 @@
+import { X509Certificate } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { parseArgs } from 'node:util';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { parsePolicyPackRef } from '../policy/index.ts';
+import type { ApiClient } from './client.ts';
+import { CliError, type Command } from './command.ts';
+import { apiOptions, clientFrom } from './options.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Writes the response body to `output` exactly as received (the route's bytes: what the UI
+ * downloads is what the CLI writes), through a temporary file renamed at the end, so a failed or
+ * interrupted transfer never leaves a half-written bundle under the requested name.
+ */
+async function saveBody(res: Response, output: string): Promise<number> {
+  if (res.body === null) throw new CliError('the API answered without a body');
+  const tmp = join(dirname(output), `.${process.pid}.${Date.now()}.part`);
+  let bytes = 0;
+  try {
+    const body = Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
+    body.on('data', (c: Buffer) => (bytes += c.length));
+    await pipeline(body, createWriteStream(tmp));
+    await rename(tmp, output);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err instanceof CliError ? err : new CliError(`download failed: ${(err as Error).message}`);
+  }
+  return bytes;
+}
+
+export const attestationExportCommand: Command = {
+  path: ['attestation', 'export'],
+  summary: 'export a bundle (tar) of attestations with everything needed to verify them offline',
+  async run(args) {
+    const { values } = parseArgs({
+      args: [...args],
+      options: {
+        output: { type: 'string', short: 'o' },
+        id: { type: 'string', multiple: true },
+        run: { type: 'string' },
+        step: { type: 'string' },
+        subject: { type: 'string' },
+        'artifact-digest': { type: 'string' },
+        'policy-pack': { type: 'string' },
+        'capability-token': { type: 'string' },
+        kind: { type: 'string' },
+        from: { type: 'string' },
+        to: { type: 'string' },
+        namespace: { type: 'string', multiple: true },
+        gzip: { type: 'boolean', default: false },
+        scitt: { type: 'boolean', default: false },
+        ...apiOptions,
+      },
+    });
+    if (values.output === undefined) throw new CliError('--output <bundle.tar> is required', 2);
+    for (const id of values.id ?? []) if (!UUID.test(id)) throw new CliError(`--id: ${id} is not a UUID`, 2);
+    if (values.run !== undefined && !UUID.test(values.run))
+      throw new CliError(`--run: ${values.run} is not a run UUID`, 2);
+    let pack;
+    try {
+      pack = values['policy-pack'] !== undefined ? parsePolicyPackRef(values['policy-pack']) : undefined;
+    } catch (err) {
+      throw new CliError(`--policy-pack: ${(err as Error).message}`, 2);
+    }
+    const body: Record<string, unknown> = {
+      ...(values.id !== undefined ? { ids: values.id } : {}),
+      ...(values.run !== undefined ? { run_id: values.run } : {}),
+      ...(values.step !== undefined ? { step_id: values.step } : {}),
+      ...(values.subject !== undefined ? { subject: values.subject } : {}),
+      ...(values['artifact-digest'] !== undefined ? { artifact_digest: values['artifact-digest'] } : {}),
+      ...(pack !== undefined
+        ? {
+            policy_pack: {
+              name: pack.name,
+              ...(pack.version !== undefined ? { version: pack.version } : {}),
+            },
+          }
+        : {}),
+      ...(values['capability-token'] !== undefined ? { capability_token: values['capability-token'] } : {}),
+      ...(values.kind !== undefined ? { kind: values.kind } : {}),
+      ...(values.from !== undefined ? { from: values.from } : {}),
+      ...(values.to !== undefined ? { to: values.to } : {}),
+      ...(values.namespace !== undefined ? { namespaces: values.namespace } : {}),
+      ...(values.gzip ? { gzip: true } : {}),
+      ...(values.scitt ? { scitt: true } : {}),
+    };
+    const res = await clientFrom(values).request(
+      'POST',
+      '/v1/attestations/export',
+      body,
+      'application/x-tar, application/gzip',
+    );
+    const bytes = await saveBody(res, values.output);
+    const withheld = Number(res.headers.get('x-export-withheld-namespaces') ?? '0');
+    process.stdout.write(
+      `wrote ${values.output}: ${res.headers.get('x-export-attestations') ?? '?'} attestations, ${bytes} bytes\n`,
+    );
+    if (withheld > 0) {
+      process.stderr.write(
+        `service-ctl: ${withheld} namespace(s) you asked for were withheld (no read or export right)\n`,
+      );
+    }
+    return 0;
+  },
+};
+
+export const auditExportCommand: Command = {
+  path: ['audit', 'export'],
+  summary: "bundle one artifact's evidence: binary, C2PA manifest, capability chain, SCITT receipt",
+  async run(args) {
+    const { values } = parseArgs({
+      args: [...args],
+      options: {
+        run: { type: 'string' },
+        artifact: { type: 'string', default: 'aibom' },
+        output: { type: 'string', short: 'o' },
+        gzip: { type: 'boolean', default: false },
+        ...apiOptions,
+      },
+    });
+    if (values.run === undefined || !UUID.test(values.run))
+      throw new CliError('--run <RUN_ID> is required', 2);
+    if (values.artifact !== 'aibom')
+      throw new CliError(`--artifact: only aibom is exported, not ${values.artifact}`, 2);
+    const output =
+      values.output ?? `evidence-${values.run}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
+    // The same GET the UI's "Export with receipts" button issues: the bytes are the route's.
+    const path = `/v1/runs/${values.run.toLowerCase()}/artifacts/${values.artifact}/evidence${values.gzip ? '?gzip=true' : ''}`;
+    const bytes = await saveBody(await clientFrom(values).request('GET', path, undefined, '*/*'), output);
+    process.stdout.write(`wrote ${output}: ${bytes} bytes\n`);
+    return 0;
+  },
+};
+
+export const auditLogCommand: Command = {
+  path: ['audit', 'log'],
+  summary: 'print the audit log (downloads and exports) as NDJSON; needs list on auditlogs',
+  async run(args) {
+    const { values } = parseArgs({
+      args: [...args],
+      options: {
+        namespace: { type: 'string' },
+        action: { type: 'string' },
+        from: { type: 'string' },
+        to: { type: 'string' },
+        ...apiOptions,
+      },
+    });
+    const client = clientFrom(values);
+    let after: number | null = 0;
+    while (after !== null) {
+      const q: URLSearchParams = new URLSearchParams({ after: String(after), limit: '1000' });
+      for (const k of ['namespace', 'action', 'from', 'to'] as const) {
+        const v = values[k];
+        if (v !== undefined) q.set(k, v);
+      }
+      const page: { items: unknown[]; next_after: number | null } = await client.json<{
+        items: unknown[];
+        next_after: number | null;
+      }>('GET', `/v1/audit?${q.toString()}`);
+      for (const item of page.items) process.stdout.write(`${JSON.stringify(item)}\n`);
+      after = page.next_after;
+    }
+    return 0;
+  },
+};
+
+interface TrustBundle {
+  trust_anchors_pem: string;
+  signers: { cert_chain_ref: string; key_id: string; chain_pem: string }[];
+  log_keys: { cose_key_set: string };
+}
+
+/**
+ * Fetches the trust bundle into `dir`: ca.pem, log-keys.cbor, certs/<cert_chain_ref hex>.pem (the
+ * chains), keys/<key_id hex>.pem (their public keys, for `cosign --key`), trust-bundle.json.
+ */
+export async function fetchTrust(client: ApiClient, dir: string): Promise<TrustBundle> {
+  const bundle = await client.json<TrustBundle>('GET', '/v1/keys');
+  await mkdir(join(dir, 'certs'), { recursive: true });
+  await mkdir(join(dir, 'keys'), { recursive: true });
+  await writeFile(join(dir, 'ca.pem'), bundle.trust_anchors_pem);
+  await writeFile(join(dir, 'log-keys.cbor'), Buffer.from(bundle.log_keys.cose_key_set, 'base64'));
+  for (const s of bundle.signers) {
+    await writeFile(join(dir, 'certs', `${s.cert_chain_ref.replace(/^sha256:/, '')}.pem`), s.chain_pem);
+    const key = s.chain_pem.includes('CERTIFICATE')
+      ? new X509Certificate(s.chain_pem).publicKey.export({ type: 'spki', format: 'pem' })
+      : s.chain_pem;
+    await writeFile(join(dir, 'keys', `${s.key_id.replace(/^sha256:/, '')}.pem`), key);
+  }
+  await writeFile(join(dir, 'trust-bundle.json'), `${JSON.stringify(bundle, null, 2)}\n`);
+  return bundle;
+}
+
+export const keysFetchCommand: Command = {
+  path: ['keys', 'fetch'],
+  summary: 'save the trust bundle (CA, signer chains current and past, SCITT log keys) into a directory',
+  async run(args) {
+    const { values } = parseArgs({ args: [...args], options: { out: { type: 'string' }, ...apiOptions } });
+    const dir = values.out ?? 'trust';
+    const bundle = await fetchTrust(clientFrom(values), dir);
+    process.stdout.write(
+      `wrote ${dir}/ca.pem, ${dir}/log-keys.cbor, ${bundle.signers.length} signer chain(s) in ${dir}/certs/, ${dir}/trust-bundle.json\n`,
+    );
+    return 0;
+  },
+};
+
+export const keysGetCommand: Command = {
+  path: ['keys', 'get'],
+  summary: 'print the certificate chain (PEM) of a cert_chain_ref or key id',
+  async run(args) {
+    const { values, positionals } = parseArgs({
+      args: [...args],
+      allowPositionals: true,
+      options: { ...apiOptions },
+    });
+    const ref = positionals[0];
+    if (ref === undefined || !/^sha256:[0-9a-f]{64}$/.test(ref)) {
+      throw new CliError('usage: service-ctl keys get sha256:<hex> (a cert_chain_ref or key_id)', 2);
+    }
+    const res = await clientFrom(values).request(
+      'GET',
+      `/v1/keys/${ref}`,
+      undefined,
+      'application/x-pem-file',
+    );
+    process.stdout.write(await res.text());
+    return 0;
+  },
+};

@@ -1,0 +1,83 @@
+import type { X509Certificate } from 'node:crypto';
+import type { DsseEnvelope } from '../vault/index.ts';
+
+/** Media type of a Sigstore bundle v0.3 (protobuf-specs `Bundle`, JSON form). */
+export const SIGSTORE_BUNDLE_V03 = 'application/vnd.dev.sigstore.bundle.v0.3+json';
+
+/**
+ * A Sigstore bundle v0.3 around one stored DSSE envelope, for `cosign verify-blob-attestation
+ * --bundle … --insecure-ignore-tlog` and other Sigstore clients, offline:
+ *
+ * - verification material: the signer's leaf certificate (`certificate`, what v0.3 carries instead
+ *   of the deprecated `x5chain`; intermediates and the root are the verifier's trust material, not
+ *   the bundle's), or a public-key hint (the vault key id) for a signer without a certificate;
+ * - no transparency-log entries: the vault's transparency is SCITT, shipped beside as COSE files;
+ * - the envelope's signatures WITHOUT their `keyid`: cosign 3.1 finds no valid signature in a
+ *   bundle whose DSSE signature carries a keyid that is not its own hint format (checked,
+ *   /work/shared/NOTES.md); the signature bytes, payload and payload type are the stored ones.
+ *
+ * Field order is fixed (the protobuf-specs order), so a bundle is a pure function of its inputs.
+ */
+export interface SigstoreBundle {
+  mediaType: typeof SIGSTORE_BUNDLE_V03;
+  verificationMaterial: {
+    certificate?: { rawBytes: string };
+    publicKey?: { hint: string };
+    tlogEntries: [];
+    timestampVerificationData: { rfc3161Timestamps: [] };
+  };
+  dsseEnvelope: { payload: string; payloadType: string; signatures: { sig: string }[] };
+}
+
+export type SignerMaterial = { readonly certificate: X509Certificate } | { readonly keyId: string };
+
+export function sigstoreBundle(envelope: DsseEnvelope, signer: SignerMaterial): SigstoreBundle {
+  return {
+    mediaType: SIGSTORE_BUNDLE_V03,
+    verificationMaterial: {
+      ...('certificate' in signer
+        ? { certificate: { rawBytes: signer.certificate.raw.toString('base64') } }
+        : { publicKey: { hint: signer.keyId } }),
+      tlogEntries: [],
+      timestampVerificationData: { rfc3161Timestamps: [] },
+    },
+    dsseEnvelope: {
+      payload: envelope.payload,
+      payloadType: envelope.payloadType,
+      signatures: envelope.signatures.map((s) => ({ sig: s.sig })),
+    },
+  };
+}
+
+/**
+ * Why `bundle` is not the Sigstore form of `envelope` signed by `signer` (empty when it is): same
+ * payload, payload type and signatures, and the verification material names the same signer.
+ */
+export function sigstoreBundleProblems(
+  bundle: unknown,
+  envelope: DsseEnvelope,
+  signer: SignerMaterial,
+): string[] {
+  const expected = JSON.stringify(sigstoreBundle(envelope, signer));
+  let actual: string;
+  try {
+    actual = JSON.stringify(bundle);
+  } catch {
+    return ['not JSON'];
+  }
+  if (actual === expected) return [];
+  const b = bundle as Partial<SigstoreBundle> | null;
+  const problems: string[] = [];
+  if (b?.mediaType !== SIGSTORE_BUNDLE_V03) problems.push(`mediaType is not ${SIGSTORE_BUNDLE_V03}`);
+  if (JSON.stringify(b?.dsseEnvelope) !== JSON.stringify(sigstoreBundle(envelope, signer).dsseEnvelope)) {
+    problems.push('dsseEnvelope differs from the attestation envelope');
+  }
+  if (
+    JSON.stringify(b?.verificationMaterial) !==
+    JSON.stringify(sigstoreBundle(envelope, signer).verificationMaterial)
+  ) {
+    problems.push("verificationMaterial does not name the record's signer");
+  }
+  if (problems.length === 0) problems.push('differs from the canonical bundle of this envelope');
+  return problems;
+}

@@ -1,0 +1,392 @@
+import { Readable, pipeline } from 'node:stream';
+import { createGzip } from 'node:zlib';
+import type { X509Certificate } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { BlobStore } from '../../../blob/store.ts';
+import type { LogKey } from '../../../cose/key.ts';
+import { writeBundle, type FinalReport, type SegmentReport } from '../../../export/bundle.ts';
+import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from '../../../export/layout.ts';
+import { signatureMetadata, type KeySigner } from '../../../signing/index.ts';
+import type { AttestationFilter, Vault } from '../../../vault/index.ts';
+import type { Authorizer } from '../../auth/authorizer.ts';
+import { isAllowed } from '../../auth/plugin.ts';
+import { loadGuardedArtifact } from '../../export-guard.ts';
+import { exportSource } from '../../export-source.ts';
+import { ProblemError } from '../../problem.ts';
+import { problemResponses, queryBodySchema, UUID_PATTERN } from '../../schemas.ts';
+import { toFilter, visibleNamespaces, type QueryBody } from './attestations.ts';
+import { visibleRun } from './runs.ts';
+
+export interface ExportRouteDeps {
+  readonly vault: Vault;
+  readonly authorizer: Authorizer;
+  readonly blobs: BlobStore;
+  readonly listNamespaces: () => Promise<string[]>;
+  readonly requireSignedExports: boolean;
+  readonly trustAnchors: readonly X509Certificate[];
+  /** Signs each bundle's own C2PA manifest (the service signer); without it exports answer 503. */
+  readonly signer?: KeySigner;
+  /** The transparency logs' keys (and chains) whose receipts a bundle may hold. */
+  readonly logKeys: () => Promise<{ key: LogKey; chainPem?: string }[]>;
+  /** Records the service's own keys in the key store before anything signed by them leaves. */
+  readonly ensureServiceKeys: () => Promise<void>;
+  /** Largest selection (attestations) one export may hold. */
+  readonly exportLimit: number;
+  /** `name/version` of the service, recorded in every index and manifest. */
+  readonly claimGenerator: string;
+}
+
+/** Default of {@link ExportRouteDeps.exportLimit} (EXPORT_MAX_ATTESTATIONS). */
+export const DEFAULT_EXPORT_LIMIT = 1_000_000;
+/** Explicit ids one request may name. */
+export const MAX_EXPORT_IDS = 1000;
+
+interface ExportBody extends Omit<QueryBody, 'limit' | 'cursor'> {
+  ids?: string[];
+  gzip?: boolean;
+  scitt?: boolean;
+}
+
+const { limit: _limit, cursor: _cursor, ...filterProperties } = queryBodySchema.properties;
+
+export const exportBodySchema = {
+  $id: 'ExportRequest',
+  type: 'object',
+  additionalProperties: false,
+  description:
+    'The query filters (ANDed, as in POST /v1/attestations/query) and/or explicit ids; the bundle holds every matching record the caller may export, with what it references.',
+  properties: {
+    ...filterProperties,
+    ids: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_EXPORT_IDS,
+      uniqueItems: true,
+      items: { type: 'string', pattern: UUID_PATTERN },
+      description: 'only these attestations (each must exist in a namespace the caller may export)',
+    },
+    gzip: { type: 'boolean', description: 'answer application/gzip (the same tar, compressed)' },
+    scitt: {
+      type: 'boolean',
+      description:
+        'enqueue a SCITT posting for every selected record that has none yet; the job ids are in the segment indexes and in each envelope.json',
+    },
+  },
+} as const;
+
+const tarResponse = {
+  200: {
+    description:
+      'the bundle (application/x-tar, or application/gzip with gzip: true); layout in docs/export.md',
+    content: { [TAR_MEDIA_TYPE]: { schema: { type: 'string', format: 'binary' } } },
+  },
+} as const;
+
+/**
+ * Namespaces the caller may export from: readable (`list` attestations) and `create` on
+ * `attestations/export` there. Asked-for namespaces it may not use are only counted.
+ */
+async function exportableNamespaces(
+  deps: ExportRouteDeps,
+  req: FastifyRequest,
+  asked: readonly string[] | undefined,
+): Promise<{ allowed: string[]; withheld: number }> {
+  const { allowed: readable, excluded } = await visibleNamespaces(deps, req, asked);
+  const exportIn = (namespace: string) =>
+    isAllowed(deps.authorizer, req, {
+      namespace,
+      verb: 'create',
+      resource: 'attestations',
+      subresource: 'export',
+    });
+  let allowed: string[];
+  if (await exportIn('')) {
+    allowed = readable;
+  } else {
+    const decisions = await Promise.all(readable.map(async (ns) => [ns, await exportIn(ns)] as const));
+    allowed = decisions.filter(([, ok]) => ok).map(([ns]) => ns);
+    if (allowed.length === 0 && readable.length > 0) {
+      throw new ProblemError(403, 'FORBIDDEN', 'exporting needs create on attestations/export');
+    }
+  }
+  return {
+    allowed: [...allowed].sort(),
+    withheld: (asked === undefined ? 0 : excluded.length) + readable.length - allowed.length,
+  };
+}
+
+interface StreamPlan {
+  readonly filter: AttestationFilter;
+  readonly selection: Record<string, unknown>;
+  readonly gzip: boolean;
+  readonly scitt: boolean;
+  /** Audit action of the rows this export writes. */
+  readonly action: string;
+  readonly object: string;
+  readonly filename: string;
+  readonly withheld: number;
+}
+
+/**
+ * Everything that can refuse an export happens here, before the first byte: the signer, the size
+ * of the selection (counted up to the limit), and the signed-export guard over every AIBOM in it.
+ * Then the bundle streams; the audit log is written ahead of each segment, and an export the client
+ * abandons is recorded as aborted.
+ */
+async function streamExport(
+  deps: ExportRouteDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  plan: StreamPlan,
+): Promise<FastifyReply> {
+  const configured = deps.signer;
+  if (configured?.certificateChain === undefined) {
+    throw new ProblemError(
+      503,
+      'UPSTREAM_UNAVAILABLE',
+      'no service signer is configured to sign export bundles',
+      {
+        headers: { 'retry-after': '60' },
+      },
+    );
+  }
+  const { count, until } = await deps.vault.attestations.selectionSize(plan.filter, deps.exportLimit);
+  if (count === 0) {
+    throw new ProblemError(
+      422,
+      'EMPTY_SELECTION',
+      plan.withheld > 0
+        ? `nothing to export: no record matches in the namespaces you may export (${plan.withheld} asked namespace(s) withheld)`
+        : 'nothing to export: no record matches the selection',
+    );
+  }
+  if (count > deps.exportLimit) {
+    throw new ProblemError(
+      413,
+      'EXPORT_TOO_LARGE',
+      `the selection holds more than ${deps.exportLimit} attestations (the export limit): narrow it, e.g. with from/to`,
+    );
+  }
+  if (deps.requireSignedExports && (plan.filter.kind === undefined || plan.filter.kind === 'aibom')) {
+    for await (const r of deps.vault.attestations.stream({ ...plan.filter, kind: 'aibom' }, { until })) {
+      const artifact = r.runId !== null ? await deps.vault.artifacts.get(r.runId, 'aibom') : null;
+      if (artifact === null) continue;
+      await loadGuardedArtifact(deps.blobs, artifact.metadata as { key: string }, {
+        required: true,
+        trustAnchors: deps.trustAnchors,
+      });
+    }
+  }
+  const signer: KeySigner = configured;
+  await deps.ensureServiceKeys();
+  const logKeys = await deps.logKeys();
+  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt });
+  const actor = req.user?.username ?? 'unknown';
+  const exportId = req.id;
+  const audit = (entry: Parameters<Vault['audit']['record']>[0]) => deps.vault.audit.record(entry);
+  const beforeSegment = async (s: SegmentReport): Promise<void> => {
+    const byNamespace = new Map<string, string[]>();
+    for (const item of s.items) {
+      let ids = byNamespace.get(item.namespace);
+      if (ids === undefined) byNamespace.set(item.namespace, (ids = []));
+      ids.push(item.id);
+    }
+    for (const [namespace, ids] of byNamespace) {
+      await audit({
+        actor,
+        action: plan.action,
+        namespace,
+        object: plan.object,
+        attestationIds: ids,
+        details: { export_id: exportId, segment: s.segment, manifest_digests: [...s.manifestDigests] },
+      });
+    }
+  };
+  const namespaces = new Set<string>();
+  const beforeEnd = async (f: FinalReport): Promise<void> => {
+    for (const namespace of namespaces) {
+      await audit({
+        actor,
+        action: `${plan.action}.bundle`,
+        namespace,
+        object: plan.object,
+        manifestDigest: f.manifestDigest,
+        details: {
+          export_id: exportId,
+          index_digest: f.indexDigest,
+          manifest_label: f.manifestLabel,
+          attestations: f.attestations,
+          bytes: f.bytes,
+        },
+      });
+    }
+  };
+  const log = req.log;
+  async function* bytes(): AsyncGenerator<Buffer> {
+    let finished = false;
+    try {
+      yield* writeBundle({
+        segments: (async function* () {
+          for await (const s of source.segments()) {
+            for (const item of s.items) namespaces.add(item.namespace);
+            yield s;
+          }
+        })(),
+        envelopes: () => source.envelopes(),
+        logKeys,
+        service: {
+          name: deps.claimGenerator.split('/')[0],
+          version: deps.claimGenerator.split('/')[1],
+          signer: signatureMetadata(signer),
+        },
+        selection: plan.selection,
+        signer: signer.deterministic(),
+        claimGenerator: deps.claimGenerator,
+        beforeSegment,
+        beforeEnd,
+      });
+      finished = true;
+    } finally {
+      if (!finished) {
+        log.warn({ exportId }, 'export ended before its last byte (client gone or failure)');
+        for (const namespace of namespaces) {
+          await audit({
+            actor,
+            action: `${plan.action}.aborted`,
+            namespace,
+            object: plan.object,
+            details: { export_id: exportId },
+          }).catch((err: unknown) => log.error({ err }, 'cannot record an aborted export'));
+        }
+      }
+    }
+  }
+  const tar = Readable.from(bytes(), { objectMode: false, highWaterMark: 1 });
+  const body = plan.gzip ? pipeline(tar, createGzip(), () => undefined) : tar;
+  return reply
+    .type(plan.gzip ? TAR_GZIP_MEDIA_TYPE : TAR_MEDIA_TYPE)
+    .header('content-disposition', `attachment; filename="${plan.filename}${plan.gzip ? '.tar.gz' : '.tar'}"`)
+    .header('cache-control', 'no-store')
+    .header('x-export-attestations', String(count))
+    .header('x-export-withheld-namespaces', String(plan.withheld))
+    .send(body);
+}
+
+export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void {
+  app.post<{ Body: ExportBody }>(
+    '/v1/attestations/export',
+    {
+      schema: {
+        summary:
+          'Export a bundle (tar) of attestations and everything they reference, for offline verification',
+        body: { $ref: 'ExportRequest#' },
+        response: {
+          ...tarResponse,
+          ...problemResponses,
+          409: { $ref: 'Problem#' },
+          413: { $ref: 'Problem#' },
+          422: { $ref: 'Problem#' },
+        },
+      },
+    },
+    async (req, reply) => {
+      const body = req.body ?? {};
+      const { allowed, withheld } = await exportableNamespaces(deps, req, body.namespaces);
+      const ids = body.ids?.map((id) => id.toLowerCase()).sort();
+      if (ids !== undefined) {
+        // Existence is confirmed only inside namespaces the caller may export from.
+        const found = await deps.vault.attestations.getMany(ids);
+        const missing = ids.filter((id) => !allowed.includes(found.get(id)?.namespace ?? '\0'));
+        if (missing.length > 0) {
+          throw new ProblemError(
+            404,
+            'NOT_FOUND',
+            `${missing.length} attestation id(s) not found among the records you may export: ${missing.slice(0, 20).join(', ')}`,
+            {
+              errors: missing.slice(0, 20).map((id) => ({
+                pointer: `/body/ids/${body.ids!.findIndex((x) => x.toLowerCase() === id)}`,
+                message: 'not found',
+              })),
+            },
+          );
+        }
+      }
+      const { gzip = false, scitt = false, ids: _ids, ...query } = body;
+      const filter: AttestationFilter = {
+        ...toFilter(query, allowed),
+        ...(ids !== undefined ? { ids } : {}),
+      };
+      const { namespaces: _asked, ...criteria } = query;
+      return streamExport(deps, req, reply, {
+        filter,
+        selection: {
+          criteria,
+          ...(ids !== undefined ? { ids } : {}),
+          namespaces: allowed,
+          withheld_namespaces: withheld,
+          scitt,
+        },
+        gzip,
+        scitt,
+        action: 'attestations.export',
+        object: 'attestations',
+        filename: 'aibom-vault-export',
+        withheld,
+      });
+    },
+  );
+
+  app.get<{ Params: { id: string; kind: string }; Querystring: { gzip?: 'true' | 'false' } }>(
+    '/v1/runs/:id/artifacts/:kind/evidence',
+    {
+      schema: {
+        summary:
+          'Evidence of one artifact (service-ctl audit export, the UI "Export with receipts" button): the artifact, its C2PA manifest, its attestation with receipts, the capability chain, as an export bundle',
+        params: {
+          type: 'object',
+          required: ['id', 'kind'],
+          properties: {
+            id: { type: 'string', pattern: UUID_PATTERN },
+            kind: { type: 'string', enum: ['aibom'] },
+          },
+        },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { gzip: { type: 'string', enum: ['true', 'false'] } },
+        },
+        response: { ...tarResponse, ...problemResponses, 409: { $ref: 'Problem#' } },
+      },
+    },
+    async (req, reply) => {
+      const run = await visibleRun(deps, req, req.params.id);
+      const ns = run.namespace;
+      if (
+        !(await isAllowed(deps.authorizer, req, { namespace: ns, verb: 'get', resource: 'attestations' }))
+      ) {
+        throw new ProblemError(403, 'FORBIDDEN', `not allowed to get attestations in namespace ${ns}`);
+      }
+      const artifact = await deps.vault.artifacts.get(run.id, req.params.kind);
+      const aibomId = (artifact?.metadata as { aibom_attestation_id?: unknown } | undefined)
+        ?.aibom_attestation_id;
+      if (artifact === null || typeof aibomId !== 'string') {
+        throw new ProblemError(404, 'NOT_FOUND', `run ${run.id} has no ${req.params.kind} yet`);
+      }
+      // The artifact's attestation and the run's capability chain (who approved what).
+      const capabilities = (await deps.vault.attestations.ofRun(ns, run.id))
+        .filter((a) => a.kind === 'capability')
+        .map((a) => a.id);
+      const ids = [aibomId, ...capabilities].sort();
+      return streamExport(deps, req, reply, {
+        filter: { namespaces: [ns], ids },
+        selection: { run_id: run.id, artifact: req.params.kind, ids, namespaces: [ns] },
+        gzip: req.query.gzip === 'true',
+        scitt: false,
+        action: 'artifact.evidence',
+        object: artifact.objectKey,
+        filename: `evidence-${run.id}-${req.params.kind}`,
+        withheld: 0,
+      });
+    },
+  );
+}
