@@ -37,6 +37,7 @@ export async function openVaultFrom(config: Config, logger: Logger, appName: str
   await migrate(url, { logger });
   return connectVault(url, {
     applicationName: appName,
+    capabilityTokens: config.SERVICE_CAPABILITY_TOKENS,
     onIdleError: (err) => logger.warn({ err }, 'idle PostgreSQL connection failed; it will be replaced'),
     onListenerError: (err) => logger.warn({ err }, 'PostgreSQL LISTEN connection failed; reconnecting'),
   });

@@ -54,6 +54,8 @@ export interface ControllerDeps {
    * replica) and the leader projects their state onto the resources.
    */
   readonly transparency?: Transparency;
+  /** SERVICE_CAPABILITY_TOKENS (default on): mint VC and Biscuit projections of capability chains. */
+  readonly capabilityTokens?: boolean;
   /** Shorter lease timings for tests. */
   readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
 }
@@ -143,6 +145,7 @@ export function startController(deps: ControllerDeps): RunningController {
     runtimeSigner: deps.runtimeSigner,
     envelopeSigner: deps.envelopeSigner,
     enqueueTransparency: deps.transparency !== undefined,
+    ...(deps.capabilityTokens !== undefined ? { capabilityTokens: deps.capabilityTokens } : {}),
     logger: log,
   });
   let informer: Informer<Run> | undefined;

@@ -1,9 +1,23 @@
-import type { AttestationKind, DsseEnvelope, SignatureMeta, StoredAttestation } from './types.ts';
+import type {
+  AttestationKind,
+  CapabilityGrantView,
+  DsseEnvelope,
+  SignatureMeta,
+  StoredAttestation,
+} from './types.ts';
 
-/** Column list shared by every read, in table order. */
+/**
+ * Column list shared by every read, in table order, then the capability grants of capability and
+ * step records (one index probe each; NULL for every other kind). The FROM must name the table
+ * `attestations` unaliased.
+ */
 export const ATTESTATION_COLUMNS =
   'id, seq, namespace, run_id, step_id, kind, subjects, artifact_digests, predicate_type, policy_pack, ' +
-  'policy_version, capability_token_ids, envelope, digest, prev_digest, signature, c2pa_manifest_ref, created_at';
+  'policy_version, capability_token_ids, envelope, digest, prev_digest, signature, c2pa_manifest_ref, created_at, ' +
+  "CASE WHEN kind IN ('capability', 'step') THEN coalesce((SELECT jsonb_agg(jsonb_build_object(" +
+  "'chain', g.chain, 'tokens', g.tokens) ORDER BY g.capability_attestation_id) FROM capability_grants g " +
+  'WHERE g.capability_attestation_id = attestations.id OR g.step_attestation_id = attestations.id), ' +
+  "'[]'::jsonb) END AS capability_grants";
 
 /** A row as node-postgres returns it (int8 as string, arrays and JSONB parsed). */
 export interface AttestationRow {
@@ -25,6 +39,7 @@ export interface AttestationRow {
   signature: SignatureMeta;
   c2pa_manifest_ref: string | null;
   created_at: Date;
+  capability_grants: CapabilityGrantView[] | null;
 }
 
 export function toStored(r: AttestationRow): StoredAttestation {
@@ -47,5 +62,11 @@ export function toStored(r: AttestationRow): StoredAttestation {
     signature: r.signature,
     c2paManifestRef: r.c2pa_manifest_ref,
     createdAt: r.created_at,
+    ...(r.capability_grants !== null
+      ? {
+          capabilityChains: r.capability_grants.map((g) => g.chain),
+          capabilityTokens: r.capability_grants.flatMap((g) => g.tokens),
+        }
+      : {}),
   };
 }
