@@ -62,6 +62,7 @@ export async function mintGrants(
           step: stepSubject,
           capability: capabilityId,
           authority: root.authority,
+          biscuitRootKey: root.biscuitRootKey,
           links: predicate.chain,
           evidence: [
             { id: record.id, kind: 'capability', digest: record.digest, predicateType: record.predicateType },

@@ -31,6 +31,8 @@ export interface CredentialInput {
   /** `capability:<run>:<step>:<n>` */
   readonly capability: string;
   readonly authority: 'service' | 'namespace';
+  /** `ed25519/<hex>`: the Biscuit projection's root, vouched for by this (signer-signed) credential. */
+  readonly biscuitRootKey: string;
   readonly links: readonly ChainLink[];
   /** The capability attestation, then the step attestation it authorised. */
   readonly evidence: readonly { id: string; kind: 'capability' | 'step'; digest: string; predicateType: string }[];
@@ -79,6 +81,7 @@ export function credentialOf(
       grantedBy: last.grantedBy,
       approvedBy: last.approvedBy,
       delegations: input.links.map((l) => ({ scope: l.scope, grantedBy: l.grantedBy, approvedBy: l.approvedBy })),
+      root: { authority: input.authority, keyId, biscuitRootKey: input.biscuitRootKey },
     },
     evidence: input.evidence.map((e) => ({
       id: `urn:uuid:${e.id}`,

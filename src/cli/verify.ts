@@ -2,6 +2,7 @@ import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { verifyRecord, type Trust } from '../attest/index.ts';
+import { verifyCapabilities } from '../capability/verify.ts';
 import { loadConfig } from '../config/index.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { loadLogKeys, receiptProblems } from './receipts.ts';
@@ -148,17 +149,22 @@ export const verifyCommand: Command = {
           result.ok = false;
         }
       }
+      // Capability chains (capability and step records): signatures, attenuation, approvals, tokens.
+      const caps = await verifyCapabilities(record, trust);
+      for (const p of caps.problems) result.problems.push({ code: p.code as never, message: p.message });
+      if (!caps.ok) result.ok = false;
       const id = (record as { id?: unknown }).id;
       const label = typeof id === 'string' ? id : source;
       if (!result.ok) failed++;
       if (values.json) {
         process.stdout.write(
-          `${JSON.stringify({ id: label, ok: result.ok, predicate_type: result.predicateType, key_id: result.keyId, problems: result.problems })}\n`,
+          `${JSON.stringify({ id: label, ok: result.ok, predicate_type: result.predicateType, key_id: result.keyId, chains: caps.lines, problems: result.problems })}\n`,
         );
       } else if (result.ok) {
         process.stdout.write(
           `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${logKeys ? '  receipt ok' : ''}\n`,
         );
+        for (const line of caps.lines) process.stdout.write(`CHAIN ${label}  ${line}\n`);
       } else {
         for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
       }

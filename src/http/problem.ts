@@ -22,6 +22,9 @@ export type ProblemCode =
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'UPSTREAM_UNAVAILABLE'
   | 'REGISTRATION_FAILED'
+  | 'CAPABILITY_TOKEN_MALFORMED'
+  | 'CAPABILITY_TOKEN_EXPIRED'
+  | 'CAPABILITY_TOKEN_UNTRUSTED'
   | 'INTERNAL';
 
 export interface FieldProblem {
@@ -54,6 +57,9 @@ const TITLES: Record<ProblemCode, string> = {
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   REGISTRATION_FAILED: 'Registration failed',
+  CAPABILITY_TOKEN_MALFORMED: 'Not a capability token, token id, capability id or scope',
+  CAPABILITY_TOKEN_EXPIRED: 'Capability token expired',
+  CAPABILITY_TOKEN_UNTRUSTED: 'Capability token not signed by a key of the namespaces you can read',
   INTERNAL: 'Internal error',
 };
 

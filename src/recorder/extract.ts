@@ -79,6 +79,8 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus, root?: C
     }),
   );
   const capIds = capabilities.map((s) => s.subject[0]!.name);
+  // The query's scope form (`capability_token: "kb:read"`) finds records indexed under `scope:<scope>`.
+  const scopeIds = capabilities.map((s) => `scope:${s.predicate.chain.at(-1)!.scope}`);
   const finished = status.finishedAt ?? run.metadata.creationTimestamp ?? new Date(0).toISOString();
   const statement = stepStatement({
     runId,
@@ -95,8 +97,11 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus, root?: C
   return {
     key: stepKey(runId, step.id),
     items: [
-      ...capabilities.map((c) => ({ statement: c, meta: { ...meta, kind: 'capability' as const } })),
-      { statement, meta: { ...meta, kind: 'step' as const, capabilityTokenIds: capIds } },
+      ...capabilities.map((c, i) => ({
+        statement: c,
+        meta: { ...meta, kind: 'capability' as const, capabilityTokenIds: [scopeIds[i]!] },
+      })),
+      { statement, meta: { ...meta, kind: 'step' as const, capabilityTokenIds: [...capIds, ...scopeIds] } },
     ],
   };
 }
