@@ -102,12 +102,16 @@ class Code {
 /**
  * Datalog check that the requested operation lies within `scope` (scope.ts `covers`): equal, or
  * below it in the segment hierarchy; `*` admits any operation.
+ *
+ * Only Datalog 3.0 operations (`===`, `starts_with`, alternatives joined by `or`): `==` and `||`
+ * are Datalog 3.3 (heterogeneous equality, lazy booleans), which would make biscuit-wasm sign the
+ * block with signature format v1, which the Java implementation (4.0.1) does not verify.
  */
 function scopeCheck(code: Code, scope: string): void {
   if (scope === '*') code.add(() => 'check if operation($op);');
   else
     code.add(
-      (s, prefix) => `check if operation($op), $op == ${s} || $op.starts_with(${prefix});`,
+      (s, prefix) => `check if operation($op), $op === ${s} or operation($op), $op.starts_with(${prefix});`,
       scope,
       `${scope}:`,
     );
