@@ -28,6 +28,7 @@ let loading: Promise<Wasm> | undefined;
  */
 export function loadBiscuit(): Promise<Wasm> {
   loading ??= (async () => {
+    /* eslint-disable no-console -- muting the library's own console.log, see above */
     const log = console.log;
     console.log = () => {};
     try {
@@ -40,6 +41,7 @@ export function loadBiscuit(): Promise<Wasm> {
     } finally {
       console.log = log;
     }
+    /* eslint-enable no-console */
   })();
   return loading;
 }
@@ -123,7 +125,10 @@ function scopeCheck(code: Code, scope: string): void {
  * to the link's scope. The authorizer trusts the authority block only (Biscuit's default scope),
  * so "approved by X for scope Y" is checked against facts the root signed.
  */
-export async function mintBiscuit(signer: Signer, claims: BiscuitClaims): Promise<{ token: string; id: string }> {
+export async function mintBiscuit(
+  signer: Signer,
+  claims: BiscuitClaims,
+): Promise<{ token: string; id: string }> {
   const b = await loadBiscuit();
   const root = b.PrivateKey.fromBytes(biscuitRootSeed(signer), b.SignatureAlgorithm.Ed25519);
   const authority = new Code()
@@ -189,22 +194,34 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
   } catch (err) {
     const e = err as { Format?: { Signature?: unknown } };
     if (e?.Format?.Signature !== undefined)
-      throw new CapabilityError('TOKEN_UNTRUSTED', `Biscuit signature chain does not verify under ${rootKey}`, {
-        cause: err,
-      });
-    throw new CapabilityError('TOKEN_MALFORMED', `not a Biscuit token: ${JSON.stringify(err)}`, { cause: err });
+      throw new CapabilityError(
+        'TOKEN_UNTRUSTED',
+        `Biscuit signature chain does not verify under ${rootKey}`,
+        {
+          cause: err,
+        },
+      );
+    throw new CapabilityError('TOKEN_MALFORMED', `not a Biscuit token: ${JSON.stringify(err)}`, {
+      cause: err,
+    });
   }
   // Facts of the authority block only (the authorizer's default trust scope).
   const auth = new b.AuthorizerBuilder().buildAuthenticated(parsed);
   const one = (name: string): string => {
     const rows = factsOf(auth, b, `x($v) <- ${name}($v)`);
-    if (rows.length !== 1) throw new CapabilityError('TOKEN_MALFORMED', `Biscuit has ${rows.length} ${name} facts`);
+    if (rows.length !== 1)
+      throw new CapabilityError('TOKEN_MALFORMED', `Biscuit has ${rows.length} ${name} facts`);
     return text(rows[0]![0]);
   };
   const delegations = factsOf(auth, b, 'x($i, $g, $s) <- delegation($i, $g, $s)');
-  const approvals = new Map(factsOf(auth, b, 'x($i, $a) <- approval($i, $a)').map((r) => [Number(r[0]), text(r[1])]));
+  const approvals = new Map(
+    factsOf(auth, b, 'x($i, $a) <- approval($i, $a)').map((r) => [Number(r[0]), text(r[1])]),
+  );
   const links = delegations
-    .map((r) => ({ i: Number(r[0]), l: { grantedBy: text(r[1]), scope: text(r[2]), approvedBy: null as string | null } }))
+    .map((r) => ({
+      i: Number(r[0]),
+      l: { grantedBy: text(r[1]), scope: text(r[2]), approvedBy: null as string | null },
+    }))
     .sort((x, y) => x.i - y.i)
     .map(({ i, l }) => ({ ...l, approvedBy: approvals.get(i) ?? null }));
   const blocks: (ChainLink | null)[] = [];

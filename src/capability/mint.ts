@@ -17,7 +17,10 @@ import { mintCredential } from './vc.ts';
 export const TOKEN_LIFETIME_MS = 365 * 24 * 60 * 60 * 1000;
 
 /** The chain root of a signer: the predicate's `root`. */
-export async function rootOf(signer: Signer, authority: CapabilityRoot['authority']): Promise<CapabilityRoot> {
+export async function rootOf(
+  signer: Signer,
+  authority: CapabilityRoot['authority'],
+): Promise<CapabilityRoot> {
   return {
     keyId: signer.keyId,
     algorithm: signer.algorithm,

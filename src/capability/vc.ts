@@ -35,7 +35,12 @@ export interface CredentialInput {
   readonly biscuitRootKey: string;
   readonly links: readonly ChainLink[];
   /** The capability attestation, then the step attestation it authorised. */
-  readonly evidence: readonly { id: string; kind: 'capability' | 'step'; digest: string; predicateType: string }[];
+  readonly evidence: readonly {
+    id: string;
+    kind: 'capability' | 'step';
+    digest: string;
+    predicateType: string;
+  }[];
   readonly validFrom: Date;
   readonly validUntil: Date;
 }
@@ -80,7 +85,11 @@ export function credentialOf(
       scope: last.scope,
       grantedBy: last.grantedBy,
       approvedBy: last.approvedBy,
-      delegations: input.links.map((l) => ({ scope: l.scope, grantedBy: l.grantedBy, approvedBy: l.approvedBy })),
+      delegations: input.links.map((l) => ({
+        scope: l.scope,
+        grantedBy: l.grantedBy,
+        approvedBy: l.approvedBy,
+      })),
       root: { authority: input.authority, keyId, biscuitRootKey: input.biscuitRootKey },
     },
     evidence: input.evidence.map((e) => ({
@@ -136,7 +145,8 @@ export function decodeCredential(token: string): DecodedCredential {
     throw new CapabilityError('TOKEN_MALFORMED', `JWS ${what} is not a JSON object`);
   };
   const header = json(parts[0]!, 'header');
-  if (header.typ !== 'vc+jwt') throw new CapabilityError('TOKEN_MALFORMED', `JWS typ is ${String(header.typ)}, not vc+jwt`);
+  if (header.typ !== 'vc+jwt')
+    throw new CapabilityError('TOKEN_MALFORMED', `JWS typ is ${String(header.typ)}, not vc+jwt`);
   return {
     header,
     claims: json(parts[1]!, 'payload'),
@@ -162,7 +172,10 @@ export function verifyCredential(
     throw new CapabilityError('TOKEN_UNTRUSTED', `VC signed by ${String(kid)}, which is not a trusted key`);
   const algorithm = algorithmOf(key)!;
   if (decoded.header.alg !== jwsAlg({ algorithm }))
-    throw new CapabilityError('TOKEN_SIGNATURE_INVALID', `JWS alg ${String(decoded.header.alg)} does not fit key ${String(kid)}`);
+    throw new CapabilityError(
+      'TOKEN_SIGNATURE_INVALID',
+      `JWS alg ${String(decoded.header.alg)} does not fit key ${String(kid)}`,
+    );
   if (!verifyWith(algorithm, key, decoded.signingInput, decoded.signature, 'ieee-p1363'))
     throw new CapabilityError('TOKEN_SIGNATURE_INVALID', 'VC signature does not verify');
   const shape = credentialShapeProblem(decoded.claims);
@@ -171,7 +184,10 @@ export function verifyCredential(
     const from = new Date(decoded.claims.validFrom as string);
     const until = new Date(decoded.claims.validUntil as string);
     if (at < from || at > until)
-      throw new CapabilityError('TOKEN_EXPIRED', `VC is valid from ${from.toISOString()} until ${until.toISOString()}`);
+      throw new CapabilityError(
+        'TOKEN_EXPIRED',
+        `VC is valid from ${from.toISOString()} until ${until.toISOString()}`,
+      );
   }
   return { ...decoded, keyId: kid as string };
 }
@@ -180,12 +196,15 @@ export function verifyCredential(
 export function credentialShapeProblem(c: Record<string, unknown>): string | undefined {
   const ctx = c['@context'];
   if (!Array.isArray(ctx) || ctx[0] !== VC_CONTEXT) return `@context must start with ${VC_CONTEXT}`;
-  if (!Array.isArray(c.type) || !c.type.includes('VerifiableCredential')) return 'type lacks VerifiableCredential';
+  if (!Array.isArray(c.type) || !c.type.includes('VerifiableCredential'))
+    return 'type lacks VerifiableCredential';
   const issuer = c.issuer as { id?: unknown } | undefined;
-  if (typeof issuer?.id !== 'string' || !/^[a-z][a-z0-9+.-]*:/.test(issuer.id)) return 'issuer.id is not a URL';
+  if (typeof issuer?.id !== 'string' || !/^[a-z][a-z0-9+.-]*:/.test(issuer.id))
+    return 'issuer.id is not a URL';
   for (const f of ['validFrom', 'validUntil'] as const) {
     if (typeof c[f] !== 'string' || Number.isNaN(Date.parse(c[f]))) return `${f} is not a date-time`;
   }
-  if (typeof c.credentialSubject !== 'object' || c.credentialSubject === null) return 'credentialSubject missing';
+  if (typeof c.credentialSubject !== 'object' || c.credentialSubject === null)
+    return 'credentialSubject missing';
   return undefined;
 }

@@ -76,14 +76,19 @@ export function describeChain(c: VerifiedChain): string {
 
 const sameLinks = (a: readonly ChainLink[], b: readonly ChainLink[]): boolean =>
   a.length === b.length &&
-  a.every((l, i) => l.scope === b[i]!.scope && l.grantedBy === b[i]!.grantedBy && l.approvedBy === b[i]!.approvedBy);
+  a.every(
+    (l, i) => l.scope === b[i]!.scope && l.grantedBy === b[i]!.grantedBy && l.approvedBy === b[i]!.approvedBy,
+  );
+
+/** A string member, or null (anything else is not what we signed and fails the comparison). */
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 function linksOfSubject(subject: Record<string, unknown>): ChainLink[] {
   const d = Array.isArray(subject.delegations) ? subject.delegations : [];
   return d.filter(isObject).map((l) => ({
-    scope: String(l.scope),
-    grantedBy: String(l.grantedBy),
-    approvedBy: l.approvedBy === null || l.approvedBy === undefined ? null : String(l.approvedBy),
+    scope: str(l.scope) ?? '',
+    grantedBy: str(l.grantedBy) ?? '',
+    approvedBy: str(l.approvedBy),
   }));
 }
 
@@ -129,8 +134,15 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
   /** Checks one token against the signed chain; returns its label when it verified. */
   const checkToken = async (
     t: Token,
-    expected: { capability: string; step: string; links: readonly ChainLink[]; biscuitRootKey: string | null },
-  ): Promise<{ label: string; biscuitRootKey?: string; links?: ChainLink[]; capability?: string } | undefined> => {
+    expected: {
+      capability: string;
+      step: string;
+      links: readonly ChainLink[];
+      biscuitRootKey: string | null;
+    },
+  ): Promise<
+    { label: string; biscuitRootKey?: string; links?: ChainLink[]; capability?: string } | undefined
+  > => {
     try {
       if (t.format === 'vc+jwt') {
         const vc = verifyCredential(t.token, envelopeKey, createdAt);
@@ -162,16 +174,28 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
       }
       if (t.format === 'biscuit') {
         if (expected.biscuitRootKey === null)
-          throw new CapabilityError('TOKEN_UNTRUSTED', 'no signed Biscuit root key to verify the Biscuit with');
+          throw new CapabilityError(
+            'TOKEN_UNTRUSTED',
+            'no signed Biscuit root key to verify the Biscuit with',
+          );
         const b = await readBiscuit(t.token, expected.biscuitRootKey);
         if (!blocksNarrow(b.blocks))
-          throw new CapabilityError('SCOPE_WIDENED', 'a Biscuit attenuation block widens the scope before it');
+          throw new CapabilityError(
+            'SCOPE_WIDENED',
+            'a Biscuit attenuation block widens the scope before it',
+          );
         if (!sameLinks(b.claims.links, expected.links) || !sameLinks(b.blocks as ChainLink[], expected.links))
-          throw new CapabilityError('TOKEN_MISMATCH', 'Biscuit delegations or blocks differ from the signed chain');
+          throw new CapabilityError(
+            'TOKEN_MISMATCH',
+            'Biscuit delegations or blocks differ from the signed chain',
+          );
         if (b.claims.capability !== expected.capability || b.claims.step !== expected.step)
           throw new CapabilityError('TOKEN_MISMATCH', `Biscuit is about ${b.claims.capability}`);
         if (recordId !== undefined && !b.claims.attestations.includes(recordId))
-          throw new CapabilityError('TOKEN_MISMATCH', `Biscuit attestation facts do not name record ${recordId}`);
+          throw new CapabilityError(
+            'TOKEN_MISMATCH',
+            `Biscuit attestation facts do not name record ${recordId}`,
+          );
         if (createdAt !== null && b.claims.validUntil !== null && b.claims.validUntil < createdAt)
           throw new CapabilityError('TOKEN_EXPIRED', 'Biscuit expired before its record was made');
         return { label: 'biscuit' };
@@ -190,13 +214,28 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
     const capability = `capability:${p.runId}:${p.stepId}:${p.index}`;
     const step = `step:${p.runId}:${p.stepId}`;
     if (p.root !== undefined && p.root.keyId !== recordKeyId)
-      fail('TOKEN_UNTRUSTED', `the chain names root ${p.root.keyId} but the envelope is signed by ${String(recordKeyId)}`);
+      fail(
+        'TOKEN_UNTRUSTED',
+        `the chain names root ${p.root.keyId} but the envelope is signed by ${String(recordKeyId)}`,
+      );
     const verified: string[] = [];
     for (const t of tokens) {
-      const ok = await checkToken(t, { capability, step, links: p.chain, biscuitRootKey: p.root?.biscuitRootKey ?? null });
+      const ok = await checkToken(t, {
+        capability,
+        step,
+        links: p.chain,
+        biscuitRootKey: p.root?.biscuitRootKey ?? null,
+      });
       if (ok) verified.push(ok.label);
     }
-    chains.push({ capability, step, scope: p.chain.at(-1)?.scope ?? '', links: p.chain, rootKeyId: p.root?.keyId ?? null, tokens: verified });
+    chains.push({
+      capability,
+      step,
+      scope: p.chain.at(-1)?.scope ?? '',
+      links: p.chain,
+      rootKeyId: p.root?.keyId ?? null,
+      tokens: verified,
+    });
     return report();
   }
 
@@ -215,9 +254,9 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
     for (const e of chainProblems(ok.links)) fail(e.code, e.message);
     const view = views.find((v) => v.capability === ok.capability);
     const viewLinks = (Array.isArray(view?.links) ? view.links : []).filter(isObject).map((l) => ({
-      scope: String(l.scope),
-      grantedBy: String(l.granted_by),
-      approvedBy: l.approved_by === null ? null : String(l.approved_by),
+      scope: str(l.scope) ?? '',
+      grantedBy: str(l.granted_by) ?? '',
+      approvedBy: str(l.approved_by),
     }));
     if (!view || !sameLinks(viewLinks, ok.links))
       fail('TOKEN_MISMATCH', `capability_chain of ${ok.capability} differs from its signed VC`);
@@ -240,7 +279,10 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
       }
     }
     if (!matched && biscuits.length > 0)
-      fail('TOKEN_UNTRUSTED', `no Biscuit of ${ok.capability} verifies under its signed root ${String(ok.biscuitRootKey)}`);
+      fail(
+        'TOKEN_UNTRUSTED',
+        `no Biscuit of ${ok.capability} verifies under its signed root ${String(ok.biscuitRootKey)}`,
+      );
     chains.push({
       capability: ok.capability,
       step: stepSubject,

@@ -48,9 +48,15 @@ function problemOf(err: unknown): ProblemError {
       return new ProblemError(400, 'CAPABILITY_TOKEN_EXPIRED', err.message, { errors: pointer, cause: err });
     case 'TOKEN_UNTRUSTED':
     case 'TOKEN_SIGNATURE_INVALID':
-      return new ProblemError(400, 'CAPABILITY_TOKEN_UNTRUSTED', err.message, { errors: pointer, cause: err });
+      return new ProblemError(400, 'CAPABILITY_TOKEN_UNTRUSTED', err.message, {
+        errors: pointer,
+        cause: err,
+      });
     default:
-      return new ProblemError(400, 'CAPABILITY_TOKEN_MALFORMED', err.message, { errors: pointer, cause: err });
+      return new ProblemError(400, 'CAPABILITY_TOKEN_MALFORMED', err.message, {
+        errors: pointer,
+        cause: err,
+      });
   }
 }
 
@@ -74,19 +80,25 @@ export async function resolveCapabilityFilter(
     }
     if (looksLikeBiscuit(value)) {
       const roots = [...new Set((await grants.rootKeys(namespaces)).map((r) => r.biscuitRootKey))];
-      let last: unknown = new CapabilityError('TOKEN_UNTRUSTED', 'no root key of your namespaces signed this Biscuit');
+      const untrusted = new CapabilityError(
+        'TOKEN_UNTRUSTED',
+        'no root key of your namespaces signed this Biscuit',
+      );
       for (const root of roots) {
         try {
           const b = await readBiscuit(value, root);
           if (b.claims.validUntil !== null && b.claims.validUntil < now)
-            throw new CapabilityError('TOKEN_EXPIRED', `Biscuit expired at ${b.claims.validUntil.toISOString()}`);
+            throw new CapabilityError(
+              'TOKEN_EXPIRED',
+              `Biscuit expired at ${b.claims.validUntil.toISOString()}`,
+            );
           return byId(b.id);
         } catch (err) {
           if (err instanceof CapabilityError && err.code === 'TOKEN_UNTRUSTED') continue;
           throw err;
         }
       }
-      throw last;
+      throw untrusted;
     }
   } catch (err) {
     throw problemOf(err);

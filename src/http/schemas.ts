@@ -83,7 +83,7 @@ export const envelopeSchema = {
         required: ['capability', 'step', 'root', 'links', 'scope', 'granted_by', 'approved_by'],
         properties: {
           capability: { type: 'string', description: 'capability:<run>:<step>:<n>' },
-          step: { type: 'string', description: 'step:<run>:<step>' },
+          step: { type: ['string', 'null'], description: 'step:<run>:<step>' },
           root: {
             anyOf: [
               {

@@ -76,11 +76,7 @@ export function createRecorder(deps: RecorderDeps): Recorder {
    * batch's capability records carry their chains; the grants (chain views and minted tokens)
    * commit in the same transaction as the records, so nothing is stored half-way.
    */
-  const store = async (
-    run: Run,
-    build: (root: CapabilityRoot) => Batch,
-    what: string,
-  ): Promise<Recorded> => {
+  const store = async (run: Run, build: (root: CapabilityRoot) => Batch, what: string): Promise<Recorded> => {
     const signer = await because('SignerUnavailable', () => deps.envelopeSigner(run.metadata.namespace));
     const root = await because('SignerUnavailable', () =>
       rootOf(signer, signer.keyId === deps.runtimeSigner.keyId ? 'service' : 'namespace'),

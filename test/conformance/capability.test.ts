@@ -26,7 +26,12 @@ let python: string;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'caps-conformance-'));
   const { stdout } = await run('bash', [join(repoRoot, 'hack/ensure-verifiers.sh')]);
-  const paths = Object.fromEntries(stdout.trim().split('\n').map((l) => l.split('=') as [string, string]));
+  const paths = Object.fromEntries(
+    stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('=') as [string, string]),
+  );
   biscuitJava = paths['biscuit-java']!;
   python = paths['vc-python']!;
 }, 600_000);
@@ -37,7 +42,7 @@ afterAll(async () => {
 const outcome = (p: Promise<{ stdout: string }>) =>
   p.then(
     (r) => r.stdout.trim(),
-    (e: { stdout?: string }) => (e.stdout ?? String(e)).trim(),
+    (e: { stdout?: string; message?: string }) => (e.stdout ?? e.message ?? 'failed').trim(),
   );
 
 /** The sample authorizer of docs/capabilities.md: "step S was approved by X for scope Y". */
@@ -72,71 +77,95 @@ function tamper(token: string): string {
   return token.slice(0, at) + (token[at] === 'A' ? 'B' : 'A') + token.slice(at + 1);
 }
 
-describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)('capability tokens, independent verifiers (%s signer)', (alg) => {
-  let signer: KeySigner;
-  let other: KeySigner;
-  const step = `step:${RUN_ID}:retrieve`;
-  beforeAll(async () => {
-    signer = signerFromPem(await generateDevPki({ leafAlgorithm: alg }));
-    other = signerFromPem(await generateDevPki({ leafAlgorithm: alg }));
-  });
-
-  it('Java Biscuit accepts the token under its root key and the sample policy allows the approved scope', async () => {
-    const { capability } = await capabilityEnvelopes(signer);
-    const token = tokenOf(capability, 'biscuit');
-    expect(await java(rootOf(capability), token, samplePolicy(step, 'user:alice', 'kb:read'))).toBe('OK 0');
-    // The root's delegation of kb to org:acme-it, approved by the CISO, holds too, for an operation
-    // within every link (kb:read); `kb` itself is beyond the step's attenuated grant.
-    expect(await java(rootOf(capability), token, samplePolicy(step, 'user:ciso', 'kb', 'kb:read'))).toBe('OK 0');
-    expect(await java(rootOf(capability), token, samplePolicy(step, 'user:ciso', 'kb', 'kb'))).toMatch(/^FAIL .*FailedLogic/);
-  });
-
-  it('Java Biscuit refuses another approver, an operation outside the attenuated scope, another step', async () => {
-    const { capability } = await capabilityEnvelopes(signer);
-    const token = tokenOf(capability, 'biscuit');
-    expect(await java(rootOf(capability), token, samplePolicy(step, 'user:mallory', 'kb:read'))).toMatch(/^FAIL /);
-    expect(await java(rootOf(capability), token, samplePolicy(step, 'user:alice', 'kb:read', 'kb:write'))).toMatch(
-      /^FAIL .*FailedLogic/,
-    );
-    expect(await java(rootOf(capability), token, samplePolicy(`step:${RUN_ID}:other`, 'user:alice', 'kb:read'))).toMatch(
-      /^FAIL /,
-    );
-  });
-
-  it("Java Biscuit refuses a tampered token and another namespace's token", async () => {
-    const { capability } = await capabilityEnvelopes(signer);
-    const theirs = await capabilityEnvelopes(other);
-    const policy = samplePolicy(step, 'user:alice', 'kb:read');
-    expect(await java(rootOf(capability), tamper(tokenOf(capability, 'biscuit')), policy)).toMatch(/^FAIL /);
-    expect(await java(rootOf(capability), tokenOf(theirs.capability, 'biscuit'), policy)).toMatch(/^FAIL .*Signature/i);
-    expect(await java(rootOf(theirs.capability), tokenOf(theirs.capability, 'biscuit'), policy)).toBe('OK 0');
-  });
-
-  it('Java Biscuit refuses the operation a widened chain would allow beyond its first link', async () => {
-    const widened = await capabilityEnvelopes(signer, {
-      chain: [
-        { scope: 'kb:read', grantedBy: 'org:acme-it', approvedBy: 'user:ciso' },
-        { scope: 'kb', grantedBy: 'team:support-platform', approvedBy: 'user:alice' },
-      ],
+describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)(
+  'capability tokens, independent verifiers (%s signer)',
+  (alg) => {
+    let signer: KeySigner;
+    let other: KeySigner;
+    const step = `step:${RUN_ID}:retrieve`;
+    beforeAll(async () => {
+      signer = signerFromPem(await generateDevPki({ leafAlgorithm: alg }));
+      other = signerFromPem(await generateDevPki({ leafAlgorithm: alg }));
     });
-    // Block 1 restricts to kb:read, so the wider grant of block 2 cannot be used for kb:write.
-    expect(
-      await java(rootOf(widened.capability), tokenOf(widened.capability, 'biscuit'), samplePolicy(step, 'user:alice', 'kb', 'kb:write')),
-    ).toMatch(/^FAIL .*FailedLogic/);
-  });
 
-  it('joserfc accepts the VC-JWT (signature, kid, exp/nbf/iat) and its VC 2.0 shape', async () => {
-    const { capability, step: stepEnvelope } = await capabilityEnvelopes(signer);
-    expect(await joserfc(signer, tokenOf(capability, 'vc+jwt'))).toBe(`OK ${signer.keyId}`);
-    expect(await joserfc(signer, tokenOf(stepEnvelope, 'vc+jwt'))).toBe(`OK ${signer.keyId}`);
-  });
+    it('Java Biscuit accepts the token under its root key and the sample policy allows the approved scope', async () => {
+      const { capability } = await capabilityEnvelopes(signer);
+      const token = tokenOf(capability, 'biscuit');
+      expect(await java(rootOf(capability), token, samplePolicy(step, 'user:alice', 'kb:read'))).toBe('OK 0');
+      // The root's delegation of kb to org:acme-it, approved by the CISO, holds too, for an operation
+      // within every link (kb:read); `kb` itself is beyond the step's attenuated grant.
+      expect(await java(rootOf(capability), token, samplePolicy(step, 'user:ciso', 'kb', 'kb:read'))).toBe(
+        'OK 0',
+      );
+      expect(await java(rootOf(capability), token, samplePolicy(step, 'user:ciso', 'kb', 'kb'))).toMatch(
+        /^FAIL .*FailedLogic/,
+      );
+    });
 
-  it("joserfc refuses a tampered VC, another namespace's VC, and an expired one", async () => {
-    const { capability } = await capabilityEnvelopes(signer);
-    const theirs = await capabilityEnvelopes(other);
-    const old = await capabilityEnvelopes(signer, { createdAt: new Date('2020-01-01T00:00:00Z'), lifetimeMs: 1000 });
-    expect(await joserfc(signer, tamper(tokenOf(capability, 'vc+jwt')))).toMatch(/^FAIL /);
-    expect(await joserfc(signer, tokenOf(theirs.capability, 'vc+jwt'))).toMatch(/^FAIL /);
-    expect(await joserfc(signer, tokenOf(old.capability, 'vc+jwt'))).toMatch(/^FAIL .*(expired|Expired|exp)/);
-  });
-});
+    it('Java Biscuit refuses another approver, an operation outside the attenuated scope, another step', async () => {
+      const { capability } = await capabilityEnvelopes(signer);
+      const token = tokenOf(capability, 'biscuit');
+      expect(await java(rootOf(capability), token, samplePolicy(step, 'user:mallory', 'kb:read'))).toMatch(
+        /^FAIL /,
+      );
+      expect(
+        await java(rootOf(capability), token, samplePolicy(step, 'user:alice', 'kb:read', 'kb:write')),
+      ).toMatch(/^FAIL .*FailedLogic/);
+      expect(
+        await java(rootOf(capability), token, samplePolicy(`step:${RUN_ID}:other`, 'user:alice', 'kb:read')),
+      ).toMatch(/^FAIL /);
+    });
+
+    it("Java Biscuit refuses a tampered token and another namespace's token", async () => {
+      const { capability } = await capabilityEnvelopes(signer);
+      const theirs = await capabilityEnvelopes(other);
+      const policy = samplePolicy(step, 'user:alice', 'kb:read');
+      expect(await java(rootOf(capability), tamper(tokenOf(capability, 'biscuit')), policy)).toMatch(
+        /^FAIL /,
+      );
+      expect(await java(rootOf(capability), tokenOf(theirs.capability, 'biscuit'), policy)).toMatch(
+        /^FAIL .*Signature/i,
+      );
+      expect(await java(rootOf(theirs.capability), tokenOf(theirs.capability, 'biscuit'), policy)).toBe(
+        'OK 0',
+      );
+    });
+
+    it('Java Biscuit refuses the operation a widened chain would allow beyond its first link', async () => {
+      const widened = await capabilityEnvelopes(signer, {
+        chain: [
+          { scope: 'kb:read', grantedBy: 'org:acme-it', approvedBy: 'user:ciso' },
+          { scope: 'kb', grantedBy: 'team:support-platform', approvedBy: 'user:alice' },
+        ],
+      });
+      // Block 1 restricts to kb:read, so the wider grant of block 2 cannot be used for kb:write.
+      expect(
+        await java(
+          rootOf(widened.capability),
+          tokenOf(widened.capability, 'biscuit'),
+          samplePolicy(step, 'user:alice', 'kb', 'kb:write'),
+        ),
+      ).toMatch(/^FAIL .*FailedLogic/);
+    });
+
+    it('joserfc accepts the VC-JWT (signature, kid, exp/nbf/iat) and its VC 2.0 shape', async () => {
+      const { capability, step: stepEnvelope } = await capabilityEnvelopes(signer);
+      expect(await joserfc(signer, tokenOf(capability, 'vc+jwt'))).toBe(`OK ${signer.keyId}`);
+      expect(await joserfc(signer, tokenOf(stepEnvelope, 'vc+jwt'))).toBe(`OK ${signer.keyId}`);
+    });
+
+    it("joserfc refuses a tampered VC, another namespace's VC, and an expired one", async () => {
+      const { capability } = await capabilityEnvelopes(signer);
+      const theirs = await capabilityEnvelopes(other);
+      const old = await capabilityEnvelopes(signer, {
+        createdAt: new Date('2020-01-01T00:00:00Z'),
+        lifetimeMs: 1000,
+      });
+      expect(await joserfc(signer, tamper(tokenOf(capability, 'vc+jwt')))).toMatch(/^FAIL /);
+      expect(await joserfc(signer, tokenOf(theirs.capability, 'vc+jwt'))).toMatch(/^FAIL /);
+      expect(await joserfc(signer, tokenOf(old.capability, 'vc+jwt'))).toMatch(
+        /^FAIL .*(expired|Expired|exp)/,
+      );
+    });
+  },
+);

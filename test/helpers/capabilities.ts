@@ -56,7 +56,13 @@ export async function capabilityEnvelopes(
   const namespace = options.namespace ?? 'demo';
   const createdAt = options.createdAt ?? new Date();
   const root = await rootOf(signer, 'service');
-  const cap = capabilityStatement({ runId: RUN_ID, stepId: 'retrieve', index: 0, chain: options.chain ?? CHAIN, root });
+  const cap = capabilityStatement({
+    runId: RUN_ID,
+    stepId: 'retrieve',
+    index: 0,
+    chain: options.chain ?? CHAIN,
+    root,
+  });
   const step = stepStatement({
     runId: RUN_ID,
     stepId: 'retrieve',
@@ -95,8 +101,9 @@ export function tokenOf(envelope: ApiEnvelope, format: 'vc+jwt' | 'biscuit'): st
 
 /** The envelope with one token replaced. */
 export function withToken(envelope: ApiEnvelope, format: 'vc+jwt' | 'biscuit', token: string): ApiEnvelope {
-  return {
+  const copy: ApiEnvelope = {
     ...envelope,
     capability_tokens: envelope.capability_tokens!.map((t) => (t.format === format ? { ...t, token } : t)),
-  } as ApiEnvelope;
+  };
+  return copy;
 }

@@ -18,22 +18,34 @@ describe('scopes', () => {
     expect(covers(outer, inner)).toBe(expected);
   });
 
-  it.each(['kb:read', '*', 'tickets:comment', 'dataset:read:incidents-7', 'models:invoke:openai/gpt-4o', 'ü:ß'])(
-    'accepts the scope %s',
-    (s) => expect(isScope(s)).toBe(true),
-  );
+  it.each([
+    'kb:read',
+    '*',
+    'tickets:comment',
+    'dataset:read:incidents-7',
+    'models:invoke:openai/gpt-4o',
+    'ü:ß',
+  ])('accepts the scope %s', (s) => expect(isScope(s)).toBe(true));
   it.each(['', 'kb read', 'kb:', ':kb', 'kb::read', 'kb:*', '**', 'a\u0000b', 'a\u00a0b', 'x'.repeat(254)])(
     'refuses the scope %j',
     (s) => expect(isScope(s)).toBe(false),
   );
-  it.each(['user:alice', 'team:support-platform', 'system:serviceaccount:ns:pipeline', 'user:alice@example.com'])(
-    'accepts the principal %s',
-    (p) => expect(isPrincipal(p)).toBe(true),
-  );
-  it.each(['alice', 'User:alice', ':alice', 'user:', 'user:al ice', 'user:a\nb', '1user:x', `user:${'a'.repeat(250)}`])(
-    'refuses the principal %j',
-    (p) => expect(isPrincipal(p)).toBe(false),
-  );
+  it.each([
+    'user:alice',
+    'team:support-platform',
+    'system:serviceaccount:ns:pipeline',
+    'user:alice@example.com',
+  ])('accepts the principal %s', (p) => expect(isPrincipal(p)).toBe(true));
+  it.each([
+    'alice',
+    'User:alice',
+    ':alice',
+    'user:',
+    'user:al ice',
+    'user:a\nb',
+    '1user:x',
+    `user:${'a'.repeat(250)}`,
+  ])('refuses the principal %j', (p) => expect(isPrincipal(p)).toBe(false));
 });
 
 describe('chains', () => {
@@ -52,17 +64,21 @@ describe('chains', () => {
   });
 
   it('refuses a delegation that widens, naming the link', () => {
-    const widened = { scope: 'kb', grantedBy: 'team:a', delegatedFrom: [{ scope: 'kb:read', grantedBy: 'org:acme' }] };
+    const widened = {
+      scope: 'kb',
+      grantedBy: 'team:a',
+      delegatedFrom: [{ scope: 'kb:read', grantedBy: 'org:acme' }],
+    };
     expect(() => chainOf(widened)).toThrow(expect.objectContaining({ code: 'SCOPE_WIDENED' }));
     expect(() => chainOf({ ...widened, scope: 'tickets:comment' })).toThrow(
-      expect.objectContaining({ code: 'SCOPE_WIDENED', message: expect.stringContaining('link 1') }),
+      /^link 1: team:a grants tickets:comment/,
     );
   });
 
   it('refuses an invalid approver, an empty or oversized scope, too many links', () => {
-    expect(chainProblems([{ scope: 'kb', grantedBy: 'team:a', approvedBy: 'alice' }]).map((p) => p.code)).toEqual([
-      'PRINCIPAL_INVALID',
-    ]);
+    expect(
+      chainProblems([{ scope: 'kb', grantedBy: 'team:a', approvedBy: 'alice' }]).map((p) => p.code),
+    ).toEqual(['PRINCIPAL_INVALID']);
     expect(chainProblems([{ scope: '', grantedBy: 'team:a', approvedBy: null }]).map((p) => p.code)).toEqual([
       'SCOPE_INVALID',
     ]);
@@ -70,7 +86,9 @@ describe('chains', () => {
       'SCOPE_INVALID',
     );
     const link = { scope: 'kb', grantedBy: 'team:a', approvedBy: null };
-    expect(chainProblems(Array(6).fill(link)).map((p) => p.code)).toEqual(['CHAIN_INVALID']);
+    expect(chainProblems(Array.from({ length: 6 }, () => link)).map((p) => p.code)).toEqual([
+      'CHAIN_INVALID',
+    ]);
     expect(chainProblems([]).map((p) => p.code)).toEqual(['CHAIN_INVALID']);
   });
 });

@@ -23,7 +23,11 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)('capability tokens (%s 
   it('mints a VC 2.0 credential (ES256/EdDSA, kid = key id) saying who approved which step under which scope', async () => {
     const { capability } = await capabilityEnvelopes(signer);
     const vc = verifyCredential(tokenOf(capability, 'vc+jwt'), [signer.publicKey]);
-    expect(vc.header).toMatchObject({ alg: alg === 'ED25519' ? 'EdDSA' : 'ES256', kid: signer.keyId, typ: 'vc+jwt' });
+    expect(vc.header).toMatchObject({
+      alg: alg === 'ED25519' ? 'EdDSA' : 'ES256',
+      kid: signer.keyId,
+      typ: 'vc+jwt',
+    });
     expect(credentialShapeProblem(vc.claims)).toBeUndefined();
     expect(vc.claims.credentialSubject).toMatchObject({
       step: `step:${RUN_ID}:retrieve`,
@@ -39,17 +43,24 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)('capability tokens (%s 
 
   it('mints a Biscuit with an authority block and one attenuation block per delegation, verifiable with the root key alone', async () => {
     const { capability } = await capabilityEnvelopes(signer);
-    const root = (capability.capability_chain![0] as { root: { biscuit_root_key: string } }).root.biscuit_root_key;
+    const root = (capability.capability_chain![0] as { root: { biscuit_root_key: string } }).root
+      .biscuit_root_key;
     const b = await readBiscuit(tokenOf(capability, 'biscuit'), root);
     expect(b.blocks).toHaveLength(2);
     expect(b.claims.links.map((l) => l.approvedBy)).toEqual(['user:ciso', 'user:alice']);
     const policy = (op: string, approver: string) =>
       `time(${new Date().toISOString()}); operation("${op}");
        allow if step("step:${RUN_ID}:retrieve"), delegation($i, $g, "kb:read"), approval($i, "${approver}");`;
-    await expect(authorizeBiscuit(tokenOf(capability, 'biscuit'), root, policy('kb:read', 'user:alice'))).resolves.toBe(0);
+    await expect(
+      authorizeBiscuit(tokenOf(capability, 'biscuit'), root, policy('kb:read', 'user:alice')),
+    ).resolves.toBe(0);
     // The attenuation blocks restrict operations to kb:read; the approval must be the signed one.
-    await expect(authorizeBiscuit(tokenOf(capability, 'biscuit'), root, policy('kb:write', 'user:alice'))).rejects.toBeDefined();
-    await expect(authorizeBiscuit(tokenOf(capability, 'biscuit'), root, policy('kb:read', 'user:mallory'))).rejects.toBeDefined();
+    await expect(
+      authorizeBiscuit(tokenOf(capability, 'biscuit'), root, policy('kb:write', 'user:alice')),
+    ).rejects.toBeDefined();
+    await expect(
+      authorizeBiscuit(tokenOf(capability, 'biscuit'), root, policy('kb:read', 'user:mallory')),
+    ).rejects.toBeDefined();
   });
 
   it('verifies both records offline and reports the chain', async () => {
@@ -85,14 +96,19 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)('capability tokens (%s 
     const mine = await capabilityEnvelopes(signer);
     const theirs = await capabilityEnvelopes(other);
     for (const format of ['vc+jwt', 'biscuit'] as const) {
-      const r = await verifyCapabilities(withToken(mine.capability, format, tokenOf(theirs.capability, format)), {
-        publicKeys: [signer.publicKey, other.publicKey],
-      });
+      const r = await verifyCapabilities(
+        withToken(mine.capability, format, tokenOf(theirs.capability, format)),
+        {
+          publicKeys: [signer.publicKey, other.publicKey],
+        },
+      );
       expect(r.problems.map((p) => p.code)).toEqual([expect.stringMatching(/^TOKEN_(UNTRUSTED|MISMATCH)$/)]);
     }
     // Tokens minted with another key for this record's chain.
     const forged = await capabilityEnvelopes(signer, { tokensSigner: other });
-    const r = await verifyCapabilities(forged.capability, { publicKeys: [signer.publicKey, other.publicKey] });
+    const r = await verifyCapabilities(forged.capability, {
+      publicKeys: [signer.publicKey, other.publicKey],
+    });
     expect(r.problems.map((p) => p.code)).toEqual(['TOKEN_UNTRUSTED', 'TOKEN_UNTRUSTED']);
   });
 
@@ -110,7 +126,10 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)('capability tokens (%s 
   });
 
   it('refuses an expired VC at the current time but verifies it at its record time', async () => {
-    const old = await capabilityEnvelopes(signer, { createdAt: new Date('2020-01-01T00:00:00Z'), lifetimeMs: 1000 });
+    const old = await capabilityEnvelopes(signer, {
+      createdAt: new Date('2020-01-01T00:00:00Z'),
+      lifetimeMs: 1000,
+    });
     expect(() => verifyCredential(tokenOf(old.capability, 'vc+jwt'), [signer.publicKey])).toThrow(
       expect.objectContaining({ code: 'TOKEN_EXPIRED' }),
     );
