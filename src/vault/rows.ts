@@ -62,7 +62,8 @@ export function toStored(r: AttestationRow): StoredAttestation {
     signature: r.signature,
     c2paManifestRef: r.c2pa_manifest_ref,
     createdAt: r.created_at,
-    ...(r.capability_grants !== null
+    // Only records that have grants carry them, so a row read back equals the row append returned.
+    ...(r.capability_grants !== null && r.capability_grants.length > 0
       ? {
           capabilityChains: r.capability_grants.map((g) => g.chain),
           capabilityTokens: r.capability_grants.flatMap((g) => g.tokens),

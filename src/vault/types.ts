@@ -113,13 +113,14 @@ export interface StoredAttestation {
   /** Millisecond precision; non-decreasing with `seq`. */
   readonly createdAt: Date;
   /**
-   * Capability and step records: the chain views of the capability (one) or of the step's
-   * capabilities (in record order), empty when none were recorded; undefined for other kinds.
+   * Capability and step records with grants: the chain views of the capability (one) or of the
+   * step's capabilities (in record order); undefined for records without grants and other kinds.
    */
   readonly capabilityChains?: readonly JsonObject[];
   /**
-   * The tokens of those chains, in the same order; undefined for other kinds, and for every record
-   * when the vault is opened with `capabilityTokens: false` (the projection is switched off).
+   * The tokens of those chains, in the same order (empty when minted with the projection off);
+   * undefined with the chains, and for every record when the vault is opened with
+   * `capabilityTokens: false` (the projection is switched off).
    */
   readonly capabilityTokens?: readonly CapabilityToken[];
 }
