@@ -258,8 +258,10 @@ describe('the capability_token query filter', () => {
     // Tokens for the same records, minted by another key and with a lifetime already over.
     const stored = (await vault.attestations.get(capability.id))!;
     const step = (await vault.attestations.get(stepRecord.id))!;
-    const predicate = JSON.parse(Buffer.from(stored.envelope.payload, 'base64').toString('utf8'))
-      .predicate as CapabilityPredicate;
+    const statement = JSON.parse(Buffer.from(stored.envelope.payload, 'base64').toString('utf8')) as {
+      predicate: CapabilityPredicate;
+    };
+    const predicate = statement.predicate;
     const other = signerFromPem(await generateDevPki());
     const mint = async (s: KeySigner, record: StoredAttestation, lifetimeMs?: number) =>
       (
