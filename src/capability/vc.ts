@@ -130,26 +130,33 @@ export interface DecodedCredential {
 
 const B64URL = /^[A-Za-z0-9_-]+$/;
 
-/** Splits and parses a compact JWS without checking it; TOKEN_MALFORMED when it is not one. */
-export function decodeCredential(token: string): DecodedCredential {
+function jsonPart(part: string, what: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
+  } catch {
+    /* reported below */
+  }
+  throw new CapabilityError('TOKEN_MALFORMED', `JWS ${what} is not a JSON object`);
+}
+
+/** Splits a compact JWS and parses its header; the payload stays raw until the signature is checked. */
+function splitCredential(token: string): { header: Record<string, unknown>; parts: string[] } {
   const parts = token.split('.');
   if (parts.length !== 3 || !parts.every((p) => B64URL.test(p)))
     throw new CapabilityError('TOKEN_MALFORMED', 'not a compact JWS (three base64url parts)');
-  const json = (part: string, what: string): Record<string, unknown> => {
-    try {
-      const v: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
-      if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
-    } catch {
-      /* reported below */
-    }
-    throw new CapabilityError('TOKEN_MALFORMED', `JWS ${what} is not a JSON object`);
-  };
-  const header = json(parts[0]!, 'header');
+  const header = jsonPart(parts[0]!, 'header');
   if (header.typ !== 'vc+jwt')
     throw new CapabilityError('TOKEN_MALFORMED', `JWS typ is ${String(header.typ)}, not vc+jwt`);
+  return { header, parts };
+}
+
+/** Splits and parses a compact JWS without checking it; TOKEN_MALFORMED when it is not one. */
+export function decodeCredential(token: string): DecodedCredential {
+  const { header, parts } = splitCredential(token);
   return {
     header,
-    claims: json(parts[1]!, 'payload'),
+    claims: jsonPart(parts[1]!, 'payload'),
     signingInput: Buffer.from(`${parts[0]!}.${parts[1]!}`, 'ascii'),
     signature: Buffer.from(parts[2]!, 'base64url'),
   };
@@ -158,38 +165,42 @@ export function decodeCredential(token: string): DecodedCredential {
 /**
  * Verifies a VC-JWT under one of `keys` (chosen by `kid`), and its validity window at `at` (skipped
  * when `at` is null). TOKEN_UNTRUSTED when no key has the token's kid, TOKEN_SIGNATURE_INVALID when
- * the key's signature does not verify, TOKEN_EXPIRED outside [validFrom, validUntil].
+ * the key's signature does not verify (checked before the payload is parsed: a changed payload is a
+ * bad signature, not a malformed token), TOKEN_EXPIRED outside [validFrom, validUntil].
  */
 export function verifyCredential(
   token: string,
   keys: readonly KeyObject[],
   at: Date | null = new Date(),
 ): DecodedCredential & { keyId: string } {
-  const decoded = decodeCredential(token);
-  const kid = decoded.header.kid;
+  const { header, parts } = splitCredential(token);
+  const signingInput = Buffer.from(`${parts[0]!}.${parts[1]!}`, 'ascii');
+  const signature = Buffer.from(parts[2]!, 'base64url');
+  const kid = header.kid;
   const key = keys.find((k) => keyIdOf(k) === kid);
   if (key === undefined)
     throw new CapabilityError('TOKEN_UNTRUSTED', `VC signed by ${String(kid)}, which is not a trusted key`);
   const algorithm = algorithmOf(key)!;
-  if (decoded.header.alg !== jwsAlg({ algorithm }))
+  if (header.alg !== jwsAlg({ algorithm }))
     throw new CapabilityError(
       'TOKEN_SIGNATURE_INVALID',
-      `JWS alg ${String(decoded.header.alg)} does not fit key ${String(kid)}`,
+      `JWS alg ${String(header.alg)} does not fit key ${String(kid)}`,
     );
-  if (!verifyWith(algorithm, key, decoded.signingInput, decoded.signature, 'ieee-p1363'))
+  if (!verifyWith(algorithm, key, signingInput, signature, 'ieee-p1363'))
     throw new CapabilityError('TOKEN_SIGNATURE_INVALID', 'VC signature does not verify');
-  const shape = credentialShapeProblem(decoded.claims);
+  const claims = jsonPart(parts[1]!, 'payload');
+  const shape = credentialShapeProblem(claims);
   if (shape !== undefined) throw new CapabilityError('TOKEN_MALFORMED', shape);
   if (at !== null) {
-    const from = new Date(decoded.claims.validFrom as string);
-    const until = new Date(decoded.claims.validUntil as string);
+    const from = new Date(claims.validFrom as string);
+    const until = new Date(claims.validUntil as string);
     if (at < from || at > until)
       throw new CapabilityError(
         'TOKEN_EXPIRED',
         `VC is valid from ${from.toISOString()} until ${until.toISOString()}`,
       );
   }
-  return { ...decoded, keyId: kid as string };
+  return { header, claims, signingInput, signature, keyId: kid as string };
 }
 
 /** The VC 2.0 data-model checks this projection promises (context, types, issuer, validity, subject). */
