@@ -255,6 +255,11 @@ describe('the capability_token query filter', () => {
       const at = Math.floor(s.length / 2);
       return s.slice(0, at) + (s[at] === 'A' ? 'B' : 'A') + s.slice(at + 1);
     };
+    const flipByte = (token: string, at: number) => {
+      const bytes = Buffer.from(token, 'base64url');
+      bytes[bytes.length + at]! ^= 1;
+      return bytes.toString('base64url');
+    };
     // Tokens for the same records, minted by another key and with a lifetime already over.
     const stored = (await vault.attestations.get(capability.id))!;
     const step = (await vault.attestations.get(stepRecord.id))!;
@@ -276,7 +281,9 @@ describe('the capability_token query filter', () => {
       ['not a token', 'CAPABILITY_TOKEN_MALFORMED'],
       ['a.b.c', 'CAPABILITY_TOKEN_MALFORMED'],
       [flip(vc), 'CAPABILITY_TOKEN_UNTRUSTED'],
-      [flip(biscuit), 'CAPABILITY_TOKEN_UNTRUSTED'],
+      // A changed signature or proof byte breaks the signature chain; a changed structure byte the format.
+      [flipByte(biscuit, -10), 'CAPABILITY_TOKEN_UNTRUSTED'],
+      [flip(biscuit), 'CAPABILITY_TOKEN_MALFORMED'],
       [foreign[0]!.token, 'CAPABILITY_TOKEN_UNTRUSTED'],
       [foreign[1]!.token, 'CAPABILITY_TOKEN_UNTRUSTED'],
       [expired[0]!.token, 'CAPABILITY_TOKEN_EXPIRED'],
