@@ -9,8 +9,11 @@
 -- token identifiers for the query filter; `public_key` (SPKI DER, base64) and `biscuit_root_key`
 -- are the root's public keys, so the API can check a pasted token without another key store.
 CREATE TABLE capability_grants (
-  capability_attestation_id uuid PRIMARY KEY REFERENCES attestations (id),
-  step_attestation_id uuid NOT NULL REFERENCES attestations (id),
+  -- No foreign keys to attestations: a reference would make TRUNCATE attestations fail on the
+  -- reference (0A000) before the append-only trigger answers (23001); the rows are written in the
+  -- transaction that inserts those attestations, which is what ties them.
+  capability_attestation_id uuid PRIMARY KEY,
+  step_attestation_id uuid NOT NULL,
   namespace text NOT NULL,
   capability_id text NOT NULL,
   chain jsonb NOT NULL,
