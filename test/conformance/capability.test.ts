@@ -45,11 +45,15 @@ const outcome = (p: Promise<{ stdout: string }>) =>
     (e: { stdout?: string; message?: string }) => (e.stdout ?? e.message ?? 'failed').trim(),
   );
 
-/** The sample authorizer of docs/capabilities.md: "step S was approved by X for scope Y". */
+/**
+ * The sample authorizer of docs/capabilities.md: "step S was approved by X for scope Y", after a
+ * deny policy that refuses any chain in which a delegation widens the one before it.
+ */
 const samplePolicy = (step: string, approver: string, scope: string, operation = scope) =>
   [
     `time(${new Date().toISOString()});`,
     `operation("${operation}");`,
+    'deny if delegation($i, $g, $outer), delegation($j, $h, $inner), $j == $i + 1, $outer != "*", $inner != $outer, !$inner.starts_with($outer + ":");',
     `allow if step("${step}"), delegation($i, $granter, "${scope}"), approval($i, "${approver}");`,
   ].join('\n');
 
@@ -91,11 +95,11 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)(
     it('Java Biscuit accepts the token under its root key and the sample policy allows the approved scope', async () => {
       const { capability } = await capabilityEnvelopes(signer);
       const token = tokenOf(capability, 'biscuit');
-      expect(await java(rootOf(capability), token, samplePolicy(step, 'user:alice', 'kb:read'))).toBe('OK 0');
+      expect(await java(rootOf(capability), token, samplePolicy(step, 'user:alice', 'kb:read'))).toBe('OK 1');
       // The root's delegation of kb to org:acme-it, approved by the CISO, holds too, for an operation
       // within every link (kb:read); `kb` itself is beyond the step's attenuated grant.
       expect(await java(rootOf(capability), token, samplePolicy(step, 'user:ciso', 'kb', 'kb:read'))).toBe(
-        'OK 0',
+        'OK 1',
       );
       expect(await java(rootOf(capability), token, samplePolicy(step, 'user:ciso', 'kb', 'kb'))).toMatch(
         /^FAIL .*FailedLogic/,
@@ -127,25 +131,29 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)(
         /^FAIL .*Signature/i,
       );
       expect(await java(rootOf(theirs.capability), tokenOf(theirs.capability, 'biscuit'), policy)).toBe(
-        'OK 0',
+        'OK 1',
       );
     });
 
-    it('Java Biscuit refuses the operation a widened chain would allow beyond its first link', async () => {
+    it('Java Biscuit refuses a widened chain: the deny policy matches, and block 1 keeps kb:write out', async () => {
+      // A chain a forged or buggy signer would sign: kb:read delegated on as kb.
       const widened = await capabilityEnvelopes(signer, {
         chain: [
           { scope: 'kb:read', grantedBy: 'org:acme-it', approvedBy: 'user:ciso' },
           { scope: 'kb', grantedBy: 'team:support-platform', approvedBy: 'user:alice' },
         ],
       });
-      // Block 1 restricts to kb:read, so the wider grant of block 2 cannot be used for kb:write.
+      const token = tokenOf(widened.capability, 'biscuit');
+      // Even for an operation every block admits, the sample authorizer's deny policy (0) refuses it.
       expect(
-        await java(
-          rootOf(widened.capability),
-          tokenOf(widened.capability, 'biscuit'),
-          samplePolicy(step, 'user:alice', 'kb', 'kb:write'),
-        ),
-      ).toMatch(/^FAIL .*FailedLogic/);
+        await java(rootOf(widened.capability), token, samplePolicy(step, 'user:alice', 'kb', 'kb:read')),
+      ).toMatch(/^FAIL .*Deny\(0\)/);
+      // Without that policy the attenuation still holds: block 1 restricts to kb:read.
+      const allowOnly = samplePolicy(step, 'user:alice', 'kb', 'kb:write')
+        .split('\n')
+        .filter((l) => !l.startsWith('deny'))
+        .join('\n');
+      expect(await java(rootOf(widened.capability), token, allowOnly)).toMatch(/^FAIL .*FailedLogic/);
     });
 
     it('joserfc accepts the VC-JWT (signature, kid, exp/nbf/iat) and its VC 2.0 shape', async () => {
@@ -165,6 +173,15 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)(
       expect(await joserfc(signer, tokenOf(theirs.capability, 'vc+jwt'))).toMatch(/^FAIL /);
       expect(await joserfc(signer, tokenOf(old.capability, 'vc+jwt'))).toMatch(
         /^FAIL .*(expired|Expired|exp)/,
+      );
+      const widened = await capabilityEnvelopes(signer, {
+        chain: [
+          { scope: 'kb:read', grantedBy: 'org:acme-it', approvedBy: 'user:ciso' },
+          { scope: 'kb', grantedBy: 'team:support-platform', approvedBy: 'user:alice' },
+        ],
+      });
+      expect(await joserfc(signer, tokenOf(widened.capability, 'vc+jwt'))).toBe(
+        'FAIL delegation widens kb:read to kb',
       );
     });
   },

@@ -81,6 +81,18 @@ def main():
         fail("credentialSubject missing")
     if c.get("iss") != issuer_id or c.get("jti") != c.get("id") or c.get("sub") != subject.get("id"):
         fail("iss/jti/sub differ from issuer.id/id/credentialSubject.id")
+    # Attenuation, as docs/capabilities.md defines it: each delegation's scope within the one before
+    # (`*` covers everything; otherwise the earlier scope's segments are a prefix of the later's),
+    # and the subject's scope is the last delegation's.
+    delegations = subject.get("delegations")
+    if not isinstance(delegations, list) or not delegations:
+        fail("credentialSubject.delegations missing")
+    for before, after in zip(delegations, delegations[1:]):
+        outer, inner = before.get("scope"), after.get("scope")
+        if not (outer == "*" or inner.split(":")[: len(outer.split(":"))] == outer.split(":")):
+            fail(f"delegation widens {outer} to {inner}")
+    if subject.get("scope") != delegations[-1].get("scope"):
+        fail("credentialSubject.scope is not the last delegation's")
     print(f"OK {header.get('kid')}")
 
 
