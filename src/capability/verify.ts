@@ -110,6 +110,8 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
   const tokens = (Array.isArray(record.capability_tokens) ? record.capability_tokens : []).filter(
     (t): t is Token => isObject(t) && typeof t.format === 'string' && typeof t.token === 'string',
   );
+  // Other kinds carry no chain: skip them before paying for a second signature check.
+  if (typeof kind === 'string' && kind !== 'capability' && kind !== 'step') return report();
   const statementOf = verifyRecord(record, trust);
   const isCapability =
     kind === 'capability' || statementOf.statement?.predicateType === PredicateTypes.capability;
@@ -125,7 +127,7 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
     'publicKeys' in trust
       ? trust.publicKeys.map((k) => (k.type === 'private' ? createPublicKey(k) : k))
       : trust.certificateChain.slice(0, 1).map((c) => c.publicKey);
-  const envelopeKey = keys.filter((k) => k.asymmetricKeyType !== undefined);
+  const envelopeKeys = keys;
   const recordKeyId = statementOf.keyId ?? null;
   const recordId = typeof record.id === 'string' ? record.id : undefined;
   const createdAt = typeof record.created_at === 'string' ? new Date(record.created_at) : null;
@@ -145,7 +147,7 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
   > => {
     try {
       if (t.format === 'vc+jwt') {
-        const vc = verifyCredential(t.token, envelopeKey, createdAt);
+        const vc = verifyCredential(t.token, envelopeKeys, createdAt);
         if (vc.keyId !== recordKeyId)
           throw new CapabilityError(
             'TOKEN_UNTRUSTED',
