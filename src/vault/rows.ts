@@ -8,13 +8,14 @@ import type {
 
 /**
  * Column list shared by every read, in table order, then the capability grants of capability and
- * step records (one index probe each; NULL for every other kind). The FROM must name the table
- * `attestations` unaliased.
+ * step records that name capabilities (two index probes each; NULL for every other record, so
+ * reads of other kinds pay nothing). The FROM must name the table `attestations` unaliased.
  */
 export const ATTESTATION_COLUMNS =
   'id, seq, namespace, run_id, step_id, kind, subjects, artifact_digests, predicate_type, policy_pack, ' +
   'policy_version, capability_token_ids, envelope, digest, prev_digest, signature, c2pa_manifest_ref, created_at, ' +
-  "CASE WHEN kind IN ('capability', 'step') THEN coalesce((SELECT jsonb_agg(jsonb_build_object(" +
+  "CASE WHEN kind IN ('capability', 'step') AND cardinality(capability_token_ids) > 0 THEN " +
+  'coalesce((SELECT jsonb_agg(jsonb_build_object(' +
   "'chain', g.chain, 'tokens', g.tokens) ORDER BY g.capability_attestation_id) FROM capability_grants g " +
   'WHERE g.capability_attestation_id = attestations.id OR g.step_attestation_id = attestations.id), ' +
   "'[]'::jsonb) END AS capability_grants";
