@@ -14,3 +14,5 @@ fi
 export PATH="$PWD/node_modules/.bin:$PATH"
 node --version >&2
 bash hack/ensure-tools.sh >/dev/null
+# The independent verifiers of the capability-token conformance tests (Java Biscuit, joserfc).
+bash hack/ensure-verifiers.sh >/dev/null

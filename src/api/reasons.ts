@@ -27,6 +27,11 @@ export const Reasons = {
   SignerUnavailable: 'SignerUnavailable',
   /** Recording failed for another reason than an unavailable dependency (the message says why). */
   RecordingFailed: 'RecordingFailed',
+  /**
+   * A step's capability chain widens a scope or names an invalid scope or principal (a Run admitted
+   * before the CRD checked it): the step is not recorded; the message names the link.
+   */
+  CapabilityChainInvalid: 'CapabilityChainInvalid',
 } as const;
 
 /** Reasons of a failed recording: which dependency it failed on, or none of them. */
@@ -34,7 +39,8 @@ export type FailureReason =
   | typeof Reasons.VaultUnavailable
   | typeof Reasons.ObjectStoreUnavailable
   | typeof Reasons.SignerUnavailable
-  | typeof Reasons.RecordingFailed;
+  | typeof Reasons.RecordingFailed
+  | typeof Reasons.CapabilityChainInvalid;
 
 export const EventReasons = {
   Attested: 'Attested',

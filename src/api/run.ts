@@ -46,11 +46,23 @@ export interface ToolSpec {
   command?: string[];
 }
 
-export interface Capability {
+/** One delegation: `grantedBy` grants `scope` (within what it holds), approved by `approvedBy`. */
+export interface Delegation {
+  /** A scope (docs/capabilities.md): `*`, or segments separated by `:`. */
   scope: string;
+  /** A principal, `<type>:<name>` (`team:support-platform`). */
   grantedBy: string;
-  /** Absent (recorded as null) when no approval was required; never ''. */
+  /** A principal; absent (recorded as null) when no approval was required; never ''. */
   approvedBy?: string;
+}
+
+/**
+ * A capability of a step: the step's own grant, and optionally the delegations that brought its
+ * scope to `grantedBy`, root side first (each link's scope within the one before; docs/capabilities.md).
+ */
+export interface Capability extends Delegation {
+  /** At most 4. */
+  delegatedFrom?: Delegation[];
 }
 
 export interface StepSpec {

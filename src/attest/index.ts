@@ -41,6 +41,7 @@ export {
   type CapabilityInput,
   type CapabilityLink,
   type CapabilityPredicate,
+  type CapabilityRoot,
 } from './predicates/capability.ts';
 export type { PolicyPackRef } from './predicates/common.ts';
 export { expectedSubject } from './predicates/index.ts';

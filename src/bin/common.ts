@@ -41,6 +41,7 @@ export async function openVaultFrom(config: Config, logger: Logger, appName: str
   await migrate(config.DATABASE_MIGRATION_URL ?? url, { logger });
   const vault = await connectVault(url, {
     applicationName: appName,
+    capabilityTokens: config.SERVICE_CAPABILITY_TOKENS,
     onIdleError: (err) => logger.warn({ err }, 'idle PostgreSQL connection failed; it will be replaced'),
     onListenerError: (err) => logger.warn({ err }, 'PostgreSQL LISTEN connection failed; reconnecting'),
   });

@@ -54,6 +54,7 @@ await runUntilSignal(logger, async () => {
     blobs,
     runtimeSigner: signer,
     envelopeSigner,
+    capabilityTokens: config.SERVICE_CAPABILITY_TOKENS,
     logger,
     registry,
     namespace: config.POD_NAMESPACE,

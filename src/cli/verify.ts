@@ -4,6 +4,7 @@ import { open, readFile, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
 import { parseArgs } from 'node:util';
 import { verifyRecord, type Trust } from '../attest/index.ts';
+import { verifyCapabilities } from '../capability/verify.ts';
 import { loadConfig } from '../config/index.ts';
 import { verifyBundle } from '../export/verify.ts';
 import { verifyAibomDir } from './aibom.ts';
@@ -131,6 +132,9 @@ async function verifyBundleFile(
         : `FAIL  ${p.entry}  ${p.code}: ${p.message}\n`,
     );
   }
+  for (const line of result.chains) {
+    process.stdout.write(values.json === true ? `${JSON.stringify({ chain: line })}\n` : `CHAIN ${line}\n`);
+  }
   const summary = `${result.attestations} attestations, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
   process.stdout.write(
     result.ok
@@ -232,17 +236,22 @@ export const verifyCommand: Command = {
           result.ok = false;
         }
       }
+      // Capability chains (capability and step records): signatures, attenuation, approvals, tokens.
+      const caps = await verifyCapabilities(record, trust);
+      for (const p of caps.problems) result.problems.push({ code: p.code as never, message: p.message });
+      if (!caps.ok) result.ok = false;
       const id = (record as { id?: unknown }).id;
       const label = typeof id === 'string' ? id : source;
       if (!result.ok) failed++;
       if (values.json) {
         process.stdout.write(
-          `${JSON.stringify({ id: label, ok: result.ok, predicate_type: result.predicateType, key_id: result.keyId, problems: result.problems })}\n`,
+          `${JSON.stringify({ id: label, ok: result.ok, predicate_type: result.predicateType, key_id: result.keyId, chains: caps.lines, problems: result.problems })}\n`,
         );
       } else if (result.ok) {
         process.stdout.write(
           `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${logKeys ? '  receipt ok' : ''}\n`,
         );
+        for (const line of caps.lines) process.stdout.write(`CHAIN ${label}  ${line}\n`);
       } else {
         for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
       }

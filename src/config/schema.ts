@@ -141,6 +141,12 @@ export const schema = {
     default: '1000000',
     parse: intIn(1, 100_000_000),
   },
+  SERVICE_CAPABILITY_TOKENS: {
+    description:
+      'Value 1 projects every capability chain as a W3C VC (application/vc+jwt) and a Biscuit v3 token, minted when the step is recorded and listed in the capability_tokens field of capability and step envelopes; 0 mints none and removes the field (docs/capabilities.md)',
+    default: '1',
+    parse: flag,
+  },
   SIGNER_SECRET: {
     description:
       'kubernetes.io/tls Secret (`name` in POD_NAMESPACE, or `namespace/name`) holding the service signer: tls.crt, tls.key, ca.crt',

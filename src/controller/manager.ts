@@ -61,6 +61,8 @@ export interface ControllerDeps {
    * runtime signer; registered in the transparency log when `transparency` is set.
    */
   readonly checkpoints?: { readonly intervalMs: number };
+  /** SERVICE_CAPABILITY_TOKENS (default on): mint VC and Biscuit projections of capability chains. */
+  readonly capabilityTokens?: boolean;
   /** Shorter lease timings for tests. */
   readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
 }
@@ -151,6 +153,7 @@ export function startController(deps: ControllerDeps): RunningController {
     envelopeSigner: deps.envelopeSigner,
     enqueueTransparency: deps.transparency !== undefined,
     signers: deps.vault.signers,
+    ...(deps.capabilityTokens !== undefined ? { capabilityTokens: deps.capabilityTokens } : {}),
     logger: log,
   });
   let informer: Informer<Run> | undefined;

@@ -8,7 +8,7 @@ import { keyIdOf, parseCertificates, certificateRef, validateChain } from '../si
 import { verifyReceipt } from '../transparency/receipt.ts';
 import { verifySignedStatement } from '../transparency/statement.ts';
 import type { DsseEnvelope } from '../vault/index.ts';
-import { verifyCapabilityChain } from './capability.ts';
+import { verifyCapabilities } from '../capability/verify.ts';
 import {
   EXPORT_FORMAT,
   hexOf,
@@ -55,6 +55,8 @@ export interface VerifyBundleResult {
   readonly receipts: number;
   readonly runs: number;
   readonly entries: number;
+  /** One line per verified capability chain: who approved which step under which scope. */
+  readonly chains: readonly string[];
   readonly index?: BundleIndex;
 }
 
@@ -115,6 +117,10 @@ export async function verifyBundle(
   let bundleLogKeys: LogKey[] = [];
 
   const digests: string[] = [];
+  /** Capability checks of the entry just read (awaited before the next one: memory stays flat). */
+  const pending: Promise<void>[] = [];
+  /** Who approved which step under which scope, one line per verified chain. */
+  const chainLines: string[] = [];
   let attestations = 0;
   let receipts = 0;
   let runs = 0;
@@ -286,8 +292,16 @@ export async function verifyBundle(
         statement = undefined;
       }
     }
-    for (const p of verifyCapabilityChain(record, statement, (k) => trustedKeys.has(hexOf(k)))) {
-      fail(path, p.code, p.message);
+    // Workflow step (d): capability chains and their tokens, under the same trusted key as the
+    // envelope (src/capability/verify.ts). Asynchronous: awaited before the next entry is read.
+    if (trust !== undefined && (record.kind === 'capability' || record.kind === 'step')) {
+      const checked = record;
+      pending.push(
+        verifyCapabilities(checked, trust).then((report) => {
+          for (const p of report.problems) fail(path, p.code, p.message);
+          for (const line of report.lines) chainLines.push(line);
+        }),
+      );
     }
     const t = isObject(record.transparency) ? record.transparency : undefined;
     const published =
@@ -547,18 +561,19 @@ export async function verifyBundle(
         jsonlCarry = lines.pop() ?? '';
         for (const line of lines) checkLine(line);
       },
-      onEntry(header, content, padding) {
+      async onEntry(header, content, padding) {
         try {
           handleEntry(header, content, padding);
         } catch (err) {
           // Damaged content can make a parser throw (a certificate that does not decode, ...).
           fail(header.path, 'MALFORMED', (err as Error).message);
         }
+        if (pending.length > 0) await Promise.all(pending.splice(0));
       },
     });
   } catch (err) {
     fail(err instanceof TarHeaderError ? err.path : ARCHIVE, 'MALFORMED_ARCHIVE', (err as Error).message);
-    return { ok: false, problems, attestations, receipts, runs, entries: entriesSeen };
+    return { ok: false, problems, attestations, receipts, runs, entries: entriesSeen, chains: chainLines };
   }
   function handleEntry(header: ParsedHeader, content: Buffer, padding: Buffer): void {
     entriesSeen++;
@@ -633,6 +648,7 @@ export async function verifyBundle(
     receipts,
     runs,
     entries: entriesSeen,
+    chains: chainLines,
     ...(index !== undefined ? { index } : {}),
   };
 }

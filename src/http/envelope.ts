@@ -58,7 +58,7 @@ export interface ApiEnvelopeFields {
   /** Vault subject keys (`run:<id>`, `step:<run>:<step>`, …) the record is indexed under. */
   subjects: string[];
   capability_chain: unknown[] | null;
-  capability_tokens?: Record<string, unknown>;
+  capability_tokens?: { format: string; id: string; token: string }[];
   signature: { algorithm: string; key_id: string; cert_chain_ref: string | null };
   digest: string;
   prev_digest: string;
@@ -98,6 +98,32 @@ function transparencyOf(view: Readonly<Record<string, unknown>> | null): Record<
   const out: Record<string, unknown> = {};
   for (const field of TRANSPARENCY_FIELDS) if (view[field] !== undefined) out[field] = view[field];
   return out;
+}
+
+/**
+ * `capability_chain`: the stored chain views of a capability record (its own) or a step record (its
+ * capabilities'); a capability record stored before chains had views shows its signed links; null
+ * for every other kind.
+ */
+function chainsOf(a: StoredAttestation, predicate: Record<string, unknown>): unknown[] | null {
+  if (a.kind !== 'capability' && a.kind !== 'step') return null;
+  if (a.capabilityChains !== undefined && a.capabilityChains.length > 0) return [...a.capabilityChains];
+  if (a.kind === 'capability' && Array.isArray(predicate.chain)) {
+    const links = (predicate.chain as unknown[]).filter(isRecord);
+    const last = links.at(-1);
+    return [
+      {
+        capability: a.subjects[0] ?? null,
+        step: a.runId !== null && a.stepId !== null ? `step:${a.runId}:${a.stepId}` : null,
+        root: null,
+        links: links.map((l) => ({ scope: l.scope, granted_by: l.grantedBy, approved_by: l.approvedBy })),
+        scope: last?.scope ?? null,
+        granted_by: last?.grantedBy ?? null,
+        approved_by: last?.approvedBy ?? null,
+      },
+    ];
+  }
+  return a.kind === 'step' ? [] : null;
 }
 
 /**
@@ -159,8 +185,6 @@ export function toApiEnvelope(
 ): ApiEnvelope {
   const statement = checkedStatement(a);
   const predicate = isRecord(statement.predicate) ? statement.predicate : {};
-  const chain =
-    a.kind === 'capability' && Array.isArray(predicate.chain) ? (predicate.chain as unknown[]) : null;
   return brand({
     id: a.id,
     seq: a.seq,
@@ -173,7 +197,10 @@ export function toApiEnvelope(
     predicate,
     subject: subjectsOf(statement.subject),
     subjects: [...a.subjects],
-    capability_chain: chain,
+    capability_chain: chainsOf(a, predicate),
+    ...(a.capabilityTokens !== undefined
+      ? { capability_tokens: a.capabilityTokens.map((t) => ({ format: t.format, id: t.id, token: t.token })) }
+      : {}),
     signature: {
       algorithm: a.signature.algorithm,
       key_id: a.signature.key_id,

@@ -26,6 +26,9 @@ export type ProblemCode =
   | 'REGISTRATION_FAILED'
   | 'RECORD_TAMPERED'
   | 'TREE_DIVERGED'
+  | 'CAPABILITY_TOKEN_MALFORMED'
+  | 'CAPABILITY_TOKEN_EXPIRED'
+  | 'CAPABILITY_TOKEN_UNTRUSTED'
   | 'INTERNAL';
 
 export interface FieldProblem {
@@ -62,6 +65,9 @@ const TITLES: Record<ProblemCode, string> = {
   REGISTRATION_FAILED: 'Registration failed',
   RECORD_TAMPERED: 'Stored record does not match what is signed',
   TREE_DIVERGED: 'Stored vault tree does not match the signed checkpoints',
+  CAPABILITY_TOKEN_MALFORMED: 'Not a capability token, token id, capability id or scope',
+  CAPABILITY_TOKEN_EXPIRED: 'Capability token expired',
+  CAPABILITY_TOKEN_UNTRUSTED: 'Capability token not signed by a key of the namespaces you can read',
   INTERNAL: 'Internal error',
 };
 

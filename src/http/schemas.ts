@@ -74,8 +74,63 @@ export const envelopeSchema = {
       },
     },
     subjects: { type: 'array', items: { type: 'string' } },
-    capability_chain: { type: ['array', 'null'], items: freeObject },
-    capability_tokens: freeObject,
+    capability_chain: {
+      type: ['array', 'null'],
+      description:
+        'capability and step records: the chain of authority of each capability (docs/capabilities.md); null for other kinds',
+      items: {
+        type: 'object',
+        required: ['capability', 'step', 'root', 'links', 'scope', 'granted_by', 'approved_by'],
+        properties: {
+          capability: { type: 'string', description: 'capability:<run>:<step>:<n>' },
+          step: { type: ['string', 'null'], description: 'step:<run>:<step>' },
+          root: {
+            anyOf: [
+              {
+                type: 'object',
+                required: ['authority', 'key_id', 'algorithm', 'biscuit_root_key'],
+                properties: {
+                  authority: { type: 'string', enum: ['service', 'namespace'] },
+                  key_id: { type: 'string' },
+                  algorithm: { type: 'string' },
+                  biscuit_root_key: { type: 'string' },
+                },
+              },
+              { type: 'null' },
+            ],
+          },
+          links: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['scope', 'granted_by', 'approved_by'],
+              properties: {
+                scope: { type: 'string' },
+                granted_by: { type: 'string' },
+                approved_by: { type: ['string', 'null'] },
+              },
+            },
+          },
+          scope: { type: ['string', 'null'] },
+          granted_by: { type: ['string', 'null'] },
+          approved_by: { type: ['string', 'null'] },
+        },
+      },
+    },
+    capability_tokens: {
+      type: 'array',
+      description:
+        'capability and step records, when SERVICE_CAPABILITY_TOKENS=1: the VC (vc+jwt) and Biscuit projections of each chain',
+      items: {
+        type: 'object',
+        required: ['format', 'id', 'token'],
+        properties: {
+          format: { type: 'string', enum: ['vc+jwt', 'biscuit'] },
+          id: { type: 'string', description: 'the VC id, or the Biscuit revocation id of its first block' },
+          token: { type: 'string' },
+        },
+      },
+    },
     signature: {
       type: 'object',
       required: ['algorithm', 'key_id'],
@@ -131,7 +186,13 @@ export const queryBodySchema = {
         version: { type: 'string', minLength: 1, maxLength: 128 },
       },
     },
-    capability_token: { type: 'string', minLength: 1, maxLength: 600 },
+    capability_token: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 16384,
+      description:
+        'a capability token (VC-JWT or Biscuit), a token id, a capability id (capability:<run>:<step>:<n>) or a scope',
+    },
     kind: { type: 'string', enum: ['run', 'step', 'artifact', 'policy', 'capability', 'aibom'] },
     from: { type: 'string', format: 'date-time', description: 'inclusive lower bound on created_at' },
     to: { type: 'string', format: 'date-time', description: 'exclusive upper bound on created_at' },

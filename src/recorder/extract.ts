@@ -1,7 +1,9 @@
 import { isFinished, type Run, type StepSpec, type StepStatus } from '../api/run.ts';
+import { chainOf } from '../capability/chain.ts';
 import {
   capabilityStatement,
   policyStatement,
+  type CapabilityRoot,
   runStatement,
   stepStatement,
   type Statement,
@@ -57,8 +59,13 @@ function stepKind(step: StepSpec) {
   };
 }
 
-/** Capability-token statements of one finished step, then the step statement authorised by them. */
-export function stepBatch(run: Run, step: StepSpec, status: StepStatus): Batch {
+/**
+ * Capability statements of one finished step (each with its chain of authority from `root`, the
+ * key that signs them), then the step statement authorised by them. Throws CapabilityError for a
+ * chain that widens a scope or names an invalid scope or principal: the batch is then not stored
+ * at all.
+ */
+export function stepBatch(run: Run, step: StepSpec, status: StepStatus, root?: CapabilityRoot): Batch {
   const runId = run.metadata.uid;
   const namespace = run.metadata.namespace;
   const pack = resolveStepPack(step, resolveRunPack(run.spec));
@@ -67,10 +74,13 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus): Batch {
       runId,
       stepId: step.id,
       index,
-      chain: [{ scope: c.scope, grantedBy: c.grantedBy, approvedBy: c.approvedBy ?? null }],
+      chain: chainOf(c),
+      ...(root !== undefined ? { root } : {}),
     }),
   );
   const capIds = capabilities.map((s) => s.subject[0]!.name);
+  // The query's scope form (`capability_token: "kb:read"`) finds records indexed under `scope:<scope>`.
+  const scopeIds = capabilities.map((s) => `scope:${s.predicate.chain.at(-1)!.scope}`);
   const finished = status.finishedAt ?? run.metadata.creationTimestamp ?? new Date(0).toISOString();
   const statement = stepStatement({
     runId,
@@ -87,8 +97,11 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus): Batch {
   return {
     key: stepKey(runId, step.id),
     items: [
-      ...capabilities.map((c) => ({ statement: c, meta: { ...meta, kind: 'capability' as const } })),
-      { statement, meta: { ...meta, kind: 'step' as const, capabilityTokenIds: capIds } },
+      ...capabilities.map((c, i) => ({
+        statement: c,
+        meta: { ...meta, kind: 'capability' as const, capabilityTokenIds: [scopeIds[i]!] },
+      })),
+      { statement, meta: { ...meta, kind: 'step' as const, capabilityTokenIds: [...capIds, ...scopeIds] } },
     ],
   };
 }

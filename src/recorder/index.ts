@@ -1,12 +1,15 @@
 import type { Run } from '../api/run.ts';
 import { aibomRunOf } from '../aibom/index.ts';
+import type { CapabilityPredicate, CapabilityRoot } from '../attest/index.ts';
+import { CapabilityError } from '../capability/errors.ts';
+import { mintGrants, rootOf } from '../capability/mint.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import { rememberSigner } from '../export/keys.ts';
 import type { ArtifactRecord, SignerCertificateRepository } from '../vault/index.ts';
 import { recordAibom, type AibomStore } from './aibom.ts';
-import { because } from './errors.ts';
+import { because, RecordError } from './errors.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
 import { appendOnce } from './once.ts';
 import { sealBatch } from './seal.ts';
@@ -59,6 +62,11 @@ export interface RecorderDeps {
    * it signs, before its first record is stored (so every stored record's key resolves).
    */
   readonly signers?: SignerCertificateRepository;
+  /**
+   * SERVICE_CAPABILITY_TOKENS (default on): mint the VC and Biscuit projections of each capability
+   * chain with its records. Off: chains are still recorded, without tokens.
+   */
+  readonly capabilityTokens?: boolean;
   readonly logger: Logger;
   readonly now?: () => Date;
 }
@@ -76,12 +84,56 @@ export function createRecorder(deps: RecorderDeps): Recorder {
     );
   };
 
-  const store = async (run: Run, batch: Batch, what: string): Promise<Recorded> => {
+  const capabilityTokens = deps.capabilityTokens !== false;
+
+  /**
+   * Extract (with the chain root: the namespace's envelope signer) → sign → store once. A step
+   * batch's capability records carry their chains; the grants (chain views and minted tokens)
+   * commit in the same transaction as the records, so nothing is stored half-way.
+   */
+  const store = async (run: Run, build: (root: CapabilityRoot) => Batch, what: string): Promise<Recorded> => {
     const signer = await because('SignerUnavailable', () => deps.envelopeSigner(run.metadata.namespace));
     await remember(signer, run.metadata.namespace);
+    const root = await because('SignerUnavailable', () =>
+      rootOf(signer, signer.keyId === deps.runtimeSigner.keyId ? 'service' : 'namespace'),
+    );
+    let batch: Batch;
+    try {
+      batch = build(root);
+    } catch (err) {
+      if (err instanceof CapabilityError)
+        throw new RecordError('CapabilityChainInvalid', `${what}: ${err.message}`, { cause: err });
+      throw err;
+    }
     const records = sealBatch(batch.items, signer);
+    const capabilities = batch.items.flatMap((item, i) =>
+      item.meta.kind === 'capability'
+        ? [{ digest: records[i]!.digest, predicate: item.statement.predicate as CapabilityPredicate }]
+        : [],
+    );
+    const stepDigest = records.find((r) => r.kind === 'step')?.digest;
     const { ids, created } = await because('VaultUnavailable', () =>
-      appendOnce(deps.vault.claims, batch.key, records, { enqueueTransparency }),
+      appendOnce(deps.vault.claims, batch.key, records, {
+        enqueueTransparency,
+        ...(capabilities.length > 0 && stepDigest !== undefined
+          ? {
+              grants: (inserted) => {
+                const byDigest = new Map(inserted.map((r) => [r.digest, r]));
+                const step = byDigest.get(stepDigest);
+                if (step === undefined) return Promise.resolve([]);
+                return mintGrants(
+                  signer,
+                  capabilities.flatMap((c) => {
+                    const record = byDigest.get(c.digest);
+                    return record ? [{ record, predicate: c.predicate }] : [];
+                  }),
+                  step,
+                  { tokens: capabilityTokens },
+                );
+              },
+            }
+          : {}),
+      }),
     );
     return { key: batch.key, what, ids, created };
   };
@@ -92,12 +144,12 @@ export function createRecorder(deps: RecorderDeps): Recorder {
       const out: Recorded[] = [];
       for (const { step, status } of finishedSteps(run)) {
         if (!wanted.has(step.id)) continue;
-        out.push(await store(run, stepBatch(run, step, status), `step ${step.id}`));
+        out.push(await store(run, (root) => stepBatch(run, step, status, root), `step ${step.id}`));
       }
       return out;
     },
 
-    recordTerminal: (run) => store(run, terminalBatch(run, now()), 'run and policies'),
+    recordTerminal: (run) => store(run, () => terminalBatch(run, now()), 'run and policies'),
 
     recordAibom: async (run) => {
       await remember(deps.runtimeSigner, run.metadata.namespace);

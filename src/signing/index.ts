@@ -1,6 +1,6 @@
 export { isSelfSigned, validateChain, type ChainFailure, type ChainResult } from './chain.ts';
 export { SigningError, type SigningErrorCode } from './errors.ts';
-export { createKeySigner, type KeySigner, type KeySignerOptions } from './key-signer.ts';
+export { createKeySigner, deriveSecret, type KeySigner, type KeySignerOptions } from './key-signer.ts';
 export { parseCertificates, parsePrivateKey } from './pem.ts';
 export {
   algorithmOf,

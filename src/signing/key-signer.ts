@@ -1,4 +1,10 @@
-import { createPublicKey, sign as signNow, type KeyObject, type X509Certificate } from 'node:crypto';
+import {
+  createPublicKey,
+  hkdfSync,
+  sign as signNow,
+  type KeyObject,
+  type X509Certificate,
+} from 'node:crypto';
 import { p256 } from '@noble/curves/nist.js';
 import { validateChain } from './chain.ts';
 import { SigningError } from './errors.ts';
@@ -97,7 +103,26 @@ export function createKeySigner(options: KeySignerOptions): KeySigner {
     deterministic: () =>
       (deterministic ??= Object.freeze({ ...base, sign: deterministicSign(algorithm, privateKey, sign) })),
   };
-  return Object.freeze(signer);
+  Object.freeze(signer);
+  privateKeys.set(signer, privateKey);
+  return signer;
+}
+
+/** The private key of each signer made here; only `deriveSecret` reads it. */
+const privateKeys = new WeakMap<Signer, KeyObject>();
+
+/**
+ * 32 bytes derived from a signer's private key: HKDF-SHA256 over the raw private scalar (the JWK
+ * `d`, the same whatever PEM form the key was loaded from), salt `aibom-vault`, `info` naming the
+ * use. For protocols that must sign inside a library that cannot call a Signer (Biscuit, in wasm):
+ * they get a key of their own, bound to the signer, and the signer's key never leaves this module.
+ * Undefined for signers not made by createKeySigner (a remote KMS signer has no scalar to derive from).
+ */
+export function deriveSecret(signer: Signer, info: string): Buffer | undefined {
+  const key = privateKeys.get(signer);
+  if (key === undefined) return undefined;
+  const d = Buffer.from(key.export({ format: 'jwk' }).d ?? '', 'base64url');
+  return Buffer.from(hkdfSync('sha256', d, 'aibom-vault', info, 32));
 }
 
 /** RFC 6979 ECDSA P-256 over SHA-256 (noble), or the Ed25519 signer itself (already deterministic). */

@@ -93,13 +93,43 @@ export function appendOptions(
   };
 }
 
-export function attestationRepository(pool: pg.Pool, cursors: CursorCodec): AttestationRepository {
+/** A record without its capability tokens (the projection switched off: the field disappears). */
+function withoutTokens(a: StoredAttestation): StoredAttestation {
+  if (a.capabilityTokens === undefined) return a;
+  const { capabilityTokens: _dropped, ...rest } = a;
+  return rest;
+}
+
+/**
+ * `capabilityTokens: false` (SERVICE_CAPABILITY_TOKENS=0): reads leave the stored tokens out, so
+ * every view built from them (GET, query pages, NDJSON, export bundles) lacks `capability_tokens`.
+ */
+export function attestationRepository(
+  pool: pg.Pool,
+  cursors: CursorCodec,
+  options: { capabilityTokens?: boolean } = {},
+): AttestationRepository {
+  const strip = options.capabilityTokens === false;
+  const view = strip ? withoutTokens : (a: StoredAttestation) => a;
   return {
     append: (input, options = {}) => append(pool, input, appendOptions(options)),
-    get: (id, options) => getAttestation(pool, id, options),
-    getMany: (ids) => getAttestations(pool, ids),
-    query: (filter, page) => queryAttestations(pool, cursors, filter, page),
-    stream: (filter, options) => streamAttestations(pool, filter, options),
+    get: async (id, options) => {
+      const a = await getAttestation(pool, id, options);
+      return a === null ? null : view(a);
+    },
+    getMany: async (ids) => {
+      const found = await getAttestations(pool, ids);
+      return strip ? new Map([...found].map(([k, a]) => [k, view(a)])) : found;
+    },
+    query: async (filter, page) => {
+      const result = await queryAttestations(pool, cursors, filter, page);
+      return strip ? { ...result, items: result.items.map(view) } : result;
+    },
+    stream: strip
+      ? async function* (filter, options) {
+          for await (const a of streamAttestations(pool, filter, options)) yield view(a);
+        }
+      : (filter, options) => streamAttestations(pool, filter, options),
     selectionSize: (filter, max) => selectionSize(pool, filter, max),
     streamEnvelopes: (filter, options) => streamEnvelopes(pool, filter, options),
 

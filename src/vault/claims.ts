@@ -3,13 +3,46 @@ import { append } from './append.ts';
 import { appendOptions, type AttestationAppendOptions } from './attestations.ts';
 import { insertArtifact, type NewArtifact } from './artifacts.ts';
 import { VaultError } from './errors.ts';
-import type { NewAttestation, StoredAttestation } from './types.ts';
+import type { NewAttestation, NewCapabilityGrant, StoredAttestation } from './types.ts';
 
 const UNIQUE_VIOLATION = '23505';
 
 export interface ClaimedAppendOptions extends AttestationAppendOptions {
   /** An artifact record that commits with the records (built from the stored ones: ids are known then). */
   readonly artifact?: (inserted: readonly StoredAttestation[]) => NewArtifact;
+  /**
+   * Capability grants (chains and minted tokens) that commit with the records, built from the
+   * stored ones (their ids and times are known then). Runs under the chain-head lock: keep it to
+   * signing, no I/O. Throwing rolls the whole batch back.
+   */
+  readonly grants?: (inserted: readonly StoredAttestation[]) => Promise<readonly NewCapabilityGrant[]>;
+}
+
+async function insertGrants(client: pg.PoolClient, grants: readonly NewCapabilityGrant[]): Promise<void> {
+  if (grants.length === 0) return;
+  await client.query({
+    name: 'capability_grants_insert',
+    text: `INSERT INTO capability_grants (capability_attestation_id, step_attestation_id, namespace,
+             capability_id, chain, tokens, token_ids, public_key, biscuit_root_key)
+           SELECT * FROM jsonb_to_recordset($1::jsonb) AS g(capability_attestation_id uuid,
+             step_attestation_id uuid, namespace text, capability_id text, chain jsonb, tokens jsonb,
+             token_ids text[], public_key text, biscuit_root_key text)`,
+    values: [
+      JSON.stringify(
+        grants.map((g) => ({
+          capability_attestation_id: g.capabilityAttestationId,
+          step_attestation_id: g.stepAttestationId,
+          namespace: g.namespace,
+          capability_id: g.capabilityId,
+          chain: g.chain,
+          tokens: g.tokens,
+          token_ids: g.tokens.map((t) => t.id),
+          public_key: g.publicKey,
+          biscuit_root_key: g.biscuitRootKey,
+        })),
+      ),
+    ],
+  });
 }
 
 /**
@@ -68,6 +101,7 @@ export function claimRepository(pool: pg.Pool): ClaimRepository {
               values: [key, inserted.map((s) => s.id)],
             });
             if (options.artifact !== undefined) await insertArtifact(client, options.artifact(inserted));
+            if (options.grants !== undefined) await insertGrants(client, await options.grants(inserted));
           }),
         );
       } catch (err) {

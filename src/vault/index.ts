@@ -3,6 +3,7 @@ import { attestationRepository, type AttestationRepository } from './attestation
 import { artifactRepository, type ArtifactRepository } from './artifacts.ts';
 import { auditRepository, type AuditRepository } from './audit.ts';
 import { checkpointRepository, type CheckpointRepository } from './checkpoints.ts';
+import { capabilityGrantRepository, type CapabilityGrantRepository } from './capability-grants.ts';
 import { claimRepository, type ClaimRepository } from './claims.ts';
 import { CursorCodec, loadCursorKey } from './cursor.ts';
 import { createListener, type VaultListener } from './listener.ts';
@@ -35,6 +36,7 @@ export {
   type StoredCheckpoint,
   type TreeNode,
 } from './checkpoints.ts';
+export { type CapabilityGrantRepository } from './capability-grants.ts';
 export { type ClaimedAppendOptions, type ClaimRepository } from './claims.ts';
 export { CursorCodec, loadCursorKey } from './cursor.ts';
 export {
@@ -101,6 +103,8 @@ export interface Vault {
   readonly artifacts: ArtifactRepository;
   /** Which records stand for a logical key; appends that claim one. */
   readonly claims: ClaimRepository;
+  /** Capability chains and their tokens (written with the claims of step batches). */
+  readonly capabilityGrants: CapabilityGrantRepository;
   /** The SCITT publication queue. */
   readonly transparencyJobs: TransparencyJobRepository;
   /** Rows of the service's own SCITT log (the log itself is src/transparency/local-log.ts). */
@@ -122,6 +126,11 @@ export interface Vault {
 
 export interface OpenVaultOptions {
   readonly cursorKey?: Uint8Array;
+  /**
+   * SERVICE_CAPABILITY_TOKENS: false leaves stored capability tokens out of every read (the
+   * envelopes lose `capability_tokens`). Default true.
+   */
+  readonly capabilityTokens?: boolean;
   /** Failures of the LISTEN connection (it reconnects by itself). */
   readonly onListenerError?: (err: Error) => void;
 }
@@ -135,10 +144,13 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
       ...(options.onListenerError !== undefined ? { onError: options.onListenerError } : {}),
     }));
   return {
-    attestations: attestationRepository(pool, cursors),
+    attestations: attestationRepository(pool, cursors, {
+      ...(options.capabilityTokens !== undefined ? { capabilityTokens: options.capabilityTokens } : {}),
+    }),
     runs: runRepository(pool),
     artifacts: artifactRepository(pool),
     claims: claimRepository(pool),
+    capabilityGrants: capabilityGrantRepository(pool),
     transparencyJobs: transparencyJobRepository(pool),
     scittLog: scittLogStorage(pool),
     audit: auditRepository(pool),
@@ -163,12 +175,13 @@ export async function connectVault(
   url: string,
   options: VaultPoolOptions & OpenVaultOptions = {},
 ): Promise<Vault> {
-  const { cursorKey, onListenerError, ...poolOptions } = options;
+  const { cursorKey, onListenerError, capabilityTokens, ...poolOptions } = options;
   const pool = createVaultPool(url, poolOptions);
   try {
     return await openVault(pool, {
       ...(cursorKey !== undefined ? { cursorKey } : {}),
       ...(onListenerError !== undefined ? { onListenerError } : {}),
+      ...(capabilityTokens !== undefined ? { capabilityTokens } : {}),
     });
   } catch (err) {
     await pool.end();

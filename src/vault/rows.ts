@@ -1,9 +1,26 @@
-import type { AttestationKind, DsseEnvelope, SignatureMeta, StoredAttestation } from './types.ts';
+import type {
+  AttestationKind,
+  CapabilityGrantView,
+  DsseEnvelope,
+  SignatureMeta,
+  StoredAttestation,
+} from './types.ts';
 
-/** Column list shared by every read, in table order. */
+/**
+ * Column list shared by every read, in table order, then the capability grants of capability and
+ * step records that name capabilities (one index lookup each; NULL for every other record, so
+ * reads of other kinds pay nothing). The FROM must name the table `attestations` unaliased.
+ */
 export const ATTESTATION_COLUMNS =
   'id, seq, namespace, run_id, step_id, kind, subjects, artifact_digests, predicate_type, policy_pack, ' +
-  'policy_version, capability_token_ids, envelope, digest, prev_digest, signature, c2pa_manifest_ref, created_at';
+  'policy_version, capability_token_ids, envelope, digest, prev_digest, signature, c2pa_manifest_ref, created_at, ' +
+  // One plain index lookup per record (its own key column), not an OR of two.
+  "CASE WHEN cardinality(capability_token_ids) = 0 THEN NULL WHEN kind = 'capability' THEN " +
+  "(SELECT jsonb_build_array(jsonb_build_object('chain', g.chain, 'tokens', g.tokens)) " +
+  'FROM capability_grants g WHERE g.capability_attestation_id = attestations.id) ' +
+  "WHEN kind = 'step' THEN (SELECT jsonb_agg(jsonb_build_object('chain', g.chain, 'tokens', g.tokens) " +
+  'ORDER BY g.capability_attestation_id) FROM capability_grants g WHERE g.step_attestation_id = attestations.id) ' +
+  'END AS capability_grants';
 
 /** A row as node-postgres returns it (int8 as string, arrays and JSONB parsed). */
 export interface AttestationRow {
@@ -25,6 +42,8 @@ export interface AttestationRow {
   signature: SignatureMeta;
   c2pa_manifest_ref: string | null;
   created_at: Date;
+  /** NULL (no grants, or another kind) or the grants, in record order. */
+  capability_grants: CapabilityGrantView[] | null;
 }
 
 export function toStored(r: AttestationRow): StoredAttestation {
@@ -47,5 +66,12 @@ export function toStored(r: AttestationRow): StoredAttestation {
     signature: r.signature,
     c2paManifestRef: r.c2pa_manifest_ref,
     createdAt: r.created_at,
+    // Only records that have grants carry them, so a row read back equals the row append returned.
+    ...(r.capability_grants != null && r.capability_grants.length > 0
+      ? {
+          capabilityChains: r.capability_grants.map((g) => g.chain),
+          capabilityTokens: r.capability_grants.flatMap((g) => g.tokens),
+        }
+      : {}),
   };
 }

@@ -55,6 +55,40 @@ export interface NewAttestation {
   readonly c2paManifestRef?: string | null;
 }
 
+/** One projection of a capability chain, minted once at record time. */
+export interface CapabilityToken {
+  /** `vc+jwt` (W3C VC 2.0, VC-JOSE-COSE) or `biscuit` (Biscuit v3, base64url). */
+  readonly format: 'vc+jwt' | 'biscuit';
+  /** The VC's `id`, or the Biscuit's first revocation id (hex). */
+  readonly id: string;
+  readonly token: string;
+}
+
+/**
+ * The chain of authority and the tokens of one capability record (table capability_grants),
+ * written in the transaction that appends the capability and its step.
+ */
+export interface NewCapabilityGrant {
+  readonly capabilityAttestationId: string;
+  readonly stepAttestationId: string;
+  readonly namespace: string;
+  /** `capability:<run>:<step>:<n>` */
+  readonly capabilityId: string;
+  /** The API view of the chain (src/capability/view.ts); stored as given. */
+  readonly chain: JsonObject;
+  readonly tokens: readonly CapabilityToken[];
+  /** SPKI DER (base64) of the root signer's public key. */
+  readonly publicKey: string;
+  /** `ed25519/<hex>` */
+  readonly biscuitRootKey: string;
+}
+
+/** A grant as records carry it on reads: its chain view and tokens. */
+export interface CapabilityGrantView {
+  readonly chain: JsonObject;
+  readonly tokens: readonly CapabilityToken[];
+}
+
 export interface StoredAttestation {
   /** UUIDv7, strictly increasing with `seq`. */
   readonly id: string;
@@ -78,4 +112,15 @@ export interface StoredAttestation {
   readonly c2paManifestRef: string | null;
   /** Millisecond precision; non-decreasing with `seq`. */
   readonly createdAt: Date;
+  /**
+   * Capability and step records with grants: the chain views of the capability (one) or of the
+   * step's capabilities (in record order); undefined for records without grants and other kinds.
+   */
+  readonly capabilityChains?: readonly JsonObject[];
+  /**
+   * The tokens of those chains, in the same order (empty when minted with the projection off);
+   * undefined with the chains, and for every record when the vault is opened with
+   * `capabilityTokens: false` (the projection is switched off).
+   */
+  readonly capabilityTokens?: readonly CapabilityToken[];
 }

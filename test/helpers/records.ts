@@ -16,7 +16,7 @@ export function runRecords(
     runId,
     stepId: 'summarise',
     index: 0,
-    chain: [{ scope: 'model:invoke', grantedBy: 'team-lead', approvedBy: 'security' }],
+    chain: [{ scope: 'model:invoke', grantedBy: 'team:lead', approvedBy: 'user:security' }],
   });
   const capId = capability.subject[0]!.name;
   const step = stepStatement({

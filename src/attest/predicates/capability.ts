@@ -9,6 +9,15 @@ export interface CapabilityLink {
   approvedBy: string | null;
 }
 
+/** The root of a chain: the envelope signer (docs/capabilities.md). */
+export interface CapabilityRoot {
+  keyId: string;
+  algorithm: 'ECDSA_P256_SHA256' | 'ED25519';
+  authority: 'service' | 'namespace';
+  /** `ed25519/<hex>`: the Biscuit projection's root public key, derived from the signer. */
+  biscuitRootKey: string;
+}
+
 /** Mirrors docs/predicates/capability.schema.json. */
 export interface CapabilityPredicate {
   runId: string;
@@ -17,6 +26,8 @@ export interface CapabilityPredicate {
   index: number;
   /** Root authority first, the step's own grant last. */
   chain: CapabilityLink[];
+  /** Absent only in records made before chains had roots. */
+  root?: CapabilityRoot;
 }
 
 export interface CapabilityInput {
@@ -24,6 +35,7 @@ export interface CapabilityInput {
   stepId: string;
   index: number;
   chain: readonly { scope: string; grantedBy: string; approvedBy?: string | null }[];
+  root?: CapabilityRoot;
 }
 
 /** Subject `capability:<runId>:<stepId>:<n>`; digest: SHA-256 of the JCS canonical JSON of the chain. */
@@ -46,6 +58,16 @@ export function capabilityStatement(
       grantedBy: link.grantedBy,
       approvedBy: link.approvedBy ?? null,
     })),
+    ...(input.root !== undefined
+      ? {
+          root: {
+            keyId: input.root.keyId,
+            algorithm: input.root.algorithm,
+            authority: input.root.authority,
+            biscuitRootKey: input.root.biscuitRootKey,
+          },
+        }
+      : {}),
   };
   return buildStatement(PredicateTypes.capability, predicate, capabilitySubject);
 }

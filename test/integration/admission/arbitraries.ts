@@ -96,9 +96,43 @@ const policyPack = (w: number): Arb<PolicyPackRef> =>
       ok: name.ok && version.ok && guardrails.ok,
     }));
 
+/** Scopes (docs/capabilities.md): `*` or `:`-separated segments without whitespace, `*` or controls. */
+const SCOPE_SEGMENT = /^[^:*\s\p{Z}\ufeff\p{Cc}]+$/u;
+const scopeOf = (w: number): Arb<string> =>
+  pick(
+    w,
+    good(
+      fc.oneof(
+        fc.constantFrom('kb:read', '*', 'tickets:comment', 'ü:ß', '🛡️:x/y', 's'.repeat(253)),
+        fc
+          .array(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 4 })
+          .map((parts) => parts.join(':')),
+      ),
+    ).filter((g) => g.v === '*' || (g.v.split(':').every((p) => SCOPE_SEGMENT.test(p)) && cpLen(g.v) <= 253)),
+    bad(fc.constantFrom('', 'kb read', 'kb:', ':kb', 'kb:*', 'a\u00a0b', 'x'.repeat(254), 'a\u0001')),
+  );
+/** Principals: `<type>:<name>`, 3-253 characters. */
+const principalOf = (w: number): Arb<string> =>
+  pick(
+    w,
+    good(
+      fc.oneof(
+        fc.constantFrom('user:alice', 'team:support-platform', 'system:serviceaccount:ns:sa', 'user:é@x'),
+        fc
+          .string({ unit: 'grapheme', minLength: 1, maxLength: 10 })
+          .map((n) => `user:${n}`)
+          .filter((p) => /^user:[^\s\p{Z}\ufeff\p{Cc}]+$/u.test(p)),
+        fc.constant(`team:${'x'.repeat(248)}`),
+      ),
+    ),
+    bad(
+      fc.constantFrom('', 'alice', 'User:a', 'user:', 'user:a b', `team:${'x'.repeat(249)}`, 'user:a\u0085'),
+    ),
+  );
+
 const capability = (w: number): Arb<Capability> =>
   fc
-    .record({ scope: text(w, 253), grantedBy: text(w, 253), approvedBy: maybe(text(w, 253)) })
+    .record({ scope: scopeOf(w), grantedBy: principalOf(w), approvedBy: maybe(principalOf(w)) })
     .map(({ scope, grantedBy, approvedBy }) => ({
       v: {
         scope: scope.v,
@@ -266,7 +300,7 @@ const overBounds: Arb<RunSpec> = fc.constantFrom('steps', 'stepCaps', 'runCaps',
     tool: { name: 't' },
     ...extra,
   });
-  const caps = (n: number) => Array.from({ length: n }, (_, i) => ({ scope: `s${i}`, grantedBy: 'g' }));
+  const caps = (n: number) => Array.from({ length: n }, (_, i) => ({ scope: `s${i}`, grantedBy: 'team:g' }));
   const ids = (n: number) => Array.from({ length: n }, (_, i) => `s${i}`);
   switch (what) {
     case 'steps':
@@ -291,8 +325,8 @@ const atBounds: Arb<RunSpec> = fc.constant({
       ...(i > 0 ? { dependsOn: Array.from({ length: Math.min(i, 32) }, (_, j) => `s${i - 1 - j}`) } : {}),
       ...(i % 2 ? { model: { name: 'm', provider: 'p', version: '1' } } : { tool: { name: 't' } }),
       capabilities: [
-        { scope: 'a', grantedBy: 'g' },
-        { scope: 'b', grantedBy: 'g', approvedBy: 'h' },
+        { scope: 'a', grantedBy: 'team:g' },
+        { scope: 'b', grantedBy: 'team:g', approvedBy: 'user:h' },
       ],
     })),
   },

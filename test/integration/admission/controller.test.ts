@@ -112,7 +112,7 @@ describe('Runs the old CRD admitted and the recorder refused', () => {
           {
             id: 'a.b_c-1',
             model: { name: 'm'.repeat(253), provider: 'مرحبا', version: 'cafe\u0301', temperature: 10 },
-            capabilities: [{ scope: 'kb:read', grantedBy: 'team:𝔘', approvedBy: 'a'.repeat(253) }],
+            capabilities: [{ scope: 'kb:read', grantedBy: 'team:𝔘', approvedBy: `user:${'a'.repeat(248)}` }],
           },
           {
             id: 'z',

@@ -115,6 +115,21 @@ const LINKS: readonly Link[] = [
     to: [['capability', '/properties/chain/items/properties/approvedBy']],
     absent: null,
   },
+  // chainOf (src/capability/chain.ts): delegatedFrom links come first in the chain, then the grant.
+  { crd: 'spec.steps[].capabilities[].delegatedFrom', to: [], absent: [] },
+  {
+    crd: 'spec.steps[].capabilities[].delegatedFrom[].scope',
+    to: [['capability', '/properties/chain/items/properties/scope']],
+  },
+  {
+    crd: 'spec.steps[].capabilities[].delegatedFrom[].grantedBy',
+    to: [['capability', '/properties/chain/items/properties/grantedBy']],
+  },
+  {
+    crd: 'spec.steps[].capabilities[].delegatedFrom[].approvedBy',
+    to: [['capability', '/properties/chain/items/properties/approvedBy']],
+    absent: null,
+  },
   ...packLinks('run'),
   ...packLinks('step'),
   { crd: 'status.steps[].id', to: [['step', '/properties/stepId']] },
@@ -150,6 +165,7 @@ const UNRECORDED = new Set([
   'spec.steps[].model',
   'spec.steps[].tool',
   'spec.steps[].capabilities[]',
+  'spec.steps[].capabilities[].delegatedFrom[]', // its fields are linked
   'status.steps',
   'status.steps[]',
   'status.steps[].output', // step outputDigest
@@ -173,6 +189,12 @@ const DERIVED = new Set([
   'capability:/properties/index',
   'capability:/properties/chain',
   'capability:/properties/chain/items',
+  // The chain's root is the signer that records it (src/capability/mint.ts rootOf), not Run data.
+  'capability:/properties/root',
+  'capability:/properties/root/properties/keyId',
+  'capability:/properties/root/properties/algorithm',
+  'capability:/properties/root/properties/authority',
+  'capability:/properties/root/properties/biscuitRootKey',
   'policy:/properties/runId',
   'policy:/properties/decision',
 ]);

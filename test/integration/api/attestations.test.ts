@@ -75,10 +75,18 @@ describe('GET /v1/attestations/{id}', () => {
     expect(verdict.ok).toBe(true);
   });
 
-  it('exposes the capability chain of a capability attestation', async () => {
+  it('exposes the capability chain of a capability attestation (recorded without a root or grant row)', async () => {
     const res = await app.inject({ url: `/v1/attestations/${runA.stored[0]!.id}`, headers: token('admin') });
     expect(res.json<{ capability_chain: unknown }>().capability_chain).toEqual([
-      { scope: 'model:invoke', grantedBy: 'team-lead', approvedBy: 'security' },
+      {
+        capability: runA.stored[0]!.subjects[0],
+        step: `step:${runA.runId}:summarise`,
+        root: null,
+        links: [{ scope: 'model:invoke', granted_by: 'team-lead', approved_by: 'security' }],
+        scope: 'model:invoke',
+        granted_by: 'team-lead',
+        approved_by: 'security',
+      },
     ]);
   });
 

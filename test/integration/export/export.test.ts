@@ -90,7 +90,7 @@ async function createRun(name: string): Promise<void> {
             {
               id: 'ask',
               model: { name: 'm', provider: 'p', version: '1', temperature: 0 },
-              capabilities: [{ scope: 'model:invoke', grantedBy: 'lead', approvedBy: 'security' }],
+              capabilities: [{ scope: 'model:invoke', grantedBy: 'team:lead', approvedBy: 'user:security' }],
             },
             { id: 'act', dependsOn: ['ask'], tool: { name: 't', command: ['t'] } },
           ],
@@ -182,6 +182,15 @@ describe('POST /v1/attestations/export with SERVICE_TRANSPARENCY_WRITER=1 and th
     const ok = await cli(['verify', file(), '--trust-anchor', join(dir, 'trust', 'ca.pem')]);
     expect(ok.out).toContain('bundle verified');
     expect(ok.code).toBe(0);
+    // Workflow step (d) inside the bundle: who approved which step under which scope, per Run (the
+    // capability record and its step record each carry the chain).
+    for (const id of Object.values(runIds)) {
+      expect(ok.out).toMatch(
+        new RegExp(
+          `CHAIN step:${id}:ask under model:invoke: model:invoke granted by team:lead, approved by user:security`,
+        ),
+      );
+    }
     // Both runs, with their AIBOMs and every record's receipt.
     const entries = (await tarEntries(bundle)).map((e) => e.path);
     for (const id of Object.values(runIds)) expect(entries).toContain(`runs/${id}/aibom.c2pa`);
@@ -329,6 +338,7 @@ describe('POST /v1/attestations/export with SERVICE_TRANSPARENCY_WRITER=1 and th
     expect(paths.filter((p) => p.endsWith('/receipt.cose'))).toHaveLength(2);
     const ok = await cli(['verify', out, '--trust-anchor', join(dir, 'trust', 'ca.pem')]);
     expect(ok, ok.out).toMatchObject({ code: 0 });
+    expect(ok.out).toContain(`CHAIN step:${id}:ask under model:invoke`);
     // `get --run` says how to get and check the rest.
     const get = await cli(['get', '--run', id]);
     expect(get.err).toContain(`service-ctl audit export --run ${id}`);

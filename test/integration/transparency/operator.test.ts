@@ -149,7 +149,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
           {
             id: 'ask',
             model: { name: 'm', provider: 'p', version: '1', temperature: 0 },
-            capabilities: [{ scope: 's', grantedBy: 'g' }],
+            capabilities: [{ scope: 's', grantedBy: 'team:g' }],
           },
           { id: 'act', dependsOn: ['ask'], tool: { name: 't', command: ['t'] } },
         ],

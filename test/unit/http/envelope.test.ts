@@ -80,6 +80,26 @@ function stored(kind: AttestationKind, seq: number): StoredAttestation {
     createdAt: new Date('2026-01-01T00:00:00Z'),
     // A column the API never shows.
     leaseOwner: LEAK,
+    // Capability and step records carry their tokens (each with a planted field) and chains.
+    ...(kind === 'capability' || kind === 'step'
+      ? {
+          capabilityTokens: [{ format: 'vc+jwt' as const, id: 'urn:x', token: 'a.b.c', kid: LEAK }],
+          capabilityChains:
+            kind === 'step'
+              ? [
+                  {
+                    capability: `capability:${runId}:summarise:0`,
+                    step: `step:${runId}:summarise`,
+                    root: null,
+                    links: [{ scope: 'model:invoke', granted_by: 'team:lead', approved_by: null }],
+                    scope: 'model:invoke',
+                    granted_by: 'team:lead',
+                    approved_by: null,
+                  },
+                ]
+              : [],
+        }
+      : {}),
   };
   return record;
 }
@@ -119,7 +139,9 @@ describe('allow-listing response builders', () => {
           name: `${kind}:0190a6c0-0000-7000-8000-000000000001`,
           digest: { sha256: 'ab'.repeat(32) },
         });
-        expect(body.capability_chain === null).toBe(kind !== 'capability');
+        expect(body.capability_chain === null).toBe(kind !== 'capability' && kind !== 'step');
+        expect(body.capability_chain?.length ?? 0).toBe(kind === 'capability' || kind === 'step' ? 1 : 0);
+        expect(body.capability_tokens === undefined).toBe(kind !== 'capability' && kind !== 'step');
         if (view !== null)
           expect(body.transparency).toMatchObject({ job_id: view.job_id, attempts: view.attempts });
       }

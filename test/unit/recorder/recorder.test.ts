@@ -38,6 +38,25 @@ describe('recorder', () => {
     expect(await w.recorder.recordSteps(runFixture(stepsDone(0)), ['retrieve'])).toEqual([]);
   });
 
+  it('records nothing of a step whose chain widens a scope (a Run admitted before the CRD checked it)', async () => {
+    const w = await world();
+    const run = runFixture(stepsDone(3));
+    run.spec.steps[0]!.capabilities = [
+      {
+        scope: 'kb',
+        grantedBy: 'team:platform',
+        delegatedFrom: [{ scope: 'kb:read', grantedBy: 'org:acme' }],
+      },
+    ];
+    await expect(w.recorder.recordSteps(run, ['retrieve'])).rejects.toMatchObject({
+      code: 'CapabilityChainInvalid',
+      message: expect.stringContaining('step retrieve: link 1: team:platform grants kb') as unknown,
+    });
+    run.spec.steps[0]!.capabilities = [{ scope: 'kb:read', grantedBy: 'team:platform', approvedBy: 'alice' }];
+    await expect(w.recorder.recordSteps(run, ['retrieve'])).rejects.toBeInstanceOf(RecordError);
+    expect(w.vault.rows).toEqual([]);
+  });
+
   it('records the terminal batch: one policy record per pack in use, then the provenance', async () => {
     const w = await world();
     const run = runFixture(succeeded);

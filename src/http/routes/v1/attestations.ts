@@ -15,6 +15,7 @@ import type { Transparency } from '../../../transparency/setup.ts';
 import { transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
 import { createBatchLoader } from '../../batch-loader.ts';
+import { resolveCapabilityFilter } from '../../capability-filter.ts';
 import { ProblemError } from '../../problem.ts';
 import {
   envelopeSchema,
@@ -72,7 +73,11 @@ export async function visibleNamespaces(
   };
 }
 
-export function toFilter(body: QueryBody, namespaces: string[]): AttestationFilter {
+/**
+ * The vault filter of a query body. `capability` is the capability filter already resolved by
+ * resolveCapabilityFilter (a token is checked against the keys of the namespaces the caller reads).
+ */
+export function toFilter(body: QueryBody, namespaces: string[], capability?: string): AttestationFilter {
   const from = body.from !== undefined ? new Date(body.from) : undefined;
   const to = body.to !== undefined ? new Date(body.to) : undefined;
   if (from && to && from.getTime() >= to.getTime()) {
@@ -88,7 +93,7 @@ export function toFilter(body: QueryBody, namespaces: string[]): AttestationFilt
     ...(body.artifact_digest !== undefined ? { artifactDigest: body.artifact_digest } : {}),
     ...(body.policy_pack !== undefined ? { policyPack: body.policy_pack.name } : {}),
     ...(body.policy_pack?.version !== undefined ? { policyVersion: body.policy_pack.version } : {}),
-    ...(body.capability_token !== undefined ? { capabilityTokenId: body.capability_token } : {}),
+    ...(capability !== undefined ? { capabilityTokenId: capability } : {}),
     ...(body.kind !== undefined ? { kind: body.kind } : {}),
     ...(from ? { from } : {}),
     ...(to ? { to } : {}),
@@ -181,7 +186,12 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     async (req, reply) => {
       const body = req.body ?? {};
       const { allowed, excluded } = await visibleNamespaces(deps, req, body.namespaces);
-      const filter = toFilter(body, allowed);
+      // A token is checked against the keys of the namespaces the caller can read (capability-filter.ts).
+      const capability =
+        body.capability_token !== undefined
+          ? await resolveCapabilityFilter(body.capability_token, allowed, deps.vault.capabilityGrants)
+          : undefined;
+      const filter = toFilter(body, allowed, capability);
       reply.header('x-excluded-namespaces', excluded.join(','));
       if (wantsNdjson(req)) {
         if (body.cursor !== undefined || body.limit !== undefined) {

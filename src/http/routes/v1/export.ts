@@ -13,6 +13,7 @@ import { isAllowed } from '../../auth/plugin.ts';
 import { loadGuardedArtifact } from '../../export-guard.ts';
 import { exportSource } from '../../export-source.ts';
 import { ProblemError } from '../../problem.ts';
+import { resolveCapabilityFilter } from '../../capability-filter.ts';
 import { problemResponses, queryBodySchema, UUID_PATTERN } from '../../schemas.ts';
 import { toFilter, visibleNamespaces, type QueryBody } from './attestations.ts';
 import { visibleRun } from './runs.ts';
@@ -312,8 +313,12 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
         }
       }
       const { gzip = false, scitt = false, ids: _ids, ...query } = body;
+      const capability =
+        query.capability_token !== undefined
+          ? await resolveCapabilityFilter(query.capability_token, allowed, deps.vault.capabilityGrants)
+          : undefined;
       const filter: AttestationFilter = {
-        ...toFilter(query, allowed),
+        ...toFilter(query, allowed, capability),
         ...(ids !== undefined ? { ids } : {}),
       };
       const { namespaces: _asked, ...criteria } = query;

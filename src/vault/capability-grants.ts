@@ -1,0 +1,39 @@
+import type pg from 'pg';
+
+/** Reads of capability_grants that the API needs beside the records (0011_capability_grants.sql). */
+export interface CapabilityGrantRepository {
+  /**
+   * The root keys that signed grants in `namespaces`: SPKI DER (base64) of each signer and its
+   * Biscuit root (`ed25519/<hex>`), distinct pairs. A token pasted into a query must verify under
+   * one of them.
+   */
+  rootKeys(namespaces: readonly string[]): Promise<{ publicKey: string; biscuitRootKey: string }[]>;
+  /** `capability:<run>:<step>:<n>` of the grant holding a token with this identifier, in `namespaces`. */
+  capabilityOfToken(tokenId: string, namespaces: readonly string[]): Promise<string | null>;
+}
+
+export function capabilityGrantRepository(pool: pg.Pool): CapabilityGrantRepository {
+  return {
+    async rootKeys(namespaces) {
+      if (namespaces.length === 0) return [];
+      const { rows } = await pool.query<{ public_key: string; biscuit_root_key: string }>({
+        name: 'capability_grants_root_keys',
+        text: `SELECT DISTINCT public_key, biscuit_root_key FROM capability_grants
+               WHERE namespace = ANY($1::text[])`,
+        values: [[...namespaces]],
+      });
+      return rows.map((r) => ({ publicKey: r.public_key, biscuitRootKey: r.biscuit_root_key }));
+    },
+
+    async capabilityOfToken(tokenId, namespaces) {
+      if (namespaces.length === 0) return null;
+      const { rows } = await pool.query<{ capability_id: string }>({
+        name: 'capability_grants_by_token',
+        text: `SELECT capability_id FROM capability_grants
+               WHERE token_ids @> ARRAY[$1::text] AND namespace = ANY($2::text[]) LIMIT 1`,
+        values: [tokenId, [...namespaces]],
+      });
+      return rows[0]?.capability_id ?? null;
+    },
+  };
+}
