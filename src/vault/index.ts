@@ -27,6 +27,7 @@ export { type ChainBreak, type ChainReport, type VerifyChainOptions } from './ch
 export { type ClaimedAppendOptions, type ClaimRepository } from './claims.ts';
 export { CursorCodec, loadCursorKey } from './cursor.ts';
 export {
+  isVaultUnavailable,
   SQLSTATE_APPEND_ONLY,
   SQLSTATE_INSUFFICIENT_PRIVILEGE,
   VaultError,
@@ -41,7 +42,13 @@ export {
   type MigrateResult,
   type Migration,
 } from './migrate.ts';
-export { createVaultPool, VAULT_WRITER_ROLE, type VaultPoolOptions } from './pool.ts';
+export {
+  createVaultPool,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  VAULT_WRITER_ROLE,
+  type VaultPoolOptions,
+} from './pool.ts';
 export {
   DEFAULT_LIMIT,
   MAX_LIMIT,

@@ -3,12 +3,14 @@ import { isTerminal, type Run, type RunStatus } from '../../api/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { RecordError, type Recorder } from '../../recorder/index.ts';
 import { because } from '../../recorder/errors.ts';
-import type {
-  ArtifactRepository,
-  AttestationRepository,
-  AttestationSummary,
-  ClaimRepository,
-  RunRepository,
+import { ObjectStoreError } from '../../blob/store.ts';
+import {
+  isVaultUnavailable,
+  type ArtifactRepository,
+  type AttestationRepository,
+  type AttestationSummary,
+  type ClaimRepository,
+  type RunRepository,
 } from '../../vault/index.ts';
 import { hasFinalizer } from '../runtime/index.ts';
 import {
@@ -154,7 +156,14 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
       }
     }
   } catch (err) {
-    const reason: FailureReason = err instanceof RecordError ? err.code : Reasons.RecordingFailed;
+    const reason: FailureReason =
+      err instanceof RecordError
+        ? err.code
+        : err instanceof ObjectStoreError
+          ? Reasons.ObjectStoreUnavailable
+          : isVaultUnavailable(err)
+            ? Reasons.VaultUnavailable
+            : Reasons.RecordingFailed;
     const message = humanCause(reason, err);
     log.warn({ err, reason }, 'reconcile failed; will retry');
     const failed = failedStatus(run, reason, message, now());
