@@ -5,11 +5,11 @@ import type { BlobStore } from '../blob/store.ts';
 import { Reasons } from '../api/reasons.ts';
 import { Dependencies, type DependencyHealth } from '../health/dependencies.ts';
 import type { Logger } from '../log/index.ts';
-import { createRecorder, RecordError } from '../recorder/index.ts';
+import { createRecorder, RecordError, type Recorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
-import { TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
+import { REPAIR_CHANNEL, TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
 import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
 import { reconcileRun } from './run/reconciler.ts';
 import {
@@ -120,6 +120,7 @@ export interface RunningController {
  */
 async function runProjection(
   deps: ControllerDeps,
+  recorder: Recorder,
   informer: Informer<Run>,
   events: EventRecorder,
   log: Logger,
@@ -151,7 +152,16 @@ async function runProjection(
     await runWorkers(
       queue,
       2,
-      (runId) => projectRun({ api, jobs: deps.vault.transparencyJobs, logger: log }, runId),
+      (runId) =>
+        projectRun(
+          {
+            api,
+            jobs: deps.vault.transparencyJobs,
+            logger: log,
+            refreshAibomMetadata: (id, entry) => recorder.refreshAibomMetadata(id, entry),
+          },
+          runId,
+        ),
       {
         logger: log,
         registry: deps.registry,
@@ -226,6 +236,22 @@ export function startController(deps: ControllerDeps): RunningController {
     const enqueue = (r: Run): void => queue.add(objectKey(r));
     inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
     inf.start();
+    // Manifest repairs the API asked for (any replica's sidecar): reconcile the Run, whose plan then
+    // holds the open request. After a (re)connect, the runs with an open request are read again.
+    const mine = (key: string): boolean =>
+      key.includes('/') && (deps.watchNamespace === undefined || key.startsWith(`${deps.watchNamespace}/`));
+    const unsubscribeRepairs = await deps.vault.listener.subscribe(REPAIR_CHANNEL, {
+      onNotify: (key) => {
+        if (mine(key)) queue.add(key);
+      },
+      resync: () => {
+        deps.vault.manifestRepairs.openRunKeys().then(
+          (keys) => keys.filter(mine).forEach((k) => queue.add(k)),
+          (err: unknown) =>
+            log.warn({ err }, 'could not list open manifest repairs; retried on the next reconnect'),
+        );
+      },
+    });
     try {
       await inf.waitForSync(signal);
       const reconcile = async (key: string): Promise<void> => {
@@ -264,10 +290,18 @@ export function startController(deps: ControllerDeps): RunningController {
         { logger: log, registry: deps.registry, name: 'runs', signal },
       );
       const projection = deps.transparency
-        ? runProjection(deps, inf, events, log.child({ component: 'transparency-projection' }), signal)
+        ? runProjection(
+            deps,
+            recorder,
+            inf,
+            events,
+            log.child({ component: 'transparency-projection' }),
+            signal,
+          )
         : Promise.resolve();
       await Promise.all([runs, projection]);
     } finally {
+      unsubscribeRepairs();
       informer = undefined;
       await inf.stop();
       log.info('term ended: informer and workers stopped');

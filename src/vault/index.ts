@@ -5,6 +5,7 @@ import { auditRepository, type AuditRepository } from './audit.ts';
 import { claimRepository, type ClaimRepository } from './claims.ts';
 import { CursorCodec, loadCursorKey } from './cursor.ts';
 import { createListener, type VaultListener } from './listener.ts';
+import { manifestRepairRepository, type ManifestRepairRepository } from './manifest-repairs.ts';
 import { createVaultPool, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
@@ -34,6 +35,15 @@ export {
   type VaultErrorCode,
 } from './errors.ts';
 export { type Subscription, type VaultListener } from './listener.ts';
+export {
+  REPAIR_CHANNEL,
+  type ManifestRepair,
+  type ManifestRepairRepository,
+  type RepairedManifest,
+  type RepairReason,
+  type RepairRequest,
+  type RepairState,
+} from './manifest-repairs.ts';
 export {
   checkSchema,
   loadMigrations,
@@ -96,6 +106,8 @@ export interface Vault {
   /** Rows of the service's own SCITT log (the log itself is src/transparency/local-log.ts). */
   readonly scittLog: ScittLogStorage;
   readonly audit: AuditRepository;
+  /** Requests to re-sign an artifact's C2PA manifest. */
+  readonly manifestRepairs: ManifestRepairRepository;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
@@ -126,6 +138,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     transparencyJobs: transparencyJobRepository(pool),
     scittLog: scittLogStorage(pool),
     audit: auditRepository(pool),
+    manifestRepairs: manifestRepairRepository(pool),
     get listener() {
       return listenerOf();
     },

@@ -145,6 +145,21 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
           );
         }
       }
+      if (todo.repair !== null && observed.aibom !== null) {
+        // The Run shows the repair (AIBOMReady=False, ManifestRepairing) before it is attempted:
+        // if the attempt fails, the condition then says what it failed on.
+        const repairing = desiredStatus(current, observed, now());
+        if (statusChanged(current.status, repairing)) await deps.api.applyStatus(current, repairing);
+        const { repair, outcome } = await deps.recorder.repairManifest(current, observed.aibom, todo.repair);
+        await deps.api.event(
+          current,
+          outcome === 'done' ? 'Normal' : 'Warning',
+          outcome === 'done' ? EventReasons.ManifestRepaired : EventReasons.ManifestRepairFailed,
+          outcome === 'done'
+            ? `C2PA manifest of AIBOM ${observed.aibom.digest} re-signed over the same bytes: ${repair.manifestDigest ?? ''} replaces ${repair.replacesDigest ?? ''} (${repair.reason})`
+            : `C2PA manifest of AIBOM ${observed.aibom.digest} cannot be repaired: ${repair.lastError ?? ''}`,
+        );
+      }
       observed = await gather(deps.vault, current);
     }
     const known = run.status?.attestations?.count ?? 0;
