@@ -353,7 +353,14 @@ export class FakeKube {
   readonly events: { reason: string; type: string; note: string }[] = [];
   /** Per field manager, the status it last applied to each Run (SSA: its complete desired state). */
   private readonly applied = new Map<string, Map<string, RunStatus>>();
+  /** Every AIBOMReady condition the controller applied, per Run key, in order (what a watch sees). */
+  private readonly history = new Map<string, { status: string; reason: string }[]>();
   private rv = 1;
+
+  /** The AIBOMReady conditions the controller applied to `run`, in order. */
+  statusHistory(run: Run): { status: string; reason: string }[] {
+    return [...(this.history.get(this.key(run.metadata.namespace, run.metadata.name)) ?? [])];
+  }
 
   private key(ns: string, name: string): string {
     return `${ns}/${name}`;
@@ -432,6 +439,11 @@ export class FakeKube {
       },
       applyStatus: (run, status) => {
         this.requests.bump('PATCH runs/status');
+        const c = status.conditions?.find((x) => x.type === 'AIBOMReady');
+        if (c) {
+          const k = this.key(run.metadata.namespace, run.metadata.name);
+          this.history.set(k, [...(this.history.get(k) ?? []), { status: c.status, reason: c.reason }]);
+        }
         this.apply('controller', run, status);
         return Promise.resolve();
       },
