@@ -204,8 +204,16 @@ describe('object store (MinIO) hung with SIGSTOP', () => {
       // Aborted, not abandoned: a call of this process fails, and leaves no connection open to the
       // stopped server (the kernel still completes the close handshake for it).
       const port = Number(new URL(minio.endpoint).port);
+      // First, idle keep-alive sockets this process kept from earlier calls (the bucket's creation)
+      // time out in the HTTP agent: then the call below must open its own connection.
+      await poll(
+        async () => (await connectionsTo(process.pid, port)).established === 0,
+        'no idle connection of this process to MinIO',
+      );
       const blobs = s3BlobStore({ ...minio, timeoutMs: Number(DEADLINE_MS) });
       const key = (before.status?.artifacts?.aibom as { key: string }).key;
+      // The stopped server's kernel accepts the connection; a client that only raced a timer would
+      // leave it open.
       await expect(blobs.get(key)).rejects.toBeInstanceOf(ObjectStoreError);
       expect((await connectionsTo(process.pid, port)).established).toBe(0);
       // The controller's reconciles against the store time out the same way: its processes keep
