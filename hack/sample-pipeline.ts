@@ -80,7 +80,7 @@ export async function driveRun(
   // too), so say so before writing anything.
   if (isTerminal(run.status?.phase)) {
     throw new PipelineUsageError(
-      `run ${namespace}/${name} is already ${run.status!.phase}: a finished run cannot be driven again`,
+      `run ${namespace}/${name} is already ${run.status.phase}: a finished run cannot be driven again`,
     );
   }
   if (opts.fail !== undefined && !run.spec.steps.some((s) => s.id === opts.fail)) {
