@@ -83,6 +83,8 @@ beforeAll(async () => {
     leaseName: `adm-prop-${randomUUID().slice(0, 8)}`,
     watchNamespace: ns,
     lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+    // Reconciles wait on the API server and PostgreSQL far more than on this process.
+    workers: 8,
   });
 });
 afterAll(async () => {
@@ -173,7 +175,9 @@ async function drive(run: Run, fail: boolean): Promise<Run> {
       }
       return c?.status === 'True' && c.reason === 'AIBOMRecorded' ? r : undefined;
     },
-    240_000,
+    // The Run at the bounds (387 records, as many Attestation resources) among 20 others in flight
+    // took over 240 s at a load average of 17: a bound far from what a Run needs, not a measure.
+    900_000,
   );
 }
 
@@ -234,17 +238,40 @@ async function expectAibomMatches(run: Run, fail: boolean): Promise<number> {
 const NAMES_A_FIELD = /\b(spec|status)(\.[A-Za-z]+(\[[^\]]*\])*)+|\bspec\.steps\b/;
 
 /** One generated spec through admission, then through the recorder or the refusal checks. */
+/** A batch is a poor counterexample: name the one spec that broke the property. */
+function naming(err: unknown, g: G<RunSpec>, fail: boolean): Error {
+  const spec = JSON.stringify(g.v);
+  return new Error(
+    `${(err as Error).message}\n(legal: ${g.ok}, fail last step: ${fail}) spec: ${spec.length > 6000 ? `${spec.slice(0, 6000)}…` : spec}`,
+    { cause: err },
+  );
+}
+
 async function check(g: G<RunSpec>, fail: boolean, seen: Tally): Promise<void> {
   try {
     await checkOne(g, fail, seen);
   } catch (err) {
-    // A batch is a poor counterexample: name the one spec that broke the property.
-    const spec = JSON.stringify(g.v);
-    throw new Error(
-      `${(err as Error).message}\n(legal: ${g.ok}, fail last step: ${fail}) spec: ${spec.length > 6000 ? `${spec.slice(0, 6000)}…` : spec}`,
-      { cause: err },
-    );
+    throw naming(err, g, fail);
   }
+}
+
+/**
+ * Admitted Runs being driven to their AIBOM. The next batch is submitted while earlier Runs are
+ * still being recorded (at most MAX_IN_FLIGHT at once): the controller always has work, and the
+ * test does not wait for each batch's slowest Run. Failures are collected and reported at the end,
+ * each naming its spec.
+ */
+const MAX_IN_FLIGHT = 20;
+const inFlight = new Set<Promise<void>>();
+const driveFailures: Error[] = [];
+async function launch(g: G<RunSpec>, fail: boolean, work: () => Promise<void>): Promise<void> {
+  while (inFlight.size >= MAX_IN_FLIGHT) await Promise.race(inFlight);
+  const p: Promise<void> = work()
+    .catch((err: unknown) => {
+      driveFailures.push(naming(err, g, fail));
+    })
+    .finally(() => inFlight.delete(p));
+  inFlight.add(p);
 }
 
 /** Specs already driven end to end (by canonical JSON): a repeat is only admitted, with dryRun. */
@@ -264,11 +291,14 @@ async function checkOne(g: G<RunSpec>, fail: boolean, seen: Tally): Promise<void
     expect(records).toBeLessThanOrEqual(2 * result.ok.spec.steps.length + caps + 3);
     expect(records).toBeLessThanOrEqual(515);
     if (repeat) return;
-    const stored = await expectAibomMatches(await drive(result.ok, fail), fail);
-    // The in-process prediction and what the controller stored agree on the record count.
-    expect(stored).toBe(records);
-    seen.driven++;
-    seen.maxRecords = Math.max(seen.maxRecords, stored);
+    const admitted = result.ok;
+    await launch(g, fail, async () => {
+      const stored = await expectAibomMatches(await drive(admitted, fail), fail);
+      // The in-process prediction and what the controller stored agree on the record count.
+      expect(stored).toBe(records);
+      seen.driven++;
+      seen.maxRecords = Math.max(seen.maxRecords, stored);
+    });
   } else {
     seen.refused++;
     expect(g.ok, `legal spec refused: ${result.refused.message}`).toBe(false);
@@ -285,15 +315,16 @@ interface Tally {
   maxRecords: number;
 }
 
-/** 300 Runs in batches of 10 created at once; each batch's admitted Runs are driven to their AIBOM. */
+/** 300 Runs in batches of 10 created at once; the admitted ones are driven to their AIBOM meanwhile. */
 const BATCH = 10;
 const RUNS = 30;
 
 describe('generated Runs on the real API server and controller', () => {
   it(
     'admitted ⇒ driven to a terminal phase, exactly one AIBOM matching the spec; refused ⇒ 422 naming a field; legal ⇒ admitted',
-    // See the report of the last line for what it did; the bound is for a busy shared machine.
-    { timeout: 1_500_000 },
+    // 186 s measured on the shared 2-core machine at a load average of 12-15 (236-711 s when each
+    // batch waited for its slowest Run); a bound far above that.
+    { timeout: 2_400_000 },
     async () => {
       const seen: Tally = { submitted: 0, admitted: 0, driven: 0, refused: 0, maxRecords: 0 };
       const t0 = performance.now();
@@ -306,6 +337,13 @@ describe('generated Runs on the real API server and controller', () => {
         ),
         { numRuns: RUNS, endOnFailure: true },
       );
+      await Promise.all(inFlight);
+      if (driveFailures.length > 0) {
+        throw new Error(
+          `${driveFailures.length} admitted Run(s) without a matching AIBOM; the first:\n${driveFailures[0]!.message}`,
+          { cause: driveFailures[0] },
+        );
+      }
       // Both halves of the property were exercised, and a few hundred Runs went to the API server.
       expect(seen.submitted).toBe(BATCH * RUNS);
       expect(seen.admitted).toBeGreaterThan(60);
