@@ -17,7 +17,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { GROUP, VERSION, type Run, type StepStatus } from '../src/api/run.ts';
+import { GROUP, isTerminal, VERSION, type Run, type StepStatus } from '../src/api/run.ts';
 import { canonicalJson } from '../src/attest/index.ts';
 
 /** The pipeline's own SSA field manager: it owns status.phase and status.steps, nothing else. */
@@ -75,6 +75,13 @@ export async function driveRun(
   } catch (err) {
     if (statusCode(err) === 404) throw new PipelineUsageError(`run ${namespace}/${name} not found`);
     throw err;
+  }
+  // A finished run is finished: its phase and results cannot change (the API server refuses it
+  // too), so say so before writing anything.
+  if (isTerminal(run.status?.phase)) {
+    throw new PipelineUsageError(
+      `run ${namespace}/${name} is already ${run.status.phase}: a finished run cannot be driven again`,
+    );
   }
   if (opts.fail !== undefined && !run.spec.steps.some((s) => s.id === opts.fail)) {
     throw new PipelineUsageError(`--fail: run has no step ${opts.fail}`, 2);

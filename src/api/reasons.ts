@@ -25,6 +25,10 @@ export const Reasons = {
   VaultUnavailable: 'VaultUnavailable',
   ObjectStoreUnavailable: 'ObjectStoreUnavailable',
   SignerUnavailable: 'SignerUnavailable',
+  /** The AIBOM's C2PA manifest was found missing or invalid; a new one is being signed. */
+  ManifestRepairing: 'ManifestRepairing',
+  /** The manifest cannot be repaired (the stored bytes no longer match the record). */
+  ManifestRepairFailed: 'ManifestRepairFailed',
   /** Recording failed for another reason than an unavailable dependency (the message says why). */
   RecordingFailed: 'RecordingFailed',
   /**
@@ -46,4 +50,6 @@ export const EventReasons = {
   Attested: 'Attested',
   AIBOMRecorded: 'AIBOMRecorded',
   TransparencyPublished: 'TransparencyPublished',
+  ManifestRepaired: 'ManifestRepaired',
+  ManifestRepairFailed: 'ManifestRepairFailed',
 } as const;

@@ -107,6 +107,8 @@ export interface Condition {
   message: string;
 }
 
+export type TransparencyMode = 'dry_run' | 'published' | 'mixed';
+
 export interface RunStatus {
   phase?: Phase;
   steps?: StepStatus[];
@@ -114,6 +116,11 @@ export interface RunStatus {
   attestations?: { count?: number; runAttestationId?: string; aibomAttestationId?: string };
   transparency?: {
     state?: 'queued' | 'published' | 'failed';
+    /**
+     * Where the published records went: `dry_run` (this deployment's own log), `published` (a
+     * remote SCITT service), `mixed` (some of each). Absent until one is published.
+     */
+    mode?: TransparencyMode;
     queued?: number;
     published?: number;
     failed?: number;

@@ -42,6 +42,8 @@ export async function openVaultFrom(config: Config, logger: Logger, appName: str
   const vault = await connectVault(url, {
     applicationName: appName,
     capabilityTokens: config.SERVICE_CAPABILITY_TOKENS,
+    connectTimeoutMs: config.PG_CONNECT_TIMEOUT_MS,
+    queryTimeoutMs: config.PG_QUERY_TIMEOUT_MS,
     onIdleError: (err) => logger.warn({ err }, 'idle PostgreSQL connection failed; it will be replaced'),
     onListenerError: (err) => logger.warn({ err }, 'PostgreSQL LISTEN connection failed; reconnecting'),
   });
@@ -113,6 +115,7 @@ export async function transparencyFrom(
     backend: config.SCITT_BACKEND,
     ...(config.SCITT_URL !== undefined ? { scittUrl: config.SCITT_URL } : {}),
     ...(config.SCITT_TOKEN !== undefined ? { scittToken: config.SCITT_TOKEN } : {}),
+    scittTimeoutMs: config.SCITT_TIMEOUT_MS,
     logger: logger.child({ component: 'transparency' }),
   });
 }
@@ -123,5 +126,12 @@ export function blobStoreFrom(config: Config): BlobStore {
   if (endpoint === undefined || accessKey === undefined || secretKey === undefined) {
     throw new ConfigError(['S3_ENDPOINT, S3_ACCESS_KEY and S3_SECRET_KEY are required']);
   }
-  return s3BlobStore({ endpoint, accessKey, secretKey, bucket: config.S3_BUCKET, region: config.S3_REGION });
+  return s3BlobStore({
+    endpoint,
+    accessKey,
+    secretKey,
+    bucket: config.S3_BUCKET,
+    region: config.S3_REGION,
+    timeoutMs: config.S3_TIMEOUT_MS,
+  });
 }

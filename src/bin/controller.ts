@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-import { CoreV1Api } from '@kubernetes/client-node';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { loadConfig } from '../config/index.ts';
 import { startController } from '../controller/manager.ts';
-import { kubeClient } from '../controller/runtime/index.ts';
+import { isNotFound, kubeClient, resourcePath } from '../controller/runtime/index.ts';
+import { DependencyHealth } from '../health/dependencies.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';
 import { startOpsServer } from './ops-server.ts';
@@ -29,15 +29,22 @@ await runUntilSignal(logger, async () => {
   const blobs = blobStoreFrom(config);
   const signer = await loadServiceSigner(config, kc);
   logger.info({ keyId: signer.keyId, algorithm: signer.algorithm }, 'service signer loaded');
-  const core = kc.makeApiClient(CoreV1Api);
+  // Every request of the controller to the API server has a deadline (watches: the watchdog).
+  const client = kubeClient(kc, { timeoutMs: config.KUBE_TIMEOUT_MS });
   const envelopeSigner = namespaceSigners(
     signer,
     async (namespace) => {
       try {
-        const s = await core.readNamespacedSecret({ namespace, name: config.CUSTOMER_SIGNER_SECRET });
+        const s = await client.request<{ data?: Record<string, string> }>({
+          method: 'GET',
+          path: resourcePath(
+            { group: '', version: 'v1', plural: 'secrets', kind: 'Secret' },
+            { namespace, name: config.CUSTOMER_SIGNER_SECRET },
+          ),
+        });
         return s.data ?? null;
       } catch (err) {
-        if ((err as { code?: number }).code === 404) return null;
+        if (isNotFound(err)) return null;
         throw err;
       }
     },
@@ -47,9 +54,17 @@ await runUntilSignal(logger, async () => {
     ? await transparencyFrom(config, kc, vault, signer, logger)
     : undefined;
   if (transparency) logger.info({ backend: config.SCITT_BACKEND }, 'transparency writer on');
+  // /readyz: the informer (when leading), and PostgreSQL and the object store answering within
+  // their deadlines; reconciles that fail on either mark it down too (aibom_vault_dependency_up).
+  const health = new DependencyHealth({
+    registry,
+    probes: { vault: () => vault.ping(), object_store: () => blobs.ping() },
+  });
   const controller = startController({
     ...(transparency ? { transparency } : {}),
-    client: kubeClient(kc),
+    client,
+    health,
+    reconcileTimeoutMs: config.RECONCILE_TIMEOUT_MS,
     vault,
     blobs,
     runtimeSigner: signer,
@@ -69,7 +84,7 @@ await runUntilSignal(logger, async () => {
     registry,
     ready: async () => {
       await controller.ready();
-      await vault.ping();
+      await health.check();
     },
   });
   logger.info({ port: ops.port }, 'controller started');

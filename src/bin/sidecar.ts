@@ -7,6 +7,7 @@ import { loadConfig } from '../config/index.ts';
 import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
 import { runUntilSignal } from './lifecycle.ts';
+import { DependencyHealth } from '../health/dependencies.ts';
 import { createLogger } from '../log/index.ts';
 import {
   blobStoreFrom,
@@ -35,6 +36,11 @@ await runUntilSignal(logger, async () => {
       : [];
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // /readyz (API and ops port): PostgreSQL and the object store answer within their deadlines.
+  const health = new DependencyHealth({
+    registry,
+    probes: { vault: () => vault.ping(), object_store: () => blobs.ping() },
+  });
   const app = await buildApp({
     registry,
     transparency,
@@ -48,10 +54,7 @@ await runUntilSignal(logger, async () => {
     trustAnchors: signer.caCertificates,
     signer,
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
-    ready: async () => {
-      await vault.ping();
-      await blobs.ping();
-    },
+    ready: () => health.check(),
   });
   const address = await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
   // /metrics (and its own /healthz, /readyz) on METRICS_PORT, apart from the authenticated API.
@@ -59,6 +62,7 @@ await runUntilSignal(logger, async () => {
     logger: logger.child({ component: 'ops' }),
     port: config.METRICS_PORT,
     registry,
+    ready: () => health.check(),
   });
   logger.info({ address, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS }, 'sidecar listening');
   return async () => {

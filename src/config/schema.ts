@@ -90,6 +90,36 @@ export const schema = {
   },
   S3_BUCKET: { description: 'bucket holding artifacts', default: 'aibom-vault', parse: str },
   S3_REGION: { description: 'S3 region', default: 'us-east-1', parse: str },
+  S3_TIMEOUT_MS: {
+    description:
+      'deadline of one request to the object store, from sending it to the last byte of the answer; a store that does not answer in time fails the call (the request is aborted): the Run shows ObjectStoreUnavailable, the API answers 503',
+    default: '10000',
+    parse: intIn(100, 600_000),
+  },
+  PG_CONNECT_TIMEOUT_MS: {
+    description:
+      'deadline of opening a PostgreSQL connection (and of waiting for a free pooled one); past it the call fails: the Run shows VaultUnavailable, the API answers 503',
+    default: '5000',
+    parse: intIn(100, 600_000),
+  },
+  PG_QUERY_TIMEOUT_MS: {
+    description:
+      'deadline of one PostgreSQL statement: the server cancels it (statement_timeout) and the client gives up 1 s later if the server does not answer at all',
+    default: '15000',
+    parse: intIn(100, 3_600_000),
+  },
+  KUBE_TIMEOUT_MS: {
+    description:
+      "deadline of one request of the controller to the Kubernetes API (watches excepted: the informer's watchdog restarts a silent watch)",
+    default: '30000',
+    parse: intIn(100, 600_000),
+  },
+  RECONCILE_TIMEOUT_MS: {
+    description:
+      'longest one reconcile of a Run may hold a worker; past it the worker moves on to other Runs and the Run is retried with backoff (a backstop: every call inside has its own deadline)',
+    default: '120000',
+    parse: intIn(1_000, 3_600_000),
+  },
   KUBECONFIG: {
     description: 'kubeconfig path; in-cluster service account configuration when unset',
     parse: str,
@@ -195,6 +225,12 @@ export const schema = {
   SCITT_URL: {
     description: 'base URL of the remote SCRAPI transparency service (SCITT_BACKEND=scrapi)',
     parse: url,
+  },
+  SCITT_TIMEOUT_MS: {
+    description:
+      'deadline of one request to the remote SCRAPI transparency service; a job whose request times out is retried with backoff',
+    default: '30000',
+    parse: intIn(100, 600_000),
   },
   SERVICE_TRUST_ANCHOR: {
     description: 'CA certificate PEM file service-ctl trusts when verifying signatures and C2PA manifests',

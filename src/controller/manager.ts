@@ -1,14 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { Histogram, type Registry } from 'prom-client';
+import { Counter, Histogram, type Registry } from 'prom-client';
 import type { Run } from '../api/run.ts';
 import type { BlobStore } from '../blob/store.ts';
+import { Reasons } from '../api/reasons.ts';
+import { Dependencies, type DependencyHealth } from '../health/dependencies.ts';
 import { runCheckpointer } from '../checkpoint/checkpointer.ts';
 import type { Logger } from '../log/index.ts';
-import { createRecorder } from '../recorder/index.ts';
+import { createRecorder, RecordError, type Recorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
-import { TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
+import { REPAIR_CHANNEL, TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
 import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
 import { reconcileRun } from './run/reconciler.ts';
 import {
@@ -65,6 +67,53 @@ export interface ControllerDeps {
   readonly capabilityTokens?: boolean;
   /** Shorter lease timings for tests. */
   readonly lease?: { durationSeconds: number; renewDeadlineSeconds: number; retryPeriodSeconds: number };
+  /**
+   * Longest one reconcile may hold a worker (RECONCILE_TIMEOUT_MS, default
+   * {@link DEFAULT_RECONCILE_TIMEOUT_MS}). A backstop: every call inside has its own deadline.
+   */
+  readonly reconcileTimeoutMs?: number;
+  /** Told which dependency a failed reconcile failed on (/readyz, /metrics). */
+  readonly health?: DependencyHealth;
+}
+
+export const DEFAULT_RECONCILE_TIMEOUT_MS = 120_000;
+
+/** A reconcile that did not return within its deadline; its key is retried with backoff. */
+export class ReconcileTimeoutError extends Error {}
+
+/**
+ * Wraps a reconciler so that no key holds a worker longer than `timeoutMs`. A reconcile past its
+ * deadline keeps running in the background (its own calls have deadlines and will end it), but the
+ * worker is released to other keys at once; while it runs, the same key is not reconciled a second
+ * time concurrently, only requeued with backoff.
+ */
+export function withReconcileDeadline(
+  reconcile: (key: string) => Promise<void>,
+  timeoutMs: number,
+  onOverrun: (key: string) => void,
+): (key: string) => Promise<{ requeue: true } | void> {
+  const overrunning = new Set<string>();
+  return async (key) => {
+    if (overrunning.has(key)) return { requeue: true };
+    const run = reconcile(key);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs, 'timeout');
+    });
+    try {
+      const outcome = await Promise.race([run.then(() => 'done' as const), deadline]);
+      if (outcome === 'done') return;
+    } finally {
+      clearTimeout(timer);
+    }
+    overrunning.add(key);
+    run
+      .catch(() => undefined)
+      .finally(() => overrunning.delete(key))
+      .catch(() => undefined);
+    onOverrun(key);
+    throw new ReconcileTimeoutError(`reconcile of ${key} did not finish within ${timeoutMs} ms`);
+  };
 }
 
 export interface RunningController {
@@ -80,6 +129,7 @@ export interface RunningController {
  */
 async function runProjection(
   deps: ControllerDeps,
+  recorder: Recorder,
   informer: Informer<Run>,
   events: EventRecorder,
   log: Logger,
@@ -111,7 +161,16 @@ async function runProjection(
     await runWorkers(
       queue,
       2,
-      (runId) => projectRun({ api, jobs: deps.vault.transparencyJobs, logger: log }, runId),
+      (runId) =>
+        projectRun(
+          {
+            api,
+            jobs: deps.vault.transparencyJobs,
+            logger: log,
+            refreshAibomMetadata: (id, entry) => recorder.refreshAibomMetadata(id, entry),
+          },
+          runId,
+        ),
       {
         logger: log,
         registry: deps.registry,
@@ -138,6 +197,11 @@ export function startController(deps: ControllerDeps): RunningController {
     name: 'aibom_record_seconds',
     help: 'Time from starting the AIBOM of a terminal Run to the AIBOM being recorded',
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
+    registers: [deps.registry],
+  });
+  const reconcileOverruns = new Counter({
+    name: 'aibom_vault_reconcile_deadline_exceeded_total',
+    help: 'Reconciles of a Run that held a worker past RECONCILE_TIMEOUT_MS (the worker was released)',
     registers: [deps.registry],
   });
   const events = eventRecorder({
@@ -183,13 +247,27 @@ export function startController(deps: ControllerDeps): RunningController {
     const enqueue = (r: Run): void => queue.add(objectKey(r));
     inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
     inf.start();
+    // Manifest repairs the API asked for (any replica's sidecar): reconcile the Run, whose plan then
+    // holds the open request. After a (re)connect, the runs with an open request are read again.
+    const mine = (key: string): boolean =>
+      key.includes('/') && (deps.watchNamespace === undefined || key.startsWith(`${deps.watchNamespace}/`));
+    const unsubscribeRepairs = await deps.vault.listener.subscribe(REPAIR_CHANNEL, {
+      onNotify: (key) => {
+        if (mine(key)) queue.add(key);
+      },
+      resync: () => {
+        deps.vault.manifestRepairs.openRunKeys().then(
+          (keys) => keys.filter(mine).forEach((k) => queue.add(k)),
+          (err: unknown) =>
+            log.warn({ err }, 'could not list open manifest repairs; retried on the next reconnect'),
+        );
+      },
+    });
     try {
       await inf.waitForSync(signal);
-      const runs = runWorkers(
-        queue,
-        deps.workers ?? 4,
-        async (key) => {
-          const { namespace, name } = splitKey(key);
+      const reconcile = async (key: string): Promise<void> => {
+        const { namespace, name } = splitKey(key);
+        try {
           await reconcileRun(
             {
               api,
@@ -201,11 +279,36 @@ export function startController(deps: ControllerDeps): RunningController {
             namespace ?? '',
             name,
           );
-        },
+          deps.health?.ok(Dependencies.vault);
+        } catch (err) {
+          if (err instanceof RecordError) {
+            if (err.code === Reasons.VaultUnavailable) deps.health?.failed(Dependencies.vault);
+            if (err.code === Reasons.ObjectStoreUnavailable) deps.health?.failed(Dependencies.objectStore);
+          }
+          throw err;
+        }
+      };
+      const runs = runWorkers(
+        queue,
+        deps.workers ?? 4,
+        withReconcileDeadline(reconcile, deps.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS, (key) => {
+          reconcileOverruns.inc();
+          log.error(
+            { key, timeoutMs: deps.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS },
+            'reconcile exceeded its deadline; the worker moves on and the Run is retried with backoff',
+          );
+        }),
         { logger: log, registry: deps.registry, name: 'runs', signal },
       );
       const projection = deps.transparency
-        ? runProjection(deps, inf, events, log.child({ component: 'transparency-projection' }), signal)
+        ? runProjection(
+            deps,
+            recorder,
+            inf,
+            events,
+            log.child({ component: 'transparency-projection' }),
+            signal,
+          )
         : Promise.resolve();
       const checkpoints = deps.checkpoints
         ? runCheckpointer(
@@ -223,6 +326,7 @@ export function startController(deps: ControllerDeps): RunningController {
         : Promise.resolve();
       await Promise.all([runs, projection, checkpoints]);
     } finally {
+      unsubscribeRepairs();
       informer = undefined;
       await inf.stop();
       log.info('term ended: informer and workers stopped');

@@ -3,7 +3,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { TransparencyError, type TransparencyErrorCode } from '../transparency/errors.ts';
 import { MediaType } from '../transparency/media-types.ts';
 import { encodeProblemDetails } from '../transparency/problem-details.ts';
-import { VaultError } from '../vault/index.ts';
+import { ObjectStoreError } from '../blob/store.ts';
+import { isVaultUnavailable, VaultError } from '../vault/index.ts';
 import { problem, ProblemError, PROBLEM_CONTENT_TYPE, type FieldProblem } from './problem.ts';
 
 declare module 'fastify' {
@@ -60,6 +61,21 @@ function fieldProblems(err: FastifyError): FieldProblem[] {
   });
 }
 
+/**
+ * How long a client is told to wait when PostgreSQL or the object store is down or hung. Calls to
+ * both have deadlines (S3_TIMEOUT_MS, PG_*_TIMEOUT_MS), so this answer comes within the deadline,
+ * never after a hang.
+ */
+export const UPSTREAM_RETRY_AFTER_SECONDS = 5;
+
+const upstream = (what: string): Failure => ({
+  status: 503,
+  code: 'UPSTREAM_UNAVAILABLE',
+  // Names the dependency only: addresses and driver messages stay in the server log.
+  detail: `${what} is unavailable or did not answer in time; retry later`,
+  headers: { 'retry-after': String(UPSTREAM_RETRY_AFTER_SECONDS) },
+});
+
 const INTERNAL: Failure = {
   status: 500,
   code: 'INTERNAL',
@@ -91,10 +107,12 @@ function failureOf(err: unknown, req: FastifyRequest): Failure {
     }
     if (err.code === 'INVALID_INPUT') return plain(400, 'VALIDATION_FAILED', err.message);
   }
+  if (err instanceof ObjectStoreError) return upstream('the object store');
   if (err instanceof TransparencyError) {
     const status = TRANSPARENCY_STATUS[err.code];
     return status !== undefined ? plain(status, err.code, err.message) : INTERNAL;
   }
+  if (isVaultUnavailable(err)) return upstream('the vault (PostgreSQL)');
   const fe = err as FastifyError;
   if (fe.validation) return plain(400, 'VALIDATION_FAILED', fe.message, fieldProblems(fe));
   switch (fe.code) {
@@ -156,7 +174,9 @@ function send(req: FastifyRequest, reply: FastifyReply, failure: Failure): Fasti
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
     const failure = failureOf(err, req);
-    if (failure.status >= 500) req.log.error({ err }, 'request failed');
+    if (failure.status === 503)
+      req.log.warn({ err, code: failure.code }, 'request failed: upstream unavailable');
+    else if (failure.status >= 500) req.log.error({ err }, 'request failed');
     else req.log.debug({ code: failure.code }, 'request rejected');
     return send(req, reply, failure);
   });

@@ -13,14 +13,19 @@ import { buildManifest, C2PA_MEDIA_TYPE } from '../c2pa/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner } from '../signing/index.ts';
 import { signatureMetadata } from '../signing/index.ts';
+import { transparencyView } from '../transparency/jobs.ts';
 import type {
   ArtifactRecord,
   ArtifactRepository,
   AttestationRepository,
   ClaimRepository,
+  ManifestRepair,
+  ManifestRepairRepository,
+  TransparencyJobRepository,
 } from '../vault/index.ts';
 import { because, RecordError } from './errors.ts';
 import { aibomKey } from './extract.ts';
+import { currentMetadata } from './metadata.ts';
 import { appendOnce } from './once.ts';
 import { sealRecord } from './seal.ts';
 
@@ -32,7 +37,13 @@ export interface AibomStore {
   readonly attestations: Pick<AttestationRepository, 'aibomInputs'>;
   readonly artifacts: Pick<ArtifactRepository, 'get'>;
   readonly claims: ClaimRepository;
+  /** The AIBOM attestation's SCITT job, for the metadata's `transparency` entry. */
+  readonly transparencyJobs: Pick<TransparencyJobRepository, 'get'>;
+  readonly manifestRepairs: Pick<ManifestRepairRepository, 'complete' | 'fail'>;
 }
+
+/** Who the audit log names for what the controller does on its own (manifest repairs). */
+export const CONTROLLER_ACTOR = 'aibom-vault-controller';
 
 export interface AibomDeps {
   readonly vault: AibomStore;
@@ -83,14 +94,32 @@ export function aibomKeys(namespace: string, runId: string) {
   };
 }
 
-/** The metadata record that won (ours or an earlier writer's), as JSON beside the blob: idempotent. */
-async function writeMetadataBeside(deps: AibomDeps, run: AibomRun, record: ArtifactRecord): Promise<void> {
+/** The `transparency` entry of the AIBOM's metadata now (writer on and the job exists), else null. */
+async function transparencyOf(
+  deps: Pick<AibomDeps, 'vault' | 'enqueueTransparency'>,
+  record: ArtifactRecord,
+): Promise<ReturnType<typeof transparencyView> | null> {
+  const id = record.metadata.aibom_attestation_id;
+  if (deps.enqueueTransparency !== true || typeof id !== 'string') return null;
+  const job = await because('VaultUnavailable', () => deps.vault.transparencyJobs.get({ attestationId: id }));
+  return job === null ? null : transparencyView(job);
+}
+
+/**
+ * The metadata as readers should see it now (metadata.ts: the record, the manifest in force, the
+ * transparency entry) as JSON beside the blob. Idempotent; written after every change of those.
+ */
+export async function writeMetadataBeside(
+  deps: Pick<AibomDeps, 'blobs'>,
+  record: ArtifactRecord,
+  transparency: ReturnType<typeof transparencyView> | null,
+): Promise<void> {
   await because('ObjectStoreUnavailable', () =>
     deps.blobs.put(
-      aibomKeys(run.namespace, run.id).meta,
-      Buffer.from(JSON.stringify(record.metadata, null, 2)),
+      aibomKeys(record.namespace, record.runId).meta,
+      Buffer.from(JSON.stringify(currentMetadata(record, transparency), null, 2)),
       'application/json',
-      { kind: 'aibom-metadata', 'run-id': run.id },
+      { kind: 'aibom-metadata', 'run-id': record.runId },
     ),
   );
 }
@@ -134,7 +163,7 @@ export async function recordAibom(
     if (
       !(await because('ObjectStoreUnavailable', () => deps.blobs.stat(aibomKeys(run.namespace, run.id).meta)))
     ) {
-      await writeMetadataBeside(deps, run, existing);
+      await writeMetadataBeside(deps, existing, await transparencyOf(deps, existing));
     }
     return { artifact: existing, created: false };
   }
@@ -222,7 +251,108 @@ export async function recordAibom(
   const stored = await because('VaultUnavailable', () => deps.vault.artifacts.get(run.id, 'aibom'));
   if (!stored)
     throw new RecordError('VaultUnavailable', `AIBOM of run ${run.id} is claimed but has no record`);
-  await writeMetadataBeside(deps, run, stored);
+  // With the writer on, the AIBOM attestation's job committed with it: the copy beside the blob
+  // shows it `queued` with its id from the start (the transparency projection brings it up to date).
+  await writeMetadataBeside(deps, stored, await transparencyOf(deps, stored));
   deps.logger.info({ digest, created, attestations: bom.trust.attestation_ids.length }, 'AIBOM recorded');
   return { artifact: stored, created };
+}
+
+/** First retry of a repair attempt that failed on a dependency; doubles per attempt, capped. */
+const REPAIR_RETRY_MS = 1_000;
+const REPAIR_RETRY_MAX_MS = 30_000;
+
+/**
+ * Serves a manifest repair (vault/manifest-repairs.ts): a new C2PA manifest over the SAME bytes the
+ * record names, stored under its own content-addressed key (the earlier object is left as it is),
+ * then the request is closed with the new manifest (and audited) and the metadata beside the blob
+ * shows it. Bytes that are gone or no longer hash to the record's digest are never signed: the
+ * request fails for good and says why. An attempt that fails on a dependency leaves the request open,
+ * due again after a backoff (what the API's Retry-After tells clients), and rethrows.
+ */
+export async function repairManifest(
+  deps: AibomDeps,
+  record: ArtifactRecord,
+  repair: ManifestRepair,
+): Promise<{ repair: ManifestRepair; outcome: 'done' | 'failed' }> {
+  const meta = record.metadata as unknown as AibomMetadata;
+  try {
+    const bytes = await because('ObjectStoreUnavailable', () => deps.blobs.get(meta.key));
+    const digest = bytes === null ? null : aibomDigest(bytes);
+    if (bytes === null || digest !== record.digest) {
+      const why =
+        bytes === null
+          ? `the AIBOM bytes (${meta.key}) are missing`
+          : `the AIBOM bytes (${meta.key}) hash to ${digest}, the record says ${record.digest}`;
+      const failed = await because('VaultUnavailable', () =>
+        deps.vault.manifestRepairs.fail(repair.id, {
+          error: `${why}: a manifest is only ever signed over the recorded bytes`,
+          final: true,
+          delayMs: 0,
+        }),
+      );
+      deps.logger.error({ repair: repair.id, reason: why }, 'C2PA manifest cannot be repaired');
+      return { repair: failed ?? repair, outcome: 'failed' };
+    }
+    const manifest = buildManifest({
+      asset: bytes,
+      mimeType: AIBOM_MEDIA_TYPE,
+      title: `aibom-${record.runId}.json`,
+      signer: deps.signer,
+      attestationIds: meta.attestation_ids,
+      runId: record.runId,
+      claimGenerator: CLAIM_GENERATOR,
+    });
+    const key = aibomKeys(record.namespace, record.runId).sidecar(manifest.digest);
+    await because('ObjectStoreUnavailable', () =>
+      deps.blobs.put(key, manifest.store, C2PA_MEDIA_TYPE, {
+        kind: 'aibom',
+        'run-id': record.runId,
+        status: meta.status,
+        digest: record.digest,
+        'manifest-digest': manifest.digest,
+        'repair-id': repair.id,
+      }),
+    );
+    const done = await because('VaultUnavailable', () =>
+      deps.vault.manifestRepairs.complete(
+        repair.id,
+        { key, digest: manifest.digest, label: manifest.manifestLabel },
+        {
+          actor: CONTROLLER_ACTOR,
+          namespace: record.namespace,
+          object: record.objectKey,
+          attestationIds: meta.attestation_ids,
+        },
+      ),
+    );
+    const stored = await because('VaultUnavailable', () =>
+      deps.vault.artifacts.get(record.runId, record.kind),
+    );
+    if (stored) await writeMetadataBeside(deps, stored, await transparencyOf(deps, stored));
+    deps.logger.info(
+      { repair: repair.id, replaces: repair.replacesDigest, digest: manifest.digest },
+      'C2PA manifest re-signed',
+    );
+    return { repair: done ?? repair, outcome: 'done' };
+  } catch (err) {
+    const delayMs = Math.min(REPAIR_RETRY_MAX_MS, REPAIR_RETRY_MS * 2 ** repair.attempts);
+    await deps.vault.manifestRepairs
+      .fail(repair.id, { error: (err as Error).message ?? String(err), final: false, delayMs })
+      .catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Brings `aibom.meta.json` up to date with the AIBOM's transparency entry (the transparency
+ * projection calls it when the entry changes: queued → published or failed).
+ */
+export async function refreshAibomMetadata(
+  deps: Pick<AibomDeps, 'vault' | 'blobs'>,
+  runId: string,
+  transparency: ReturnType<typeof transparencyView>,
+): Promise<void> {
+  const record = await because('VaultUnavailable', () => deps.vault.artifacts.get(runId, 'aibom'));
+  if (record) await writeMetadataBeside(deps, record, transparency);
 }

@@ -7,8 +7,15 @@ import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import { rememberSigner } from '../export/keys.ts';
-import type { ArtifactRecord, SignerCertificateRepository } from '../vault/index.ts';
-import { recordAibom, type AibomStore } from './aibom.ts';
+import type { TransparencyView } from '../transparency/jobs.ts';
+import type { ArtifactRecord, ManifestRepair, SignerCertificateRepository } from '../vault/index.ts';
+import {
+  recordAibom,
+  refreshAibomMetadata,
+  repairManifest,
+  type AibomDeps,
+  type AibomStore,
+} from './aibom.ts';
 import { because, RecordError } from './errors.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
 import { appendOnce } from './once.ts';
@@ -25,7 +32,15 @@ import { sealBatch } from './seal.ts';
  *   once.ts     records → vault, once per key aibom.ts the AIBOM: build → sign → C2PA → store
  */
 
-export { AIBOM_MEDIA_TYPE, aibomKeys, CLAIM_GENERATOR, computeAibom, type AibomMetadata } from './aibom.ts';
+export {
+  AIBOM_MEDIA_TYPE,
+  aibomKeys,
+  CLAIM_GENERATOR,
+  computeAibom,
+  CONTROLLER_ACTOR,
+  type AibomMetadata,
+} from './aibom.ts';
+export { currentMetadata, latestRepair, pendingRepair } from './metadata.ts';
 export { RecordError, type RecordErrorCode } from './errors.ts';
 export { aibomKey, finishedSteps, stepKey, terminalKey } from './extract.ts';
 export { sealRecord, type RecordMeta } from './seal.ts';
@@ -46,6 +61,14 @@ export interface Recorder {
   recordTerminal(run: Run): Promise<Recorded>;
   /** At a terminal phase, after recordTerminal: the AIBOM, once; returns its metadata record. */
   recordAibom(run: Run): Promise<{ artifact: ArtifactRecord; created: boolean }>;
+  /** Serves an open manifest repair of the Run's AIBOM: a new manifest over the same bytes. */
+  repairManifest(
+    run: Run,
+    artifact: ArtifactRecord,
+    repair: ManifestRepair,
+  ): Promise<{ repair: ManifestRepair; outcome: 'done' | 'failed' }>;
+  /** Rewrites `aibom.meta.json` with the AIBOM's transparency entry as it is now. */
+  refreshAibomMetadata(runId: string, transparency: TransparencyView): Promise<void>;
 }
 
 export interface RecorderDeps {
@@ -153,16 +176,25 @@ export function createRecorder(deps: RecorderDeps): Recorder {
 
     recordAibom: async (run) => {
       await remember(deps.runtimeSigner, run.metadata.namespace);
-      return recordAibom(
-        {
-          vault: deps.vault,
-          blobs: deps.blobs,
-          signer: deps.runtimeSigner,
-          logger: deps.logger.child({ run: `${run.metadata.namespace}/${run.metadata.name}` }),
-          enqueueTransparency,
-        },
-        aibomRunOf(run),
-      );
+      return recordAibom(aibomDeps(run), aibomRunOf(run));
     },
+
+    repairManifest: async (run, artifact, repair) => {
+      await remember(deps.runtimeSigner, run.metadata.namespace);
+      return repairManifest(aibomDeps(run), artifact, repair);
+    },
+
+    refreshAibomMetadata: (runId, transparency) =>
+      refreshAibomMetadata({ vault: deps.vault, blobs: deps.blobs }, runId, transparency),
   };
+
+  function aibomDeps(run: Run): AibomDeps {
+    return {
+      vault: deps.vault,
+      blobs: deps.blobs,
+      signer: deps.runtimeSigner,
+      logger: deps.logger.child({ run: `${run.metadata.namespace}/${run.metadata.name}` }),
+      enqueueTransparency,
+    };
+  }
 }

@@ -17,6 +17,8 @@ export interface TransparencyConfig {
   readonly backend: 'local' | 'scrapi';
   readonly scittUrl?: string;
   readonly scittToken?: string;
+  /** Deadline of one request to the remote SCRAPI service (SCITT_TIMEOUT_MS). */
+  readonly scittTimeoutMs?: number;
   readonly logger: Logger;
 }
 
@@ -45,6 +47,7 @@ export function setupTransparency(cfg: TransparencyConfig): Transparency {
       client: createScrapiClient({
         baseUrl: cfg.scittUrl,
         ...(token !== undefined ? { headers: { authorization: `Bearer ${token}` } } : {}),
+        ...(cfg.scittTimeoutMs !== undefined ? { timeoutMs: cfg.scittTimeoutMs } : {}),
       }),
     };
   } else {

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import type pg from 'pg';
 import copyStreams from 'pg-copy-streams';
-import { VaultError } from './errors.ts';
+import { isVaultUnavailable, VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
 import {
   ATTESTATION_KINDS,
@@ -70,9 +70,13 @@ export async function append(
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      await client.query('ROLLBACK').catch((e: unknown) => {
-        discard = e instanceof Error ? e : new Error(String(e));
-      });
+      // A server that stopped answering would make the ROLLBACK wait out another deadline: drop
+      // the connection instead (the server rolls back a transaction whose session ends).
+      if (isVaultUnavailable(err)) discard = err as Error;
+      else
+        await client.query('ROLLBACK').catch((e: unknown) => {
+          discard = e instanceof Error ? e : new Error(String(e));
+        });
       throw err;
     }
   } finally {

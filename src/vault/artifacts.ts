@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { REPAIR_COLUMNS, toRepair, type ManifestRepair, type RepairRow } from './manifest-repairs.ts';
 
 /** An artifact's metadata record (the AIBOM's: the spec's object-store metadata table). */
 export interface ArtifactRecord {
@@ -9,9 +10,14 @@ export interface ArtifactRecord {
   readonly digest: string;
   readonly metadata: Record<string, unknown>;
   readonly createdAt: Date;
+  /**
+   * Requests to re-sign the artifact's C2PA manifest, oldest first (manifest-repairs.ts). The record
+   * itself never changes: the manifest in force is that of the latest completed repair, if any.
+   */
+  readonly repairs: readonly ManifestRepair[];
 }
 
-export type NewArtifact = Omit<ArtifactRecord, 'createdAt'>;
+export type NewArtifact = Omit<ArtifactRecord, 'createdAt' | 'repairs'>;
 
 export interface ArtifactRepository {
   get(runId: string, kind: string): Promise<ArtifactRecord | null>;
@@ -26,6 +32,7 @@ interface ArtifactRow {
   digest: string;
   metadata: Record<string, unknown>;
   created_at: Date;
+  repairs: RepairRow[] | null;
 }
 
 const toRecord = (r: ArtifactRow): ArtifactRecord => ({
@@ -36,7 +43,18 @@ const toRecord = (r: ArtifactRow): ArtifactRecord => ({
   digest: r.digest,
   metadata: r.metadata,
   createdAt: r.created_at,
+  repairs: (r.repairs ?? []).map(toRepair),
 });
+
+/**
+ * The artifact columns with its repair requests aggregated in the same statement: the Run
+ * reconciler's gather stays one read for the AIBOM (a converged Run costs four reads).
+ */
+const SELECT_ARTIFACT =
+  'SELECT a.run_id, a.kind, a.namespace, a.object_key, a.digest, a.metadata, a.created_at, ' +
+  `(SELECT jsonb_agg(to_jsonb(m) ORDER BY m.requested_at, m.id) FROM (SELECT ${REPAIR_COLUMNS} FROM manifest_repairs ` +
+  '  WHERE run_id = a.run_id AND kind = a.kind) m) AS repairs ' +
+  'FROM artifacts a';
 
 /**
  * Inserts an artifact record inside the caller's transaction (insert-once per run and kind): it
@@ -56,8 +74,7 @@ export function artifactRepository(pool: pg.Pool): ArtifactRepository {
     async get(runId, kind) {
       const { rows } = await pool.query<ArtifactRow>({
         name: 'artifacts_get',
-        text: `SELECT run_id, kind, namespace, object_key, digest, metadata, created_at
-           FROM artifacts WHERE run_id = $1::uuid AND kind = $2`,
+        text: `${SELECT_ARTIFACT} WHERE a.run_id = $1::uuid AND a.kind = $2`,
         values: [runId, kind],
       });
       return rows[0] ? toRecord(rows[0]) : null;
@@ -66,8 +83,7 @@ export function artifactRepository(pool: pg.Pool): ArtifactRepository {
     async list(runId) {
       const { rows } = await pool.query<ArtifactRow>({
         name: 'artifacts_list',
-        text: `SELECT run_id, kind, namespace, object_key, digest, metadata, created_at
-           FROM artifacts WHERE run_id = $1::uuid ORDER BY kind`,
+        text: `${SELECT_ARTIFACT} WHERE a.run_id = $1::uuid ORDER BY a.kind`,
         values: [runId],
       });
       return rows.map(toRecord);

@@ -31,3 +31,45 @@ export class VaultError extends BaseError<VaultErrorCode> {}
  */
 export const SQLSTATE_APPEND_ONLY = '23001';
 export const SQLSTATE_INSUFFICIENT_PRIVILEGE = '42501';
+
+/** Node socket errors of a server that is down, unreachable or went away. */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/**
+ * SQLSTATEs of an unavailable server rather than a bad request: class 08 (connection exception),
+ * 53300 too_many_connections, 57014 query_canceled (statement_timeout, pool.ts), 57P01–57P03
+ * (shutdown, crash, cannot connect now), 55P03 lock_not_available.
+ */
+const UNAVAILABLE_SQLSTATE = /^(08...|53300|57014|57P0[123]|55P03)$/;
+
+/**
+ * The errors node-postgres raises without a code when a server does not answer or the socket
+ * dies: its client-side query deadline, its connect deadline (pool and client), a terminated
+ * connection. node-postgres gives these no code, so this one place names its messages.
+ */
+const DRIVER_MESSAGES =
+  /^(Query read timeout|timeout exceeded when trying to connect|timeout expired|Connection terminated|Client has encountered a connection error and is not queryable|Client was closed and is not queryable)/;
+
+/**
+ * True when `err` (or its cause) says PostgreSQL is down, hung or unreachable, not that the
+ * request was wrong: the API answers 503 UPSTREAM_UNAVAILABLE for these, and the controller shows
+ * VaultUnavailable.
+ */
+export function isVaultUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && (NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code))) return true;
+    if (DRIVER_MESSAGES.test(e.message)) return true;
+  }
+  return false;
+}

@@ -7,6 +7,7 @@ import { capabilityGrantRepository, type CapabilityGrantRepository } from './cap
 import { claimRepository, type ClaimRepository } from './claims.ts';
 import { CursorCodec, loadCursorKey } from './cursor.ts';
 import { createListener, type VaultListener } from './listener.ts';
+import { manifestRepairRepository, type ManifestRepairRepository } from './manifest-repairs.ts';
 import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
@@ -40,12 +41,22 @@ export { type CapabilityGrantRepository } from './capability-grants.ts';
 export { type ClaimedAppendOptions, type ClaimRepository } from './claims.ts';
 export { CursorCodec, loadCursorKey } from './cursor.ts';
 export {
+  isVaultUnavailable,
   SQLSTATE_APPEND_ONLY,
   SQLSTATE_INSUFFICIENT_PRIVILEGE,
   VaultError,
   type VaultErrorCode,
 } from './errors.ts';
 export { type Subscription, type VaultListener } from './listener.ts';
+export {
+  REPAIR_CHANNEL,
+  type ManifestRepair,
+  type ManifestRepairRepository,
+  type RepairedManifest,
+  type RepairReason,
+  type RepairRequest,
+  type RepairState,
+} from './manifest-repairs.ts';
 export {
   checkSchema,
   loadMigrations,
@@ -54,7 +65,14 @@ export {
   type MigrateResult,
   type Migration,
 } from './migrate.ts';
-export { createVaultPool, runtimeRoleProblems, VAULT_WRITER_ROLE, type VaultPoolOptions } from './pool.ts';
+export {
+  createVaultPool,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  runtimeRoleProblems,
+  VAULT_WRITER_ROLE,
+  type VaultPoolOptions,
+} from './pool.ts';
 export {
   DEFAULT_LIMIT,
   MAX_LIMIT,
@@ -114,6 +132,8 @@ export interface Vault {
   readonly checkpoints: CheckpointRepository;
   /** Every certificate chain or key that signed something, recorded on first use (key distribution). */
   readonly signers: SignerCertificateRepository;
+  /** Requests to re-sign an artifact's C2PA manifest. */
+  readonly manifestRepairs: ManifestRepairRepository;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
@@ -156,6 +176,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     audit: auditRepository(pool),
     checkpoints: checkpointRepository(pool),
     signers: signerCertificateRepository(pool),
+    manifestRepairs: manifestRepairRepository(pool),
     get listener() {
       return listenerOf();
     },

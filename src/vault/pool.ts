@@ -13,13 +13,40 @@ export interface VaultPoolOptions {
   readonly idleInTransactionTimeoutMs?: number;
   /** Called when an idle pooled connection fails (e.g. PostgreSQL restarted). */
   readonly onIdleError?: (err: Error) => void;
+  /**
+   * Deadline of opening a connection (TCP, TLS, startup, authentication) and of waiting for a free
+   * pooled one (default {@link DEFAULT_CONNECT_TIMEOUT_MS}).
+   */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Deadline of one statement (default {@link DEFAULT_QUERY_TIMEOUT_MS}): the server cancels it
+   * (`statement_timeout`, SQLSTATE 57014), and the client gives up {@link CLIENT_GRACE_MS} later
+   * when the server does not answer at all (stopped, partitioned); that connection is then
+   * destroyed, not returned to the pool.
+   */
+  readonly queryTimeoutMs?: number;
 }
+
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
+/** How much longer than the server-side limit the client waits for an answer. */
+export const CLIENT_GRACE_MS = 1_000;
+
+const positiveInt = (name: string, v: number): number => {
+  if (!Number.isInteger(v) || v < 1) throw new TypeError(`${name} must be an integer ≥ 1`);
+  return v;
+};
 
 /**
  * The runtime pool. Every session assumes `vault_writer` through the startup option
  * `-c role=vault_writer`: it applies before the first query (no window in which a query runs as the
  * login role), survives `RESET ALL`/`DISCARD ALL`, and a login that is not a member of the role
  * fails at connect instead of at the first write.
+ *
+ * Every call has a deadline: connecting (and waiting for a pooled connection) `connectTimeoutMs`, each
+ * statement `queryTimeoutMs` on the server and a little more on the client, so a PostgreSQL that hangs
+ * (SIGSTOP, a partition) fails callers within seconds instead of holding them (and the controller's
+ * workers) forever. The LISTEN connection (listener.ts) is made from these options too.
  *
  * Sessions also use `plan_cache_mode=force_custom_plan`: queries are prepared by name (parse and
  * analysis once per connection) but planned per call, because the selectivity of the array filters
@@ -31,6 +58,8 @@ export function createVaultPool(connectionString: string, options: VaultPoolOpti
   const idleMs = options.idleInTransactionTimeoutMs ?? 60_000;
   if (!Number.isInteger(idleMs) || idleMs < 0)
     throw new TypeError('idleInTransactionTimeoutMs must be an integer ≥ 0');
+  const connectMs = positiveInt('connectTimeoutMs', options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
+  const queryMs = positiveInt('queryTimeoutMs', options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS);
   // An `options` parameter in the URL would replace ours (pg lets the URL win): merge them.
   const startup = [
     url.searchParams.get('options') ?? '',
@@ -38,6 +67,7 @@ export function createVaultPool(connectionString: string, options: VaultPoolOpti
     // A client that dies or hangs inside an append would otherwise hold the chain head, and with it
     // every writer, until TCP keepalive notices.
     `-c idle_in_transaction_session_timeout=${idleMs}`,
+    `-c statement_timeout=${queryMs}`,
   ];
   const role = options.role === undefined ? VAULT_WRITER_ROLE : options.role;
   if (role !== null) {
@@ -51,6 +81,10 @@ export function createVaultPool(connectionString: string, options: VaultPoolOpti
     max: options.max ?? 10,
     idleTimeoutMillis: options.idleTimeoutMillis ?? 30_000,
     application_name: options.applicationName ?? 'aibom-vault',
+    connectionTimeoutMillis: connectMs,
+    // Client side: a server that does not answer at all never sends the statement_timeout error.
+    query_timeout: queryMs + CLIENT_GRACE_MS,
+    keepAlive: true,
   });
   // An idle client whose connection dies (server restart, terminated backend) is emitted here; with
   // no listener Node would crash the process. The pool has already discarded that client and the

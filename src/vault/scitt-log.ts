@@ -10,6 +10,7 @@ import {
   textField,
   timestamptzField,
 } from './copy-binary.ts';
+import { isVaultUnavailable } from './errors.ts';
 
 /**
  * Storage of the service's own RFC 9162 Merkle log (migrations 0005, 0006): `scitt_log_entries` (one
@@ -283,9 +284,13 @@ export function scittLogStorage(pool: pg.Pool): ScittLogStorage {
             await client.query('COMMIT');
             return result;
           } catch (err) {
-            await client.query('ROLLBACK').catch((e: unknown) => {
-              discard = e instanceof Error ? e : new Error(String(e));
-            });
+            // A server that stopped answering would make the ROLLBACK wait out another deadline: drop
+            // the connection instead (the server rolls back a transaction whose session ends).
+            if (isVaultUnavailable(err)) discard = err as Error;
+            else
+              await client.query('ROLLBACK').catch((e: unknown) => {
+                discard = e instanceof Error ? e : new Error(String(e));
+              });
             if ((err as { code?: string }).code === SQLSTATE_UNIQUE_VIOLATION && attempt < 2) continue;
             throw err;
           }

@@ -8,8 +8,9 @@
  * in afterEach/afterAll, and an exit hook SIGKILLs leftovers so a crashed test run leaks nothing.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, open, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, readFile, readlink, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,11 +23,17 @@ import { isAlive, stopProcess, type Proc } from '../../hack/stack/proc.ts';
 import { isFinished, type Condition, type Run, type RunSpec } from '../../src/api/run.ts';
 import { envelopeDigest } from '../../src/attest/index.ts';
 import { generateDevPki, toSecretData, type DevPki } from '../../hack/dev-pki.ts';
+import { s3BlobStore } from '../../src/blob/store.ts';
+import { verifyManifest } from '../../src/c2pa/index.ts';
+import type { AibomMetadata } from '../../src/recorder/index.ts';
 import { openVault, type ChainReport } from '../../src/vault/index.ts';
-import { kubeConfig, stack, uniqueName } from './stack.ts';
+import { freshDatabase, kubeConfig, stack, uniqueName } from './stack.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CONTROLLER_BIN = join(REPO_ROOT, 'src/bin/controller.ts');
+const BINS = {
+  controller: join(REPO_ROOT, 'src/bin/controller.ts'),
+  sidecar: join(REPO_ROOT, 'src/bin/sidecar.ts'),
+};
 export const SYSTEM_NAMESPACE = 'aibom-vault-system';
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -86,6 +93,8 @@ export interface ControllerOptions {
   readonly logDir: string;
   /** Extra or overriding environment (e.g. the S3_* of a scratch MinIO). */
   readonly env?: Readonly<Record<string, string>>;
+  /** Which entry point: the controller (default) or the sidecar (API on a random loopback port). */
+  readonly bin?: 'controller' | 'sidecar';
 }
 
 export interface Exit {
@@ -246,6 +255,14 @@ export class ControllerProcess {
     return lines[0]!.port as number;
   }
 
+  /** Base URL of the API of a sidecar process (HTTP_PORT=0 picks one; the start line logs it). */
+  async apiUrl(): Promise<string> {
+    const lines = await this.waitForLog((l) => l.msg === 'sidecar listening', 'sidecar listening', {
+      timeoutMs: 60_000,
+    });
+    return lines[0]!.address as string;
+  }
+
   /** The Prometheus text exposition. */
   async metrics(): Promise<string> {
     const res = await fetch(`http://127.0.0.1:${await this.metricsPort()}/metrics`);
@@ -295,10 +312,11 @@ export async function startControllerProcess(opts: ControllerOptions): Promise<C
     WATCH_NAMESPACE: opts.watchNamespace,
     SIGNER_SECRET: opts.signerSecret,
     METRICS_PORT: '0',
+    ...(opts.bin === 'sidecar' ? { HTTP_HOST: '127.0.0.1', HTTP_PORT: '0' } : {}),
     ...opts.env,
   };
   try {
-    const child = spawn(process.execPath, [CONTROLLER_BIN], {
+    const child = spawn(process.execPath, [BINS[opts.bin ?? 'controller']], {
       cwd: REPO_ROOT,
       env,
       stdio: ['ignore', log.fd, log.fd],
@@ -468,6 +486,98 @@ export interface ScratchMinio {
   start(): Promise<void>;
   /** Stops it for good and removes its data. */
   dispose(): Promise<void>;
+  /** SIGSTOP: the server hangs (connections stay open, nothing is answered). */
+  pause(): void;
+  /** SIGCONT after pause(). */
+  resume(): void;
+}
+
+/** Every process below `pid` (children, grandchildren, ...), from /proc/<n>/stat. */
+function descendants(pid: number): number[] {
+  const parent = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may contain spaces and parentheses; ppid follows the last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      parent.set(Number(entry), ppid);
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  const out: number[] = [];
+  const walk = (p: number): void => {
+    for (const [child, pp] of parent) {
+      if (pp === p) {
+        out.push(child);
+        walk(child);
+      }
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/**
+ * SIGSTOP / SIGCONT to a server and everything below it, so it accepts TCP connections (the kernel
+ * does) and answers nothing: a hung dependency, not a down one. The process group is not enough:
+ * PostgreSQL puts every backend in a session of its own (setsid), so stopping the postmaster's
+ * group leaves open connections served. Stop: the server first (no new children), then its
+ * descendants; continue: the other way round.
+ */
+function signalTree(pid: number, signal: 'SIGSTOP' | 'SIGCONT'): void {
+  const kill = (p: number): void => {
+    try {
+      process.kill(p, signal);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+    }
+  };
+  if (signal === 'SIGSTOP') {
+    kill(pid);
+    for (const p of descendants(pid)) kill(p);
+  } else {
+    for (const p of descendants(pid)) kill(p);
+    kill(pid);
+  }
+}
+
+const paused = new Set<number>();
+process.once('exit', () => {
+  for (const pid of paused) {
+    try {
+      signalTree(pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  }
+});
+
+function pauser(current: () => Proc | undefined): {
+  pause: () => void;
+  resume: () => void;
+  wake: () => void;
+} {
+  return {
+    pause: () => {
+      const p = current();
+      if (!p) throw new Error('server is not running');
+      signalTree(p.pid, 'SIGSTOP');
+      paused.add(p.pid);
+    },
+    resume: () => {
+      const p = current();
+      if (!p) throw new Error('server is not running');
+      signalTree(p.pid, 'SIGCONT');
+      paused.delete(p.pid);
+    },
+    /** Before stopping: a stopped process cannot handle SIGTERM. */
+    wake: () => {
+      const p = current();
+      if (p && paused.delete(p.pid)) signalTree(p.pid, 'SIGCONT');
+    },
+  };
 }
 
 /** A second MinIO (hack/stack/minio.ts) in its own temp dir, with its own bucket. */
@@ -483,7 +593,10 @@ export async function startScratchMinio(bucket = 'aibom-vault'): Promise<Scratch
   }
   const port = Number(new URL(m.endpoint).port);
   let proc: Proc | undefined = m.proc;
+  const p = pauser(() => proc);
   return {
+    pause: p.pause,
+    resume: p.resume,
     endpoint: m.endpoint,
     accessKey: m.accessKey,
     secretKey: m.secretKey,
@@ -498,6 +611,7 @@ export async function startScratchMinio(bucket = 'aibom-vault'): Promise<Scratch
       return proc !== undefined && isAlive(proc.pid);
     },
     async stop() {
+      p.wake();
       if (proc) await stopProcess(proc.pid);
       proc = undefined;
     },
@@ -506,6 +620,7 @@ export async function startScratchMinio(bucket = 'aibom-vault'): Promise<Scratch
       proc = await runMinioServer(root, binary, port, m.accessKey, m.secretKey);
     },
     async dispose() {
+      p.wake();
       if (proc) await stopProcess(proc.pid);
       proc = undefined;
       await rm(root, { recursive: true, force: true });
@@ -526,6 +641,10 @@ export interface ScratchPostgres {
   /** Starts the server again on the same data dir and port; resolves when it accepts queries. */
   start(): Promise<void>;
   dispose(): Promise<void>;
+  /** SIGSTOP of the server and its backends: every query hangs. */
+  pause(): void;
+  /** SIGCONT after pause(). */
+  resume(): void;
 }
 
 /** A separate PostgreSQL (hack/stack/postgres.ts) in its own temp dir. */
@@ -540,7 +659,9 @@ export async function startScratchPostgres(): Promise<ScratchPostgres> {
   }
   const { port, url, ownerUrl, runtimeUrl } = pgInfo;
   let proc: Proc | undefined = pgInfo.proc;
+  const p = pauser(() => proc);
   const stop = async (): Promise<void> => {
+    p.wake();
     if (!proc) return;
     const pid = proc.pid;
     proc = undefined;
@@ -555,6 +676,8 @@ export async function startScratchPostgres(): Promise<ScratchPostgres> {
     ownerUrl,
     runtimeUrl,
     port,
+    pause: p.pause,
+    resume: p.resume,
     get running() {
       return proc !== undefined && isAlive(proc.pid);
     },
@@ -717,4 +840,107 @@ export async function manifestRefMismatches(databaseUrl: string): Promise<string
   } finally {
     await pool.end();
   }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A test's own corner of the stack, and checks of what the controller stored
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * Each test has its own namespace (WATCH_NAMESPACE: Runs another test left behind are not its
+ * controller's business) with its own signer Secret, and its own Lease, so a SIGKILLed holder of
+ * one test never delays the next. `dbPrefix` null: the test brings its own database.
+ */
+export async function testEnv(prefix: string, dbPrefix: string | null, logDir: string) {
+  const { namespace, signerSecret, pki } = await namespaceWithSigner(prefix);
+  const lease = uniqueName(prefix);
+  const databaseUrl = dbPrefix === null ? '' : await freshDatabase(dbPrefix);
+  const opts = (url = databaseUrl): Omit<ControllerOptions, 'name'> => ({
+    databaseUrl: url,
+    watchNamespace: namespace,
+    lease,
+    signerSecret,
+    logDir,
+  });
+  return { namespace, signerSecret, pki, lease, databaseUrl, opts };
+}
+
+/** The stack's own MinIO, as S3 options. */
+export function stackS3(): { endpoint: string; accessKey: string; secretKey: string; bucket: string } {
+  const e = stack().env;
+  return {
+    endpoint: e.S3_ENDPOINT!,
+    accessKey: e.S3_ACCESS_KEY!,
+    secretKey: e.S3_SECRET_KEY!,
+    bucket: e.S3_BUCKET!,
+  };
+}
+
+/** The AIBOM blob the record names is the recorded bytes, and its C2PA sidecar verifies. */
+export async function expectArtifactVerifies(
+  pki: DevPki,
+  run: Run,
+  s3: { endpoint: string; accessKey: string; secretKey: string; bucket: string },
+): Promise<void> {
+  const blobs = s3BlobStore(s3);
+  const meta = run.status?.artifacts?.aibom as AibomMetadata | undefined;
+  expect(meta, `${run.metadata.name}: status.artifacts.aibom`).toBeDefined();
+  const blob = await blobs.get(meta!.key);
+  expect(blob, `${run.metadata.name}: AIBOM blob`).not.toBeNull();
+  expect(sha256Digest(blob!)).toBe(meta!.digest);
+  const store = await blobs.get(meta!.c2pa_manifest.key);
+  expect(store, `${run.metadata.name}: C2PA sidecar`).not.toBeNull();
+  const verified = verifyManifest({ store: store!, asset: blob!, trustAnchors: pki['ca.crt'] });
+  expect(verified.problems).toEqual([]);
+  expect(verified.ok).toBe(true);
+  expect(verified.runId).toBe(run.metadata.uid);
+}
+
+/** Events about an object (the core/v1 view `kubectl describe` uses). */
+export async function eventsOf(
+  namespace: string,
+  uid: string,
+): Promise<{ type?: string; reason?: string; message?: string; note?: string }[]> {
+  const list = await kubeConfig('admin')
+    .makeApiClient(CoreV1Api)
+    .listNamespacedEvent({ namespace, fieldSelector: `involvedObject.uid=${uid}` });
+  return list.items.map((e) => ({
+    ...(e.type !== undefined ? { type: e.type } : {}),
+    ...(e.reason !== undefined ? { reason: e.reason } : {}),
+    ...(e.message !== undefined ? { message: e.message } : {}),
+  }));
+}
+
+const TCP_ESTABLISHED = '01';
+
+/**
+ * TCP connections process `pid` holds to `port` on the loopback, with their kernel state
+ * (/proc/<pid>/fd socket inodes matched against /proc/net/tcp{,6}). `established` counts those
+ * still open both ways: a request that was really aborted leaves none.
+ */
+export async function connectionsTo(
+  pid: number,
+  port: number,
+): Promise<{ established: number; all: number }> {
+  const fdDir = `/proc/${pid}/fd`;
+  const inodes = new Set<string>();
+  for (const fd of await readdir(fdDir).catch(() => [] as string[])) {
+    const target = await readlink(join(fdDir, fd)).catch(() => '');
+    const m = /^socket:\[(\d+)\]$/.exec(target);
+    if (m) inodes.add(m[1]!);
+  }
+  let established = 0;
+  let all = 0;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    const text = await readFile(table, 'utf8').catch(() => '');
+    for (const line of text.split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length < 10) continue;
+      const remotePort = parseInt(cols[2]!.split(':')[1]!, 16);
+      if (remotePort !== port || !inodes.has(cols[9]!)) continue;
+      all++;
+      if (cols[3] === TCP_ESTABLISHED) established++;
+    }
+  }
+  return { established, all };
 }

@@ -17,7 +17,10 @@ import {
   type ArtifactRecord,
   type AttestationSummary,
   type ClaimedAppendOptions,
+  type ManifestRepair,
   type NewAttestation,
+  type RepairedManifest,
+  type RepairReason,
   type RunJob,
   type RunRecord,
   type TransparencyJob,
@@ -130,7 +133,7 @@ export class FakeVault {
       if (options.artifact) {
         const a = options.artifact(stored);
         const k = `${a.runId}/${a.kind}`;
-        if (!this.artifactRows.has(k)) this.artifactRows.set(k, { ...a, createdAt: new Date() });
+        if (!this.artifactRows.has(k)) this.artifactRows.set(k, { ...a, createdAt: new Date(), repairs: [] });
       }
       return Promise.resolve(stored);
     },
@@ -166,7 +169,96 @@ export class FakeVault {
     },
   };
 
+  /** The audit entries the vault wrote (manifest repairs). */
+  readonly audit: { action: string; manifestDigest: string | null }[] = [];
+
+  readonly manifestRepairs = {
+    complete: async (
+      id: string,
+      manifest: RepairedManifest,
+      _audit: { actor: string; namespace: string; object: string; attestationIds: readonly string[] },
+    ): Promise<ManifestRepair | null> => {
+      this.check();
+      this.writes.bump('manifestRepairs.complete');
+      const done = this.updateRepair(id, (r) => ({
+        ...r,
+        state: 'done',
+        manifestKey: manifest.key,
+        manifestDigest: manifest.digest,
+        manifestLabel: manifest.label,
+        attempts: r.attempts + 1,
+        completedAt: new Date(),
+      }));
+      if (done) this.audit.push({ action: 'manifest.repair.completed', manifestDigest: manifest.digest });
+      return Promise.resolve(done);
+    },
+    fail: async (
+      id: string,
+      outcome: { error: string; final: boolean; delayMs: number },
+    ): Promise<ManifestRepair | null> => {
+      this.check();
+      this.writes.bump('manifestRepairs.fail');
+      return Promise.resolve(
+        this.updateRepair(id, (r) => ({
+          ...r,
+          state: outcome.final ? 'failed' : 'queued',
+          attempts: r.attempts + 1,
+          lastError: outcome.error,
+          nextAttemptAt: new Date(Date.now() + outcome.delayMs),
+          completedAt: outcome.final ? new Date() : null,
+        })),
+      );
+    },
+  };
+
+  /** Opens a repair request for an artifact, as the API does when a download finds the manifest wanting. */
+  requestRepair(runId: string, reason: RepairReason): ManifestRepair {
+    const k = `${runId}/aibom`;
+    const a = this.artifactRows.get(k);
+    if (!a) throw new Error(`no artifact ${k}`);
+    const manifest = a.metadata.c2pa_manifest as { key: string; digest: string };
+    const now = new Date();
+    const repair: ManifestRepair = {
+      id: randomUUID(),
+      runId,
+      kind: 'aibom',
+      reason,
+      detail: '',
+      replacesKey: manifest.key,
+      replacesDigest: manifest.digest,
+      requestedBy: 'alice',
+      state: 'queued',
+      attempts: 0,
+      lastError: null,
+      nextAttemptAt: now,
+      manifestKey: null,
+      manifestDigest: null,
+      manifestLabel: null,
+      requestedAt: now,
+      completedAt: null,
+    };
+    this.artifactRows.set(k, { ...a, repairs: [...a.repairs, repair] });
+    this.audit.push({ action: 'manifest.repair.requested', manifestDigest: manifest.digest });
+    return repair;
+  }
+
+  private updateRepair(id: string, f: (r: ManifestRepair) => ManifestRepair): ManifestRepair | null {
+    for (const [k, a] of this.artifactRows) {
+      const i = a.repairs.findIndex((r) => r.id === id && r.state === 'queued');
+      if (i === -1) continue;
+      const next = f(a.repairs[i]!);
+      this.artifactRows.set(k, { ...a, repairs: a.repairs.map((r, j) => (j === i ? next : r)) });
+      return next;
+    }
+    return null;
+  }
+
   readonly transparencyJobs = {
+    get: async (key: { id: string } | { attestationId: string }): Promise<TransparencyJob | null> => {
+      this.check();
+      if ('attestationId' in key) return Promise.resolve(this.jobs.get(key.attestationId) ?? null);
+      return Promise.resolve([...this.jobs.values()].find((j) => j.id === key.id) ?? null);
+    },
     forRun: async (
       runId: string,
     ): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[] }> => {
@@ -261,7 +353,14 @@ export class FakeKube {
   readonly events: { reason: string; type: string; note: string }[] = [];
   /** Per field manager, the status it last applied to each Run (SSA: its complete desired state). */
   private readonly applied = new Map<string, Map<string, RunStatus>>();
+  /** Every AIBOMReady condition the controller applied, per Run key, in order (what a watch sees). */
+  private readonly history = new Map<string, { status: string; reason: string }[]>();
   private rv = 1;
+
+  /** The AIBOMReady conditions the controller applied to `run`, in order. */
+  statusHistory(run: Run): { status: string; reason: string }[] {
+    return [...(this.history.get(this.key(run.metadata.namespace, run.metadata.name)) ?? [])];
+  }
 
   private key(ns: string, name: string): string {
     return `${ns}/${name}`;
@@ -340,6 +439,11 @@ export class FakeKube {
       },
       applyStatus: (run, status) => {
         this.requests.bump('PATCH runs/status');
+        const c = status.conditions?.find((x) => x.type === 'AIBOMReady');
+        if (c) {
+          const k = this.key(run.metadata.namespace, run.metadata.name);
+          this.history.set(k, [...(this.history.get(k) ?? []), { status: c.status, reason: c.reason }]);
+        }
         this.apply('controller', run, status);
         return Promise.resolve();
       },

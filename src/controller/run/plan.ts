@@ -1,10 +1,18 @@
 import { ConditionTypes, Reasons, type FailureReason } from '../../api/reasons.ts';
 import { isFinished, isTerminal, type Condition, type Run, type RunStatus } from '../../api/run.ts';
-import { finishedSteps, stepKey, terminalKey } from '../../recorder/index.ts';
+import {
+  currentMetadata,
+  finishedSteps,
+  latestRepair,
+  pendingRepair,
+  stepKey,
+  terminalKey,
+} from '../../recorder/index.ts';
 import {
   mirroredStatus,
   type ArtifactRecord,
   type AttestationSummary,
+  type ManifestRepair,
   type RunRecord,
 } from '../../vault/index.ts';
 import { conditionsEqual, jsonEqual, setCondition } from '../runtime/index.ts';
@@ -36,6 +44,8 @@ export interface Plan {
   readonly terminal: boolean;
   /** The Run is terminal and its AIBOM is not recorded, or its status does not show it yet. */
   readonly aibom: boolean;
+  /** An open request to re-sign the AIBOM's C2PA manifest (the API opened it on a download). */
+  readonly repair: ManifestRepair | null;
 }
 
 /** The claim keys a Run can have (the AIBOM's is the artifact record's business). */
@@ -64,15 +74,58 @@ export function plan(run: Run, observed: Observed): Plan {
     .filter(({ step }) => !observed.claimed.has(stepKey(id, step.id)))
     .map(({ step }) => step.id);
   const terminal = isTerminal(run.status?.phase);
+  const pending = observed.aibom !== null ? pendingRepair(observed.aibom) : undefined;
   return {
     mirror,
     steps,
     terminal: terminal && !observed.claimed.has(terminalKey(id)),
     aibom: terminal && (observed.aibom === null || !statusShowsAibom(run, observed.aibom)),
+    repair: terminal && pending?.state === 'queued' ? pending : null,
   };
 }
 
-export const isEmpty = (p: Plan): boolean => !p.mirror && p.steps.length === 0 && !p.terminal && !p.aibom;
+export const isEmpty = (p: Plan): boolean =>
+  !p.mirror && p.steps.length === 0 && !p.terminal && !p.aibom && p.repair === null;
+
+/** The AIBOMReady condition of a recorded AIBOM: ready, or why its manifest is not (a repair). */
+function aibomCondition(aibom: ArtifactRecord): {
+  status: Condition['status'];
+  reason: string;
+  message: string;
+} {
+  const manifest = currentMetadata(aibom).c2pa_manifest as { digest?: string } | undefined;
+  const pending = pendingRepair(aibom);
+  if (pending?.state === 'queued') {
+    const what = pending.reason === 'missing' ? 'is missing' : 'does not verify';
+    return {
+      status: 'False',
+      reason: Reasons.ManifestRepairing,
+      message:
+        `the C2PA manifest ${pending.replacesDigest ?? ''} of AIBOM ${aibom.digest} ${what}` +
+        `${pending.detail !== '' ? ` (${pending.detail.slice(0, 300)})` : ''}; signing a new one over the same ` +
+        `bytes (repair ${pending.id}, asked by ${pending.requestedBy}` +
+        `${pending.attempts > 0 ? `, attempt ${pending.attempts + 1}: ${pending.lastError ?? ''}` : ''})`,
+    };
+  }
+  if (pending?.state === 'failed') {
+    return {
+      status: 'False',
+      reason: Reasons.ManifestRepairFailed,
+      message: `the C2PA manifest of AIBOM ${aibom.digest} cannot be repaired (repair ${pending.id}): ${pending.lastError ?? ''}`,
+    };
+  }
+  const repaired = latestRepair(aibom);
+  return {
+    status: 'True',
+    reason: Reasons.AIBOMRecorded,
+    message:
+      `AIBOM ${aibom.digest} signed with a C2PA manifest` +
+      (repaired !== undefined
+        ? ` (${manifest?.digest ?? ''}, re-signed over the same bytes on ${repaired.completedAt?.toISOString() ?? ''} ` +
+          `after the previous one was found ${repaired.reason})`
+        : ''),
+  };
+}
 
 function withCondition(
   conditions: Condition[] | undefined,
@@ -114,21 +167,27 @@ export function desiredStatus(run: Run, observed: Observed, now: Date): RunStatu
     gen,
     now,
   );
+  const ready = aibom
+    ? aibomCondition(aibom)
+    : {
+        status: 'False' as const,
+        reason: Reasons.RunNotTerminal,
+        message: 'the AIBOM is built when the run succeeds or fails',
+      };
   conditions = withCondition(
     conditions,
     ConditionTypes.AIBOMReady,
-    aibom ? 'True' : 'False',
-    aibom ? Reasons.AIBOMRecorded : Reasons.RunNotTerminal,
-    aibom
-      ? `AIBOM ${aibom.digest} signed with a C2PA manifest`
-      : 'the AIBOM is built when the run succeeds or fails',
+    ready.status,
+    ready.reason,
+    ready.message,
     gen,
     now,
   );
   const runRecord = stored.find((a) => a.kind === 'run');
   const aibomRecord = stored.find((a) => a.kind === 'aibom');
   return {
-    ...(aibom ? { artifacts: { aibom: { ...aibom.metadata } } } : {}),
+    // The manifest in force (after a repair) shows, like everywhere else (recorder/metadata.ts).
+    ...(aibom ? { artifacts: { aibom: currentMetadata(aibom) } } : {}),
     attestations: {
       count: stored.length,
       ...(runRecord ? { runAttestationId: runRecord.id } : {}),

@@ -3,12 +3,14 @@ import { isTerminal, type Run, type RunStatus } from '../../api/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { RecordError, type Recorder } from '../../recorder/index.ts';
 import { because } from '../../recorder/errors.ts';
-import type {
-  ArtifactRepository,
-  AttestationRepository,
-  AttestationSummary,
-  ClaimRepository,
-  RunRepository,
+import { ObjectStoreError } from '../../blob/store.ts';
+import {
+  isVaultUnavailable,
+  type ArtifactRepository,
+  type AttestationRepository,
+  type AttestationSummary,
+  type ClaimRepository,
+  type RunRepository,
 } from '../../vault/index.ts';
 import { hasFinalizer } from '../runtime/index.ts';
 import {
@@ -143,6 +145,21 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
           );
         }
       }
+      if (todo.repair !== null && observed.aibom !== null) {
+        // The Run shows the repair (AIBOMReady=False, ManifestRepairing) before it is attempted:
+        // if the attempt fails, the condition then says what it failed on.
+        const repairing = desiredStatus(current, observed, now());
+        if (statusChanged(current.status, repairing)) await deps.api.applyStatus(current, repairing);
+        const { repair, outcome } = await deps.recorder.repairManifest(current, observed.aibom, todo.repair);
+        await deps.api.event(
+          current,
+          outcome === 'done' ? 'Normal' : 'Warning',
+          outcome === 'done' ? EventReasons.ManifestRepaired : EventReasons.ManifestRepairFailed,
+          outcome === 'done'
+            ? `C2PA manifest of AIBOM ${observed.aibom.digest} re-signed over the same bytes: ${repair.manifestDigest ?? ''} replaces ${repair.replacesDigest ?? ''} (${repair.reason})`
+            : `C2PA manifest of AIBOM ${observed.aibom.digest} cannot be repaired: ${repair.lastError ?? ''}`,
+        );
+      }
       observed = await gather(deps.vault, current);
     }
     const known = run.status?.attestations?.count ?? 0;
@@ -154,7 +171,14 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
       }
     }
   } catch (err) {
-    const reason: FailureReason = err instanceof RecordError ? err.code : Reasons.RecordingFailed;
+    const reason: FailureReason =
+      err instanceof RecordError
+        ? err.code
+        : err instanceof ObjectStoreError
+          ? Reasons.ObjectStoreUnavailable
+          : isVaultUnavailable(err)
+            ? Reasons.VaultUnavailable
+            : Reasons.RecordingFailed;
     const message = humanCause(reason, err);
     log.warn({ err, reason }, 'reconcile failed; will retry');
     const failed = failedStatus(run, reason, message, now());

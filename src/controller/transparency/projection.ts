@@ -1,7 +1,7 @@
 import { EventReasons } from '../../api/reasons.ts';
-import type { Run, RunStatus } from '../../api/run.ts';
+import type { Run, RunStatus, TransparencyMode } from '../../api/run.ts';
 import type { Logger } from '../../log/index.ts';
-import { transparencyView } from '../../transparency/jobs.ts';
+import { transparencyView, type TransparencyView } from '../../transparency/jobs.ts';
 import type { RunJob, TransparencyJob, TransparencyJobRepository } from '../../vault/index.ts';
 import { jsonEqual } from '../runtime/index.ts';
 
@@ -37,7 +37,21 @@ export interface ProjectionDeps {
   readonly api: ProjectionApi;
   readonly jobs: Pick<TransparencyJobRepository, 'forRun'>;
   readonly logger: Logger;
+  /**
+   * Brings `aibom.meta.json` beside the blob up to date with the AIBOM's transparency entry
+   * (recorder.refreshAibomMetadata); called before the Run shows the new entry, so a failure is
+   * retried with the projection.
+   */
+  readonly refreshAibomMetadata?: (runId: string, transparency: TransparencyView) => Promise<void>;
 }
+
+/** `dry_run` for this deployment's own log, `published` for a remote SCITT service (the API's words). */
+const modeOf = (job: TransparencyJob): 'dry_run' | 'published' | undefined =>
+  job.state !== 'published' || job.backend === null
+    ? undefined
+    : job.backend === 'local'
+      ? 'dry_run'
+      : 'published';
 
 /** Attestation resource status of a job (camelCase like the rest of the resource). */
 export function attestationTransparency(job: TransparencyJob): Record<string, unknown> {
@@ -48,6 +62,8 @@ export function attestationTransparency(job: TransparencyJob): Record<string, un
     ...(job.entryId !== null ? { entryId: job.entryId } : {}),
     ...(job.logIndex !== null ? { logIndex: job.logIndex } : {}),
     ...(job.backend !== null ? { backend: job.backend } : {}),
+    // Beside `published`: whether that means this deployment's own log (a dry run) or a remote one.
+    ...(modeOf(job) !== undefined ? { mode: modeOf(job) } : {}),
     ...(job.lastError !== null && job.state !== 'published'
       ? { lastError: job.lastError.slice(0, 4000) }
       : {}),
@@ -56,9 +72,28 @@ export function attestationTransparency(job: TransparencyJob): Record<string, un
 
 export function summarize(jobs: readonly RunJob[]): TransparencySummary {
   const counts = { queued: 0, published: 0, failed: 0 };
-  for (const { job } of jobs) counts[job.state]++;
+  const modes = new Set<'dry_run' | 'published'>();
+  for (const { job } of jobs) {
+    counts[job.state]++;
+    const m = modeOf(job);
+    if (m !== undefined) modes.add(m);
+  }
   const state = counts.failed > 0 ? 'failed' : counts.queued > 0 ? 'queued' : 'published';
-  return { state, ...counts };
+  const mode: TransparencyMode | undefined =
+    modes.size === 0 ? undefined : modes.size > 1 ? 'mixed' : [...modes][0];
+  return { state, ...(mode !== undefined ? { mode } : {}), ...counts };
+}
+
+/** The Event's words for where `n` records went: never "anchored" for this deployment's own log. */
+export function publishedNote(summary: TransparencySummary, jobs: readonly RunJob[]): string {
+  if (summary.mode === 'dry_run') {
+    return `${summary.published} attestation(s) appended to this deployment's own transparency log (dry run: not sent to a remote SCITT service)`;
+  }
+  if (summary.mode === 'published') {
+    return `${summary.published} attestation(s) anchored in the remote SCITT transparency service`;
+  }
+  const local = jobs.filter(({ job }) => modeOf(job) === 'dry_run').length;
+  return `${summary.published} attestation(s) in a transparency log: ${summary.published - local} anchored in the remote SCITT service, ${local} only in this deployment's own log (dry run)`;
 }
 
 /** The AIBOM metadata record the Run's status shows, if any (the Run reconciler writes it). */
@@ -99,7 +134,7 @@ export function mayNeedProjection(run: Run): boolean {
   const count = run.status?.attestations?.count ?? 0;
   if (count === 0) return false;
   const t = run.status?.transparency;
-  if (t === undefined || t.state !== 'published') return true;
+  if (t === undefined || t.state !== 'published' || t.mode === undefined) return true;
   if ((t.published ?? 0) + (t.queued ?? 0) + (t.failed ?? 0) !== count) return true;
   const aibom = shownAibom(run);
   return (
@@ -135,15 +170,16 @@ export async function projectRun(deps: ProjectionDeps, runId: string): Promise<v
   }
   const desired = desiredRunTransparency(run, jobs);
   if (!runTransparencyChanged(run, desired)) return;
+  const entry = (desired.artifacts?.aibom as { transparency?: TransparencyView } | undefined)?.transparency;
+  const shown = (shownAibom(run)?.transparency ?? undefined) as unknown;
+  if (entry !== undefined && !jsonEqual(shown, entry)) {
+    // The bucket's copy of the metadata first: the Run showing the entry means the copy has it.
+    await deps.refreshAibomMetadata?.(runId, entry);
+  }
   await deps.api.applyRunTransparency(run, desired);
   const summary = desired.transparency as TransparencySummary;
   if (summary.state === 'published' && run.status?.transparency?.state !== 'published') {
-    await deps.api.event(
-      run,
-      'Normal',
-      EventReasons.TransparencyPublished,
-      `${summary.published} attestation(s) anchored in the transparency log`,
-    );
+    await deps.api.event(run, 'Normal', EventReasons.TransparencyPublished, publishedNote(summary, jobs));
   }
   deps.logger.debug({ runId, state: summary.state }, 'transparency projected');
 }

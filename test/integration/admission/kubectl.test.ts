@@ -11,8 +11,9 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../../hack/stack/stack.ts';
-import { ATTESTATION_TYPE } from '../../../src/controller/run/kube-api.ts';
-import { resourcePath } from '../../../src/controller/runtime/index.ts';
+import { TRANSPARENCY_FIELD_MANAGER } from '../../../src/api/reasons.ts';
+import { ATTESTATION_TYPE, RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
+import { applyStatus, resourcePath } from '../../../src/controller/runtime/index.ts';
 import { stack } from '../../helpers/stack.ts';
 import {
   applyControllerStatus,
@@ -53,6 +54,14 @@ beforeAll(async () => {
     artifacts: { aibom: { digest: DIGEST, key: KEY, bucket: 'aibom-vault' } },
     attestations: { count: 3 },
   });
+  // What the transparency projection writes once the records are in this deployment's own log.
+  await applyStatus(
+    client(),
+    RUN_TYPE,
+    { namespace: ns, name: 'shown' },
+    { transparency: { state: 'published', mode: 'dry_run', published: 3, queued: 0, failed: 0 } },
+    { fieldManager: TRANSPARENCY_FIELD_MANAGER },
+  );
   await createRun(ns, 'waiting', { steps: [toolStep('a')] });
   await applyControllerStatus(ns, 'waiting', {
     conditions: [
@@ -87,12 +96,15 @@ beforeAll(async () => {
 describe('kubectl get', () => {
   it('runs: phase, AIBOM, reason; -o wide adds the AIBOM digest and location', async () => {
     const [head, ...rows] = table(await kubectl('get', 'runs', '-n', ns));
-    expect(head).toEqual(['NAME', 'PHASE', 'AIBOM', 'REASON', 'ATTESTATIONS', 'TRANSPARENCY', 'AGE']);
-    expect(rows.find((r) => r[0] === 'shown')?.slice(1, 5)).toEqual([
+    expect(head).toEqual(['NAME', 'PHASE', 'AIBOM', 'REASON', 'ATTESTATIONS', 'TRANSPARENCY', 'MODE', 'AGE']);
+    // `published` beside `dry_run`: the records are in this deployment's own log, not a remote one.
+    expect(rows.find((r) => r[0] === 'shown')?.slice(1, 7)).toEqual([
       'Succeeded',
       'True',
       'AIBOMRecorded',
       '3',
+      'published',
+      'dry_run',
     ]);
     expect(rows.find((r) => r[0] === 'waiting')?.slice(1, 4)).toEqual(['', 'False', 'VaultUnavailable']);
     const wide = table(await kubectl('get', 'runs', '-n', ns, '-o', 'wide'));
@@ -104,7 +116,7 @@ describe('kubectl get', () => {
 
   it('attestations: NAME is the id (no ID column), KIND instead of the predicate URL (wide view only)', async () => {
     const [head, row] = table(await kubectl('get', 'attestations', '-n', ns));
-    expect(head).toEqual(['NAME', 'KIND', 'SUBJECT', 'TRANSPARENCY', 'AGE']);
+    expect(head).toEqual(['NAME', 'KIND', 'SUBJECT', 'TRANSPARENCY', 'MODE', 'AGE']);
     expect(row?.[0]).toBe(ATT_ID);
     expect(row?.[1]).toBe('step');
     expect(row).not.toContain(PREDICATE);

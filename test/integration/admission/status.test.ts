@@ -6,10 +6,16 @@
  * make them: server-side apply under the pipeline's field manager (hack/sample-pipeline.ts), merge patches
  * and JSON patches on the status subresource.
  */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { RunStatus, StepStatus } from '../../../src/api/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import { kubeConfig } from '../../helpers/stack.ts';
+import { kubeConfig, stack } from '../../helpers/stack.ts';
+
+const exec = promisify(execFile);
 import {
   applyControllerStatus,
   applyPipelineStatus,
@@ -68,6 +74,32 @@ describe('a terminal phase', () => {
       'cannot change',
     );
     expect((await getRun(ns, name)).status?.phase).toBe('Failed');
+  });
+
+  it('sample-pipeline refuses a terminal Run before trying: one line on stderr, exit 1, nothing written', async () => {
+    for (const phase of ['Failed', 'Succeeded'] as const) {
+      const name = await runWith(
+        phase === 'Failed'
+          ? { phase, steps: [succeeded('a'), failed('b')] }
+          : { phase, steps: [succeeded('a'), succeeded('b'), succeeded('c')] },
+      );
+      const before = await getRun(ns, name);
+      const out = await exec(process.execPath, [join(repoRoot, 'hack/sample-pipeline.ts'), `${ns}/${name}`], {
+        env: { ...process.env, KUBECONFIG: stack().kube.kubeconfigs.admin },
+      }).then(
+        () => ({ code: 0, stdout: '', stderr: '' }),
+        (e: { code: number; stdout: string; stderr: string }) => e,
+      );
+      expect(out.code).toBe(1);
+      expect(out.stdout).toBe('');
+      const lines = out.stderr.trimEnd().split('\n');
+      expect(lines).toHaveLength(1);
+      // Its own refusal, not the API server's answer to a write it tried.
+      expect(lines[0]).toBe(
+        `sample-pipeline: run ${ns}/${name} is already ${phase}: a finished run cannot be driven again`,
+      );
+      expect((await getRun(ns, name)).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    }
   });
 
   it('Succeeded → Running, and Succeeded → Failed, are refused', async () => {

@@ -2,38 +2,34 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Run, RunSpec } from '../../../src/api/run.ts';
-import { s3BlobStore } from '../../../src/blob/store.ts';
-import { verifyManifest } from '../../../src/c2pa/index.ts';
+import type { RunSpec } from '../../../src/api/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import type { AibomMetadata } from '../../../src/recorder/index.ts';
-import type { DevPki } from '../../../hack/dev-pki.ts';
 import {
   aibomReady,
   conditionOf,
   createRun,
+  expectArtifactVerifies,
   expectKubeMirrorsVault,
   expectOneAibomPerRun,
   manifestRefMismatches,
   metricValue,
-  namespaceWithSigner,
   poll,
   randomBetween,
   sampleRunSpec,
-  sha256Digest,
   sleep,
+  stackS3,
   startControllerProcess,
   startScratchMinio,
   startScratchPostgres,
   stopAllControllers,
+  testEnv as operatorEnv,
   vaultFacts,
   waitForCondition,
-  type ControllerOptions,
   type LogLine,
   type ScratchMinio,
   type ScratchPostgres,
 } from '../../helpers/controller-process.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { kubeConfig } from '../../helpers/stack.ts';
 
 let spec: RunSpec;
 let logDir: string;
@@ -54,47 +50,10 @@ afterAll(async () => {
   else if (logDir) await rm(logDir, { recursive: true, force: true });
 });
 
-/**
- * Each test has its own namespace (WATCH_NAMESPACE: Runs another test left behind are not its
- * controller's business) with its own signer Secret, and its own Lease, so a SIGKILLed holder of
- * one test never delays the next.
- */
-async function testEnv(prefix: string, dbPrefix: string | null) {
-  const { namespace, signerSecret, pki } = await namespaceWithSigner(prefix);
-  const lease = uniqueName(prefix);
-  const databaseUrl = dbPrefix === null ? '' : await freshDatabase(dbPrefix);
-  const opts = (url = databaseUrl): Omit<ControllerOptions, 'name'> => ({
-    databaseUrl: url,
-    watchNamespace: namespace,
-    lease,
-    signerSecret,
-    logDir,
-  });
-  return { namespace, pki, lease, databaseUrl, opts };
-}
+const testEnv = (prefix: string, dbPrefix: string | null) => operatorEnv(prefix, dbPrefix, logDir);
 
 const failedReconciles = (key: string) => (l: LogLine) =>
   l.msg === 'reconcile failed; requeued with backoff' && l.key === key;
-
-/** The AIBOM blob the record names is the recorded bytes, and its C2PA sidecar verifies. */
-async function expectArtifactVerifies(
-  pki: DevPki,
-  run: Run,
-  s3: { endpoint: string; accessKey: string; secretKey: string; bucket: string },
-) {
-  const blobs = s3BlobStore(s3);
-  const meta = run.status?.artifacts?.aibom as AibomMetadata | undefined;
-  expect(meta, `${run.metadata.name}: status.artifacts.aibom`).toBeDefined();
-  const blob = await blobs.get(meta!.key);
-  expect(blob, `${run.metadata.name}: AIBOM blob`).not.toBeNull();
-  expect(sha256Digest(blob!)).toBe(meta!.digest);
-  const store = await blobs.get(meta!.c2pa_manifest.key);
-  expect(store, `${run.metadata.name}: C2PA sidecar`).not.toBeNull();
-  const verified = verifyManifest({ store: store!, asset: blob!, trustAnchors: pki['ca.crt'] });
-  expect(verified.problems).toEqual([]);
-  expect(verified.ok).toBe(true);
-  expect(verified.runId).toBe(run.metadata.uid);
-}
 
 describe('controller killed with SIGKILL at random moments', () => {
   it('every Run still gets exactly one AIBOM, every step one attestation, and the chain verifies', async () => {
@@ -161,16 +120,6 @@ describe('controller killed with SIGKILL at random moments', () => {
     expect(await manifestRefMismatches(url)).toEqual([]);
   }, 480_000);
 });
-
-function stackS3() {
-  const e = stack().env;
-  return {
-    endpoint: e.S3_ENDPOINT!,
-    accessKey: e.S3_ACCESS_KEY!,
-    secretKey: e.S3_SECRET_KEY!,
-    bucket: e.S3_BUCKET!,
-  };
-}
 
 describe('object store (MinIO) unavailable', () => {
   let minio: ScratchMinio | undefined;

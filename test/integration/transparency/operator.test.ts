@@ -32,6 +32,7 @@ import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { eventsOf } from '../../helpers/controller-process.ts';
 
 const run = promisify(execFile);
 const ns = uniqueName('scitt-e2e');
@@ -137,6 +138,26 @@ afterAll(async () => {
   }
 });
 
+/** `aibom.meta.json` beside the Run's AIBOM blob, as anyone reading the bucket sees it. */
+async function metaInBucket(
+  r: Run,
+): Promise<{ transparency?: Record<string, unknown> & { status?: string; job_id?: string } }> {
+  const key = (r.status?.artifacts?.aibom as { key: string }).key.replace(/aibom\.json$/, 'aibom.meta.json');
+  return JSON.parse((await stackBlobs().get(key))!.toString('utf8')) as {
+    transparency?: Record<string, unknown> & { status?: string; job_id?: string };
+  };
+}
+
+const attestationModes = async (namespace = ns) => {
+  const list = (await crs().listNamespacedCustomObject({
+    group,
+    version: 'v1',
+    namespace,
+    plural: 'attestations',
+  })) as { items: { status?: { transparency?: { mode?: string } } }[] };
+  return list.items.map((i) => i.status?.transparency?.mode);
+};
+
 describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', () => {
   it('keeps jobs queued while the log is down, then publishes each once, and receipts verify offline', async () => {
     const sample = {
@@ -180,6 +201,15 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     expect(
       (queued.r.status?.artifacts?.aibom as { transparency?: { status: string } }).transparency?.status,
     ).toBe('queued');
+    // The metadata object in the bucket has the entry too, queued with the job id (not only the
+    // API's view, joined at read time).
+    const aibomJob = await a.vault.transparencyJobs.get({
+      attestationId: queued.r.status!.attestations!.aibomAttestationId!,
+    });
+    await waitFor('aibom.meta.json with the queued entry', async () => {
+      const t = (await metaInBucket(queued.r)).transparency;
+      return t?.status === 'queued' && t.job_id === aibomJob!.id ? true : undefined;
+    });
 
     // B comes up on the port A publishes to.
     await b.app.listen({ host: '127.0.0.1', port: bPort });
@@ -194,6 +224,15 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     expect(aibomT).toMatchObject({ status: 'published', backend: 'scrapi', mode: 'published' });
     expect(aibomT.entry_id).toEqual(expect.any(String));
     expect(aibomT.receipt).toEqual(expect.any(String));
+    // A remote service: `published` beside `published`, and the Event says anchored.
+    expect(published.status?.transparency?.mode).toBe('published');
+    expect((await attestationModes()).every((m) => m === 'published')).toBe(true);
+    const note = await waitFor('the TransparencyPublished Event', async () =>
+      (await eventsOf(ns, published.metadata.uid)).find((e) => e.reason === 'TransparencyPublished'),
+    );
+    expect(note.message).toMatch(/anchored in the remote SCITT transparency service/);
+    // The bucket's metadata object carries the final receipt, as the Run and the API show it.
+    expect((await metaInBucket(published)).transparency).toEqual(aibomT);
 
     // Exactly one entry per attestation in B's log, whatever the retries.
     expect((await b.transparency.log.treeHead()).size).toBe(6);
@@ -332,4 +371,88 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       await running;
     }
   });
+});
+
+describe('SERVICE_TRANSPARENCY_WRITER=1 with the local log (a dry run)', () => {
+  it('says dry_run beside published on the Run, the Attestations, kubectl, the Event, the API and the bucket', async () => {
+    const local = uniqueName('scitt-dry');
+    const c = await deployment('scitt_c', { kind: 'local' }, await generateDevPki());
+    await createNamespace(local);
+    const dry = startController({
+      client: kubeClient(kubeConfig('aibom-vault')),
+      vault: c.vault,
+      blobs: stackBlobs(),
+      runtimeSigner: c.signer,
+      envelopeSigner: () => Promise.resolve(c.signer),
+      logger: quiet,
+      registry: new Registry(),
+      namespace: 'aibom-vault-system',
+      leaseName: `scitt-dry-${randomBytes(3).toString('hex')}`,
+      watchNamespace: local,
+      lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+      transparency: c.transparency,
+    });
+    try {
+      await crs().createNamespacedCustomObject({
+        group,
+        version: 'v1',
+        namespace: local,
+        plural: 'runs',
+        body: {
+          apiVersion: `${group}/v1`,
+          kind: 'Run',
+          metadata: { name: 'dry' },
+          spec: { steps: [{ id: 'only', tool: { name: 't', command: ['t'] } }] },
+        },
+      });
+      await driveRun(kubeConfig('admin'), local, 'dry');
+      const done = await waitFor('published with its AIBOM entry', async () => {
+        const r = (await crs().getNamespacedCustomObject({
+          group,
+          version: 'v1',
+          namespace: local,
+          plural: 'runs',
+          name: 'dry',
+        })) as Run;
+        const entry = (r.status?.artifacts?.aibom as { transparency?: { status?: string } } | undefined)
+          ?.transparency;
+        return r.status?.transparency?.state === 'published' && entry?.status === 'published' ? r : undefined;
+      });
+      expect(done.status?.transparency).toMatchObject({ state: 'published', mode: 'dry_run' });
+      expect((await attestationModes(local)).every((m) => m === 'dry_run')).toBe(true);
+      const entry = (done.status?.artifacts?.aibom as { transparency: Record<string, unknown> }).transparency;
+      expect(entry).toMatchObject({ status: 'published', backend: 'local', mode: 'dry_run' });
+      expect((await metaInBucket(done)).transparency).toEqual(entry);
+      const detail = await c.app.inject({
+        method: 'GET',
+        url: `/v1/runs/${done.metadata.uid}`,
+        headers: { authorization: `Bearer ${stack().kube.tokens.admin}` },
+      });
+      expect(
+        detail.json<{ artifacts: { aibom: { transparency: unknown } } }>().artifacts.aibom.transparency,
+      ).toEqual(entry);
+      const events = await waitFor('the TransparencyPublished Event', async () => {
+        const all = await eventsOf(local, done.metadata.uid);
+        return all.some((e) => e.reason === 'TransparencyPublished') ? all : undefined;
+      });
+      // No Event about this Run claims a dry run was anchored anywhere.
+      for (const e of events) expect(e.message ?? '').not.toMatch(/anchored/);
+      expect(events.find((e) => e.reason === 'TransparencyPublished')!.message).toMatch(
+        /this deployment's own transparency log \(dry run/,
+      );
+      const table = await run(stack().tools.kubectl, [
+        `--kubeconfig=${stack().kube.kubeconfigs.admin}`,
+        'get',
+        'runs,attestations',
+        '-n',
+        local,
+      ]);
+      expect(table.stdout).toMatch(/dry\s+Succeeded\s+True\s+AIBOMRecorded\s+\d+\s+published\s+dry_run\s/);
+      expect(table.stdout).not.toMatch(/published\s+published/);
+    } finally {
+      await dry.stop();
+      await c.app.close();
+      await c.vault.close();
+    }
+  }, 300_000);
 });

@@ -38,11 +38,16 @@ async function recorded(w: World, ...mods: ((r: Run) => void)[]): Promise<Run> {
   return w.kube.run(run.metadata.namespace, run.metadata.name)!;
 }
 
-const published = (w: World, attestationId: string, index: number): void =>
+const published = (
+  w: World,
+  attestationId: string,
+  index: number,
+  backend: 'local' | 'scrapi' = 'local',
+): void =>
   w.vault.publish(attestationId, {
     state: 'published',
     attempts: 1,
-    backend: 'local',
+    backend,
     entryId: `e${index}`.padEnd(64, '0'),
     logIndex: index,
     receipt: Buffer.from('receipt'),
@@ -89,6 +94,7 @@ describe('transparency projection (in-memory seams)', () => {
       entryId: 'e0'.padEnd(64, '0'),
       logIndex: 0,
       backend: 'local',
+      mode: 'dry_run',
     });
     for (const [k, id] of ids.entries()) if (k > 0) published(w, id, k);
     await projectRun(projection(w), run.metadata.uid);
@@ -100,7 +106,66 @@ describe('transparency projection (in-memory seams)', () => {
       mode: 'dry_run',
       receipt: Buffer.from('receipt').toString('base64'),
     });
-    expect(w.kube.events.filter((e) => e.reason === 'TransparencyPublished')).toHaveLength(1);
+    const announced = w.kube.events.filter((e) => e.reason === 'TransparencyPublished');
+    expect(announced).toHaveLength(1);
+    // Honest states (issue 10 item 5): this deployment's own log is a dry run, never "anchored".
+    expect(now.status?.transparency?.mode).toBe('dry_run');
+    expect(announced[0]!.note).toMatch(/own transparency log \(dry run/);
+    expect(announced[0]!.note).not.toMatch(/anchored/);
+  });
+
+  it('a remote SCITT service is `published` and announced as anchored; some of each is `mixed`', async () => {
+    const w = await world({ transparency: true });
+    const run = await recorded(w, succeeded);
+    const ids = w.vault.rows.map((r) => r.id);
+    for (const [k, id] of ids.entries()) published(w, id, k, 'scrapi');
+    await projectRun(projection(w), run.metadata.uid);
+    const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
+    expect(now.status?.transparency).toMatchObject({ state: 'published', mode: 'published' });
+    expect(w.kube.attestations.get(ids[0]!)!.status.transparency).toMatchObject({ mode: 'published' });
+    const [event] = w.kube.events.filter((e) => e.reason === 'TransparencyPublished');
+    expect(event!.note).toMatch(/anchored in the remote SCITT/);
+
+    const w2 = await world({ transparency: true });
+    const run2 = await recorded(w2, succeeded);
+    const ids2 = w2.vault.rows.map((r) => r.id);
+    for (const [k, id] of ids2.entries()) published(w2, id, k, k === 0 ? 'local' : 'scrapi');
+    await projectRun(projection(w2), run2.metadata.uid);
+    const mixed = w2.kube.run(run2.metadata.namespace, run2.metadata.name)!;
+    expect(mixed.status?.transparency?.mode).toBe('mixed');
+    expect(w2.kube.events.find((e) => e.reason === 'TransparencyPublished')!.note).toMatch(
+      /1 only in this deployment's own log \(dry run\)/,
+    );
+  });
+
+  it("brings the bucket's aibom.meta.json up to date before the Run shows a new AIBOM entry", async () => {
+    const w = await world({ transparency: true });
+    const run = await recorded(w, succeeded);
+    const refreshed: { runId: string; status: string; mode?: string }[] = [];
+    const deps: ProjectionDeps = {
+      ...projection(w),
+      refreshAibomMetadata: (runId, entry) => {
+        refreshed.push({ runId, status: entry.status, ...(entry.mode ? { mode: entry.mode } : {}) });
+        return Promise.resolve();
+      },
+    };
+    await projectRun(deps, run.metadata.uid);
+    expect(refreshed).toEqual([{ runId: run.metadata.uid, status: 'queued' }]);
+    await projectRun(deps, run.metadata.uid);
+    expect(refreshed).toHaveLength(1);
+    for (const [k, id] of w.vault.rows.map((r) => r.id).entries()) published(w, id, k);
+    await projectRun(deps, run.metadata.uid);
+    expect(refreshed.at(-1)).toEqual({ runId: run.metadata.uid, status: 'published', mode: 'dry_run' });
+    // A failure to write the copy fails the projection (retried) before the Run shows the entry.
+    const w3 = await world({ transparency: true });
+    const run3 = await recorded(w3, succeeded);
+    await expect(
+      projectRun(
+        { ...projection(w3), refreshAibomMetadata: () => Promise.reject(new Error('store down')) },
+        run3.metadata.uid,
+      ),
+    ).rejects.toThrow('store down');
+    expect(w3.kube.run(run3.metadata.namespace, run3.metadata.name)!.status?.transparency).toBeUndefined();
   });
 
   it('a failed job makes the Run failed, with the error on its Attestation', async () => {
@@ -147,7 +212,7 @@ describe('transparency projection (in-memory seams)', () => {
     expect(mayNeedProjection(base)).toBe(true);
     const done = runFixture(succeeded, (r) => {
       r.status!.attestations = { count: 3 };
-      r.status!.transparency = { state: 'published', published: 3, queued: 0, failed: 0 };
+      r.status!.transparency = { state: 'published', mode: 'dry_run', published: 3, queued: 0, failed: 0 };
     });
     expect(mayNeedProjection(done)).toBe(false);
     const more = structuredClone(done);

@@ -236,6 +236,49 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(w.vault.rows.filter((r) => r.kind === 'aibom')).toHaveLength(1);
   });
 
+  it('a manifest repair: shown while it runs, a failed attempt stays open with a backoff, then a new manifest over the same bytes', async () => {
+    const w = await world();
+    const run = w.kube.put(runFixture(succeeded));
+    await reconcile(w, run);
+    const before = stored(w, run).status!.artifacts!.aibom as AibomMetadata;
+    w.blobs.objects.delete(before.c2pa_manifest.key);
+    const repair = w.vault.requestRepair(run.metadata.uid, 'missing');
+
+    // The attempt fails on the object store: the Run says so; the request stays open, due later.
+    w.blobs.failNext = new Error('S3 503 SlowDown');
+    await expect(reconcile(w, run)).rejects.toThrow('SlowDown');
+    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
+      status: 'False',
+      reason: Reasons.ObjectStoreUnavailable,
+    });
+    const open = w.vault.artifactRows.get(`${run.metadata.uid}/aibom`)!.repairs[0]!;
+    expect(open).toMatchObject({ id: repair.id, state: 'queued', attempts: 1 });
+    expect(open.nextAttemptAt.getTime()).toBeGreaterThan(Date.now());
+
+    await reconcile(w, run);
+    const after = stored(w, run);
+    const ready = condition(after, ConditionTypes.AIBOMReady)!;
+    expect(ready).toMatchObject({ status: 'True', reason: Reasons.AIBOMRecorded });
+    expect(ready.message).toMatch(/re-signed over the same bytes .* found missing/);
+    const shown = after.status!.artifacts!.aibom as AibomMetadata & {
+      c2pa_manifest_history: { digest: string }[];
+    };
+    expect(shown.c2pa_manifest.digest).not.toBe(before.c2pa_manifest.digest);
+    expect(shown.c2pa_manifest_history.map((h) => h.digest)).toEqual([before.c2pa_manifest.digest]);
+    const bytes = w.blobs.objects.get(before.key)!.body;
+    const manifest = w.blobs.objects.get(shown.c2pa_manifest.key)!.body;
+    const verified = verifyManifest({ store: manifest, asset: bytes, trustAnchors: w.pki['ca.crt'] });
+    expect(verified.problems).toEqual([]);
+    expect(verified.attestationIds).toEqual(before.attestation_ids);
+    expect(w.kube.events.at(-1)).toMatchObject({ type: 'Normal', reason: 'ManifestRepaired' });
+    // The Run showed the repair before it was attempted.
+    expect(w.kube.statusHistory(run).map((c) => c.reason)).toContain(Reasons.ManifestRepairing);
+    // Converged again: nothing more to do.
+    resetCounts(w);
+    await reconcile(w, run);
+    expect(writes(w)).toEqual({});
+  });
+
   it('no signer: SignerUnavailable, nothing recorded', async () => {
     const w = await world();
     w.signerDown = true;

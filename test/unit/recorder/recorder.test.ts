@@ -90,6 +90,12 @@ describe('recorder', () => {
     expect(verified.attestationIds).toEqual(meta.attestation_ids);
     // Every record's SCITT job commits with it when the writer is on.
     expect([...w.vault.jobs.keys()].sort()).toEqual(w.vault.rows.map((r) => r.id).sort());
+    // The metadata beside the blob shows the AIBOM's entry `queued` with its job id from the start
+    // (issue 10 item 5: it used to appear only in the API's view, joined at read time).
+    const metaKey = aibomKeys(run.metadata.namespace, run.metadata.uid).meta;
+    const job = w.vault.jobs.get(aibomRow.id)!;
+    const expected = { ...meta, transparency: { job_id: job.id, status: 'queued', attempts: 0 } };
+    expect(JSON.parse(w.blobs.objects.get(metaKey)!.body.toString())).toEqual(expected);
 
     // Again: the stored record, no new object, no new row.
     const puts = w.blobs.writes.total();
@@ -98,10 +104,9 @@ describe('recorder', () => {
     expect(w.blobs.writes.total()).toBe(puts);
 
     // The metadata object beside the blob lost (a crash after the commit): the next call repairs it.
-    const metaKey = aibomKeys(run.metadata.namespace, run.metadata.uid).meta;
     w.blobs.objects.delete(metaKey);
     await w.recorder.recordAibom(run);
-    expect(JSON.parse(w.blobs.objects.get(metaKey)!.body.toString())).toEqual(meta);
+    expect(JSON.parse(w.blobs.objects.get(metaKey)!.body.toString())).toEqual(expected);
   });
 
   it('says which dependency failed: the vault, the object store, the signer', async () => {

@@ -2,6 +2,7 @@ import type { X509Certificate } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../../../blob/store.ts';
 import { C2PA_MEDIA_TYPE } from '../../../c2pa/index.ts';
+import { currentMetadata } from '../../../recorder/index.ts';
 import { loadGuardedArtifact } from '../../export-guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
@@ -71,10 +72,34 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     const run = await visibleRun(deps, req, params.id);
     const record = await deps.vault.artifacts.get(run.id, params.kind);
     if (!record) throw new ProblemError(404, 'NOT_FOUND', `run ${run.id} has no ${params.kind} yet`);
-    const meta = record.metadata as { key: string; c2pa_manifest?: { key?: string; digest?: string } };
+    // The manifest in force: the record's, or that of its latest repair.
+    const meta = currentMetadata(record) as {
+      key: string;
+      attestation_ids?: string[];
+      c2pa_manifest?: { key?: string; digest?: string };
+    };
     const artifact = await loadGuardedArtifact(deps.blobs, meta, {
       required: deps.requireSignedExports,
       trustAnchors: deps.trustAnchors,
+      repair: async (problem) => {
+        // A request that failed for good over this same manifest is the answer; asking again
+        // would fail again (the bytes no longer match the record).
+        const last = record.repairs.at(-1);
+        if (last?.state === 'failed' && last.replacesDigest === problem.digest) return last;
+        const { repair } = await deps.vault.manifestRepairs.request({
+          runId: run.id,
+          kind: params.kind,
+          namespace: run.namespace,
+          reason: problem.reason,
+          detail: problem.detail,
+          replacesKey: problem.key,
+          replacesDigest: problem.digest,
+          requestedBy: req.user?.username ?? 'unknown',
+          object: record.objectKey,
+          attestationIds: meta.attestation_ids ?? [],
+        });
+        return repair;
+      },
     });
     return { run, record, artifact };
   };
@@ -142,7 +167,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
       const run = await visibleRun(deps, req, req.params.id);
       const id = run.id;
       const artifacts: Record<string, Record<string, unknown>> = {};
-      for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = { ...a.metadata };
+      for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = currentMetadata(a);
       // The transparency entry changes (queued → published) while the record is immutable: joined here.
       const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
       if (typeof aibomAttestation === 'string') {
