@@ -64,3 +64,27 @@ export async function isAllowed(
     throw upstream(err);
   }
 }
+
+/** What a caller may do with one record: read it (or act on it), know that it exists, or neither. */
+export type Visibility = 'allowed' | 'listed' | 'hidden';
+
+/**
+ * The caller's access to one record: `attrs.verb` on it, else `list` in its namespace (a caller who
+ * can list there may learn that the record exists: 403; anyone else: 404).
+ *
+ * `namespace` is undefined when no record has the id. It is then asked about as if it lived
+ * cluster-wide (`''`) under the name asked for, so an unknown id costs the same reviews as a record
+ * hidden in another tenant's namespace (one uncached review for the name, one cached `list`), and
+ * both end in the same 404: neither the answer nor its timing tells an outsider that the id exists.
+ */
+export async function visibilityOf(
+  authorizer: Authorizer,
+  req: FastifyRequest,
+  namespace: string | undefined,
+  attrs: Omit<ResourceAttributes, 'namespace'>,
+): Promise<Visibility> {
+  const ns = namespace ?? '';
+  if (await isAllowed(authorizer, req, { ...attrs, namespace: ns })) return 'allowed';
+  const list = { namespace: ns, verb: 'list', resource: attrs.resource } as const;
+  return (await isAllowed(authorizer, req, list)) ? 'listed' : 'hidden';
+}
