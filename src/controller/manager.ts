@@ -47,6 +47,11 @@ export interface ControllerDeps {
   readonly workers?: number;
   /** Watch Runs of one namespace only (WATCH_NAMESPACE); all namespaces when unset. */
   readonly watchNamespace?: string;
+  /**
+   * Watch only Runs matching this label selector (shards of Runs across controller deployments;
+   * tests scope a controller watching every namespace to their own Runs with it).
+   */
+  readonly runLabelSelector?: string;
   /** Name of the leader-election Lease (one per independent controller deployment). */
   readonly leaseName?: string;
   /**
@@ -162,7 +167,10 @@ export function startController(deps: ControllerDeps): RunningController {
         deps.client,
         resourcePath(RUN_TYPE, { namespace: deps.watchNamespace }),
         // The reconcilers read the cache, never managedFields.
-        { transform: withoutManagedFields },
+        {
+          transform: withoutManagedFields,
+          ...(deps.runLabelSelector !== undefined ? { labelSelector: deps.runLabelSelector } : {}),
+        },
       ),
       logger: log,
       registry: deps.registry,
@@ -179,7 +187,7 @@ export function startController(deps: ControllerDeps): RunningController {
         deps.workers ?? 4,
         async (key) => {
           const { namespace, name } = splitKey(key);
-          await reconcileRun(
+          return reconcileRun(
             {
               api,
               vault: deps.vault,
