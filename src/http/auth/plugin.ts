@@ -69,13 +69,16 @@ export async function isAllowed(
 export type Visibility = 'allowed' | 'listed' | 'hidden';
 
 /**
- * The caller's access to one record: `attrs.verb` on it, else `list` in its namespace (a caller who
- * can list there may learn that the record exists: 403; anyone else: 404).
+ * The caller's access to one record: `attrs.verb` on it, else `list` of it in its namespace (a
+ * caller who could list it may learn that it exists: 403; anyone else: 404).
  *
- * `namespace` is undefined when no record has the id. It is then asked about as if it lived
- * cluster-wide (`''`) under the name asked for, so an unknown id costs the same reviews as a record
- * hidden in another tenant's namespace (one uncached review for the name, one cached `list`), and
- * both end in the same 404: neither the answer nor its timing tells an outsider that the id exists.
+ * Both questions name the record (`name` = the id asked for), so neither answer is reused for
+ * another id: every id costs the same fresh reviews whether it is hidden in another tenant's
+ * namespace, in a namespace the caller has asked about before, or unknown. `namespace` is undefined
+ * when no record has the id; it is then asked about as if it lived cluster-wide (`''`). Hidden and
+ * unknown ids therefore take the same path to the same 404: neither the answer nor its timing
+ * tells an outsider that an id exists. (With the namespace-wide `list` cached, the first probe
+ * into each namespace would have cost one review more than an unknown id.)
  */
 export async function visibilityOf(
   authorizer: Authorizer,
@@ -85,6 +88,11 @@ export async function visibilityOf(
 ): Promise<Visibility> {
   const ns = namespace ?? '';
   if (await isAllowed(authorizer, req, { ...attrs, namespace: ns })) return 'allowed';
-  const list = { namespace: ns, verb: 'list', resource: attrs.resource } as const;
+  const list = {
+    namespace: ns,
+    verb: 'list',
+    resource: attrs.resource,
+    ...(attrs.name !== undefined ? { name: attrs.name } : {}),
+  } as const;
   return (await isAllowed(authorizer, req, list)) ? 'listed' : 'hidden';
 }
