@@ -67,6 +67,7 @@ const STACK_KEYS = new Set([
   'POD_NAME',
   'HTTP_HOST',
   'HTTP_PORT',
+  'METRICS_HOST',
   'METRICS_PORT',
   'SERVICE_API_URL',
   'SERVICE_TOKEN',
@@ -230,6 +231,7 @@ export async function startServices(
     env: {
       ...common,
       KUBECONFIG: info.kube.kubeconfigs['aibom-vault-controller'],
+      METRICS_HOST: '127.0.0.1',
       METRICS_PORT: String(metricsPort),
       POD_NAME: 'controller-0',
     },
@@ -245,6 +247,7 @@ export async function startServices(
       KUBECONFIG: info.kube.kubeconfigs['aibom-vault-api'],
       HTTP_HOST: '127.0.0.1',
       HTTP_PORT: String(httpPort),
+      METRICS_HOST: '127.0.0.1',
       METRICS_PORT: String(await freePort()),
     },
     logFile: join(root, 'sidecar.log'),

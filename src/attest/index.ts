@@ -75,6 +75,15 @@ export {
 export { isKnownPredicateType, predicateProblems, statementProblems } from './schemas.ts';
 export { sealStatement, type SealedAttestation } from './seal.ts';
 export {
+  readStream,
+  StreamDigest,
+  StreamError,
+  StreamReader,
+  TRAILER_KEY,
+  type StreamErrorCode,
+  type StreamTrailer,
+} from './stream.ts';
+export {
   PredicateTypes,
   STATEMENT_TYPE,
   makeStatement,

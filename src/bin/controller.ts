@@ -80,6 +80,7 @@ await runUntilSignal(logger, async () => {
   });
   const ops = await startOpsServer({
     logger: logger.child({ component: 'ops' }),
+    host: config.METRICS_HOST,
     port: config.METRICS_PORT,
     registry,
     ready: async () => {

@@ -11,8 +11,9 @@ export interface OpsServer {
 
 export interface OpsOptions {
   readonly logger: Logger;
+  /** METRICS_HOST and METRICS_PORT: bound exactly as configured. */
+  readonly host: string;
   readonly port: number;
-  readonly host?: string;
   readonly registry?: Registry;
   /** Throws when the process should not receive work (e.g. informers not synced). */
   readonly ready?: () => Promise<void>;
@@ -29,14 +30,21 @@ export async function startOpsServer(opts: OpsOptions): Promise<OpsServer> {
     if (req.url === '/metrics') {
       registry.metrics().then(
         (text) => send(200, registry.contentType, text),
-        (err: unknown) => send(500, 'text/plain', String(err)),
+        (err: unknown) => {
+          opts.logger.error({ err }, 'collecting metrics failed');
+          send(500, 'text/plain', 'internal error');
+        },
       );
     } else if (req.url === '/healthz') {
       send(200, 'text/plain', 'ok');
     } else if (req.url === '/readyz') {
+      // Unauthenticated: ready or not, never why (the reason may name internal addresses).
       (opts.ready ?? (() => Promise.resolve()))().then(
         () => send(200, 'text/plain', 'ok'),
-        (err: unknown) => send(503, 'text/plain', (err as Error).message),
+        (err: unknown) => {
+          opts.logger.warn({ err }, 'not ready');
+          send(503, 'text/plain', 'not ready');
+        },
       );
     } else {
       send(404, 'text/plain', 'not found');
@@ -44,10 +52,10 @@ export async function startOpsServer(opts: OpsOptions): Promise<OpsServer> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '0.0.0.0', resolve);
+    server.listen(opts.port, opts.host, resolve);
   });
   const port = (server.address() as AddressInfo).port;
-  opts.logger.debug({ port }, 'ops server listening');
+  opts.logger.info({ host: opts.host, port }, 'ops server listening');
   return {
     port,
     registry,

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { startOpsServer } from './ops-server.ts';
 import { parseCertificates } from '../signing/index.ts';
-import { loadConfig } from '../config/index.ts';
+import { ConfigError, loadConfig } from '../config/index.ts';
 import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
 import { runUntilSignal } from './lifecycle.ts';
@@ -18,7 +18,13 @@ import {
   transparencyFrom,
 } from './common.ts';
 
-const config = fatalConfig(() => loadConfig('sidecar'));
+const config = fatalConfig(() => {
+  const c = loadConfig('sidecar');
+  if (c.HTTP_HEADERS_TIMEOUT_MS > c.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(['HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS']);
+  }
+  return c;
+});
 const logger = createLogger('sidecar', config.LOG_LEVEL);
 
 await runUntilSignal(logger, async () => {
@@ -48,7 +54,13 @@ await runUntilSignal(logger, async () => {
     logger,
     vault,
     blobs,
-    authorizer: kubernetesAuthorizer(kc),
+    authorizer: kubernetesAuthorizer(kc, { registry }),
+    timeouts: {
+      requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
+      headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      idleMs: config.HTTP_IDLE_TIMEOUT_MS,
+    },
     listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS,
     trustAnchors: signer.caCertificates,
@@ -60,6 +72,7 @@ await runUntilSignal(logger, async () => {
   // /metrics (and its own /healthz, /readyz) on METRICS_PORT, apart from the authenticated API.
   const ops = await startOpsServer({
     logger: logger.child({ component: 'ops' }),
+    host: config.METRICS_HOST,
     port: config.METRICS_PORT,
     registry,
     ready: () => health.check(),

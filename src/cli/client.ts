@@ -1,3 +1,4 @@
+import { StreamReader } from '../attest/index.ts';
 import { CliError } from './command.ts';
 
 /** Problem+json from the API, surfaced with its stable code. */
@@ -77,21 +78,44 @@ export class ApiClient {
     return this.json('GET', `/v1/runs/${encodeURIComponent(id)}`);
   }
 
-  /** Every record matching `filter`, streamed as NDJSON (flat memory on both ends). */
+  /**
+   * Every record matching `filter`, streamed as NDJSON (flat memory on both ends). Throws when the
+   * stream ends without its trailer or the trailer does not match the lines (a cut stream).
+   */
   async *queryAll(filter: Record<string, unknown>): AsyncGenerator<Record<string, unknown>> {
     const res = await this.request('POST', '/v1/attestations/query', filter, 'application/x-ndjson');
-    if (!res.body) return;
+    const reader = new StreamReader();
     const decoder = new TextDecoder();
     let buffered = '';
-    for await (const chunk of res.body) {
-      buffered += decoder.decode(chunk as Uint8Array, { stream: true });
-      let nl: number;
-      while ((nl = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        if (line.trim() !== '') yield JSON.parse(line) as Record<string, unknown>;
+    const line = (text: string): Record<string, unknown> | undefined => {
+      try {
+        return reader.line(text) as Record<string, unknown> | undefined;
+      } catch (err) {
+        throw new CliError(`the query stream is malformed: ${(err as Error).message}`);
       }
+    };
+    try {
+      for await (const chunk of res.body ?? []) {
+        buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+        let nl: number;
+        while ((nl = buffered.indexOf('\n')) >= 0) {
+          const record = line(buffered.slice(0, nl));
+          buffered = buffered.slice(nl + 1);
+          if (record !== undefined) yield record;
+        }
+      }
+    } catch (err) {
+      if (err instanceof CliError) throw err;
+      throw new CliError(`the query stream broke off: ${(err as Error).message}`);
     }
-    if (buffered.trim() !== '') yield JSON.parse(buffered) as Record<string, unknown>;
+    if (buffered !== '') {
+      const record = line(buffered);
+      if (record !== undefined) yield record;
+    }
+    try {
+      reader.end();
+    } catch (err) {
+      throw new CliError(`the query stream is incomplete: ${(err as Error).message}`);
+    }
   }
 }

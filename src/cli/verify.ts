@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import { open, readFile, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
 import { parseArgs } from 'node:util';
-import { verifyRecord, type Trust } from '../attest/index.ts';
+import { readStream, StreamError, TRAILER_KEY, verifyRecord, type Trust } from '../attest/index.ts';
 import { verifyCapabilities } from '../capability/verify.ts';
 import { loadConfig } from '../config/index.ts';
 import { verifyBundle } from '../export/verify.ts';
@@ -65,22 +65,40 @@ export async function trustFrom(values: {
   return { publicKeys: keys };
 }
 
-/** Records in a file: one JSON envelope, a JSON array of them, or NDJSON (as the query streams). */
+/** Names under which a file is always read as an NDJSON stream (its trailer required). */
+const STREAM_FILE = /\.(ndjson|jsonl)$/i;
+
+/**
+ * Records in a file: one JSON envelope or a JSON array of them, or an NDJSON stream as the query
+ * sends it, which must end with its trailer line (count and digest, docs/api.md): a stream cut
+ * anywhere, or with lines added, removed or changed, is refused. A `.ndjson`/`.jsonl` file is always
+ * read as a stream; any other file is a stream unless it holds one JSON document.
+ */
 export function recordsFromText(text: string, path: string): unknown[] {
-  const trimmed = text.trim();
-  try {
-    const parsed: unknown = JSON.parse(trimmed);
-    return Array.isArray(parsed) ? parsed : [parsed];
-  } catch {
+  const stream = (): unknown[] => {
     try {
-      return trimmed
-        .split('\n')
-        .filter((l) => l.trim() !== '')
-        .map((l) => JSON.parse(l) as unknown);
-    } catch {
-      throw new CliError(`${path}: not JSON or NDJSON`);
+      return readStream(text);
+    } catch (err) {
+      if (err instanceof StreamError) {
+        throw new CliError(
+          err.code === 'STREAM_MALFORMED'
+            ? `${path}: not JSON or NDJSON (${err.message})`
+            : `${path}: incomplete or altered stream: ${err.message}`,
+        );
+      }
+      throw err;
     }
+  };
+  if (STREAM_FILE.test(path)) return stream();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text.trim());
+  } catch {
+    return stream();
   }
+  // A lone trailer is the stream of an empty result.
+  if (typeof parsed === 'object' && parsed !== null && TRAILER_KEY in parsed) return stream();
+  return Array.isArray(parsed) ? parsed : [parsed];
 }
 
 /** An export bundle: a tar (ustar magic at 257) or its gzip (1f 8b). */

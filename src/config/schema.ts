@@ -142,6 +142,35 @@ export const schema = {
   },
   HTTP_HOST: { description: 'sidecar listen address', default: '0.0.0.0', parse: str },
   HTTP_PORT: { description: 'sidecar listen port', default: '8080', parse: intIn(0, 65535) },
+  HTTP_REQUEST_TIMEOUT_MS: {
+    description:
+      'sidecar: a client must send its whole request (headers and body) within this time, else 408 and the connection is closed',
+    default: '30000',
+    parse: intIn(1, 3_600_000),
+  },
+  HTTP_HEADERS_TIMEOUT_MS: {
+    description:
+      'sidecar: a client must send its request headers within this time (at most HTTP_REQUEST_TIMEOUT_MS), else 408 and the connection is closed',
+    default: '10000',
+    parse: intIn(1, 3_600_000),
+  },
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: {
+    description: 'sidecar: an idle keep-alive connection is closed after this time',
+    default: '5000',
+    parse: intIn(1, 3_600_000),
+  },
+  HTTP_IDLE_TIMEOUT_MS: {
+    description:
+      'sidecar: a connection with no traffic in either direction (e.g. a stalled download) is destroyed after this time',
+    default: '60000',
+    parse: intIn(1, 3_600_000),
+  },
+  METRICS_HOST: {
+    description:
+      'listen address of the /metrics, /healthz, /readyz server of the controller and of the sidecar (0.0.0.0 for scrapes and probes of the pod IP)',
+    default: '0.0.0.0',
+    parse: str,
+  },
   METRICS_PORT: {
     description: '/metrics, /healthz, /readyz port of the controller and of the sidecar (one per container)',
     default: '9090',

@@ -28,6 +28,7 @@ import {
   WorkQueue,
   type EventRecorder,
   type KubeClient,
+  type ReconcileResult,
 } from './runtime/index.ts';
 import { kubeProjectionApi } from './transparency/kube-api.ts';
 import { mayNeedProjection, projectionTargetsChanged, projectRun } from './transparency/projection.ts';
@@ -50,6 +51,11 @@ export interface ControllerDeps {
   readonly workers?: number;
   /** Watch Runs of one namespace only (WATCH_NAMESPACE); all namespaces when unset. */
   readonly watchNamespace?: string;
+  /**
+   * Watch only Runs matching this label selector (shards of Runs across controller deployments;
+   * tests scope a controller watching every namespace to their own Runs with it).
+   */
+  readonly runLabelSelector?: string;
   /** Name of the leader-election Lease (one per independent controller deployment). */
   readonly leaseName?: string;
   /**
@@ -88,10 +94,10 @@ export class ReconcileTimeoutError extends Error {}
  * time concurrently, only requeued with backoff.
  */
 export function withReconcileDeadline(
-  reconcile: (key: string) => Promise<void>,
+  reconcile: (key: string) => Promise<ReconcileResult | undefined | void>,
   timeoutMs: number,
   onOverrun: (key: string) => void,
-): (key: string) => Promise<{ requeue: true } | void> {
+): (key: string) => Promise<ReconcileResult | undefined | void> {
   const overrunning = new Set<string>();
   return async (key) => {
     if (overrunning.has(key)) return { requeue: true };
@@ -101,8 +107,8 @@ export function withReconcileDeadline(
       timer = setTimeout(resolve, timeoutMs, 'timeout');
     });
     try {
-      const outcome = await Promise.race([run.then(() => 'done' as const), deadline]);
-      if (outcome === 'done') return;
+      const outcome = await Promise.race([run.then((result) => ({ result })), deadline]);
+      if (outcome !== 'timeout') return outcome.result;
     } finally {
       clearTimeout(timer);
     }
@@ -237,7 +243,10 @@ export function startController(deps: ControllerDeps): RunningController {
         deps.client,
         resourcePath(RUN_TYPE, { namespace: deps.watchNamespace }),
         // The reconcilers read the cache, never managedFields.
-        { transform: withoutManagedFields },
+        {
+          transform: withoutManagedFields,
+          ...(deps.runLabelSelector !== undefined ? { labelSelector: deps.runLabelSelector } : {}),
+        },
       ),
       logger: log,
       registry: deps.registry,
@@ -265,10 +274,10 @@ export function startController(deps: ControllerDeps): RunningController {
     });
     try {
       await inf.waitForSync(signal);
-      const reconcile = async (key: string): Promise<void> => {
+      const reconcile = async (key: string): Promise<ReconcileResult | undefined> => {
         const { namespace, name } = splitKey(key);
         try {
-          await reconcileRun(
+          const result = await reconcileRun(
             {
               api,
               vault: deps.vault,
@@ -280,6 +289,7 @@ export function startController(deps: ControllerDeps): RunningController {
             name,
           );
           deps.health?.ok(Dependencies.vault);
+          return result;
         } catch (err) {
           if (err instanceof RecordError) {
             if (err.code === Reasons.VaultUnavailable) deps.health?.failed(Dependencies.vault);

@@ -11,7 +11,7 @@ import type { Authorizer } from './auth/authorizer.ts';
 import { isAllowed } from './auth/plugin.ts';
 import { ProblemError } from './problem.ts';
 import { installAuth } from './auth/plugin.ts';
-import { installErrorHandling } from './error-handler.ts';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './error-handler.ts';
 import { problemSchema } from './problem.ts';
 import { transparencyViewSchema } from './schemas.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
@@ -54,7 +54,28 @@ export interface AppDeps {
   readonly signer?: KeySigner;
   /** EXPORT_MAX_ATTESTATIONS: largest selection one export may hold. */
   readonly exportLimit?: number;
+  /** How long a client may take to send a request, and keep a connection idle (HTTP_*_TIMEOUT_MS). */
+  readonly timeouts?: Partial<HttpTimeouts>;
 }
+
+/** Milliseconds; see docs/configuration.md (HTTP_REQUEST_TIMEOUT_MS and the others). */
+export interface HttpTimeouts {
+  /** The whole request, headers and body, must arrive within this time: else 408 and close. */
+  readonly requestMs: number;
+  /** The request headers must arrive within this time (at most requestMs): else 408 and close. */
+  readonly headersMs: number;
+  /** An idle keep-alive connection is closed after this time. */
+  readonly keepAliveMs: number;
+  /** A connection with no traffic in either direction for this long is destroyed. */
+  readonly idleMs: number;
+}
+
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = {
+  requestMs: 30_000,
+  headersMs: 10_000,
+  keepAliveMs: 5_000,
+  idleMs: 60_000,
+};
 
 /**
  * Builds the sidecar's Fastify application without listening, so tests drive it with `inject()`
@@ -62,9 +83,28 @@ export interface AppDeps {
  */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger = deps.logger;
+  const timeouts = { ...DEFAULT_HTTP_TIMEOUTS, ...deps.timeouts };
+  if (timeouts.headersMs > timeouts.requestMs) {
+    throw new RangeError('the headers timeout must not exceed the request timeout');
+  }
   const app = Fastify({
     loggerInstance,
     bodyLimit: deps.bodyLimit ?? 64 * 1024,
+    // A client that never finishes its headers or body (a content-length it never sends) is cut
+    // off with 408; idle connections are closed. Node checks the request timeouts every
+    // connectionsCheckingInterval (default 30 s), so that interval is kept below the timeouts.
+    requestTimeout: timeouts.requestMs,
+    keepAliveTimeout: timeouts.keepAliveMs,
+    connectionTimeout: timeouts.idleMs,
+    http: {
+      headersTimeout: timeouts.headersMs,
+      requestTimeout: timeouts.requestMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(timeouts.headersMs / 2))),
+    },
+    // Errors before routing (an undecodable URL, a malformed or too slow request) are problem+json
+    // from the one error handler too, and quote nothing of the request.
+    frameworkErrors,
+    clientErrorHandler,
     // Strict validation: unknown fields are errors (not silently removed), no type coercion of bodies.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true } },
     routerOptions: { ignoreTrailingSlash: true },
@@ -127,12 +167,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installAuth(app, deps.authorizer);
 
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, () => ({ status: 'ok' }));
-  app.get('/readyz', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+  // Unauthenticated: the answer says ready or not, never why (a reason would name internal
+  // addresses); the cause goes to the log.
+  app.get('/readyz', { config: { public: true }, schema: { hide: true } }, async (req, reply) => {
     try {
       await deps.ready?.();
       return { status: 'ready' };
     } catch (err) {
-      return reply.code(503).send({ status: 'not ready', reason: (err as Error).message });
+      req.log.warn({ err }, 'not ready');
+      return reply.code(503).send({ status: 'not ready' });
     }
   });
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, () => app.swagger());

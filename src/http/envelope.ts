@@ -222,14 +222,15 @@ export function toApiEnvelope(
 export interface AttestationPageFields {
   items: readonly ApiEnvelope[];
   next_cursor: string | null;
-  excluded_namespaces: readonly string[];
+  /** How many namespaces asked for (or holding records) the caller may not list: counted, never named. */
+  excluded_namespace_count: number;
 }
 
 /** The one builder of a query page; its items can only come from {@link toApiEnvelope}. */
 export function attestationPage(
   items: readonly ApiEnvelope[],
   nextCursor: string | null,
-  excludedNamespaces: readonly string[],
+  excludedNamespaces: number,
 ): Body<AttestationPageFields> {
-  return brand({ items, next_cursor: nextCursor, excluded_namespaces: [...excludedNamespaces] });
+  return brand({ items, next_cursor: nextCursor, excluded_namespace_count: excludedNamespaces });
 }

@@ -1,4 +1,5 @@
 import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TransparencyError, type TransparencyErrorCode } from '../transparency/errors.ts';
 import { MediaType } from '../transparency/media-types.ts';
@@ -6,6 +7,7 @@ import { encodeProblemDetails } from '../transparency/problem-details.ts';
 import { ObjectStoreError } from '../blob/store.ts';
 import { isVaultUnavailable, VaultError } from '../vault/index.ts';
 import { problem, ProblemError, PROBLEM_CONTENT_TYPE, type FieldProblem } from './problem.ts';
+import { NO_CONTROL_PATTERN } from './schemas.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -44,6 +46,9 @@ interface AjvIssue {
   params?: Record<string, unknown>;
 }
 
+/** A property name as a JSON pointer token (RFC 6901: `~` → `~0`, `/` → `~1`), at most 64 characters. */
+const pointerToken = (name: string): string => name.slice(0, 64).replaceAll('~', '~0').replaceAll('/', '~1');
+
 /** Fastify/Ajv validation issues → JSON pointers into the request (`/body/limit`). */
 function fieldProblems(err: FastifyError): FieldProblem[] {
   const where = (err as { validationContext?: string }).validationContext ?? 'body';
@@ -51,11 +56,14 @@ function fieldProblems(err: FastifyError): FieldProblem[] {
   return issues.map((v) => {
     let pointer = `/${where}${v.instancePath ?? ''}`;
     if (v.keyword === 'additionalProperties' && typeof v.params?.additionalProperty === 'string') {
-      pointer += `/${v.params.additionalProperty}`;
+      pointer += `/${pointerToken(v.params.additionalProperty)}`;
       return { pointer, message: 'unknown field' };
     }
     if (v.keyword === 'required' && typeof v.params?.missingProperty === 'string') {
       pointer += `/${v.params.missingProperty}`;
+    }
+    if (v.keyword === 'pattern' && v.params?.pattern === NO_CONTROL_PATTERN) {
+      return { pointer, message: 'must not contain control characters' };
     }
     return { pointer, message: v.message ?? 'invalid' };
   });
@@ -132,8 +140,10 @@ function failureOf(err: unknown, req: FastifyRequest): Failure {
   if (fe instanceof SyntaxError || (fe.statusCode === 400 && /JSON/i.test(fe.message))) {
     return plain(400, 'MALFORMED_JSON', 'the body is not valid JSON');
   }
+  if (fe.code === 'FST_ERR_BAD_URL') return plain(400, 'VALIDATION_FAILED', 'the URL is not valid');
+  // Other framework 4xx: a fixed text, never the framework's message (it may quote the request).
   if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
-    return plain(fe.statusCode, 'VALIDATION_FAILED', fe.message);
+    return plain(fe.statusCode, 'VALIDATION_FAILED', STATUS_CODES[fe.statusCode] ?? 'bad request');
   }
   return INTERNAL;
 }
@@ -160,10 +170,41 @@ function send(req: FastifyRequest, reply: FastifyReply, failure: Failure): Fasti
       }),
     );
   }
+  // `instance` is the route's pattern (`/v1/attestations/:id`), never the URL as sent: no error
+  // echoes the request's path or query string.
+  const route = req.routeOptions.url;
   return reply.type(PROBLEM_CONTENT_TYPE).send({
     ...problem(failure.status, failure.code, failure.detail, failure.errors),
-    instance: req.url.split('?')[0],
+    ...(route !== undefined ? { instance: route } : {}),
   });
+}
+
+/**
+ * Errors raised before any request object exists (Node's HTTP parser: malformed request line or
+ * headers, header or body timeouts, oversized headers): written straight to the socket, as
+ * problem+json like every other error, and the connection is closed.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, detail] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'REQUEST_TIMEOUT', 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'VALIDATION_FAILED', 'the request headers are too large']
+        : [400, 'VALIDATION_FAILED', 'the request is not valid HTTP'];
+  if (socket.writable) {
+    const body = JSON.stringify(problem(status, code, detail));
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/** Fastify's `frameworkErrors` hook (a URL it cannot decode): mapped and written like any other error. */
+export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  void send(req, reply, failureOf(err, req));
 }
 
 /**
@@ -181,11 +222,6 @@ export function installErrorHandling(app: FastifyInstance): void {
     return send(req, reply, failure);
   });
   app.setNotFoundHandler((req, reply) =>
-    send(req, reply, {
-      status: 404,
-      code: 'NOT_FOUND',
-      detail: `no route ${req.method} ${req.url.split('?')[0]}`,
-      headers: {},
-    }),
+    send(req, reply, { status: 404, code: 'NOT_FOUND', detail: 'no such route', headers: {} }),
   );
 }

@@ -17,6 +17,7 @@ export type ProblemCode =
   | 'MALFORMED_JSON'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'PAYLOAD_TOO_LARGE'
+  | 'REQUEST_TIMEOUT'
   | 'CURSOR_INVALID'
   | 'INVALID_TIME_WINDOW'
   | 'UNSIGNED_EXPORT_BLOCKED'
@@ -56,6 +57,7 @@ const TITLES: Record<ProblemCode, string> = {
   MALFORMED_JSON: 'Malformed JSON body',
   UNSUPPORTED_MEDIA_TYPE: 'Unsupported media type',
   PAYLOAD_TOO_LARGE: 'Payload too large',
+  REQUEST_TIMEOUT: 'Request timeout',
   CURSOR_INVALID: 'Invalid cursor',
   INVALID_TIME_WINDOW: 'Invalid time window',
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',

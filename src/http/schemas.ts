@@ -1,3 +1,5 @@
+import { MAX_QUERY_NAMESPACES } from './auth/namespaces.ts';
+
 /**
  * JSON Schemas of the /v1 API, shared by route validation, response serialisation and the OpenAPI
  * document. What stops field leaks: Fastify's serializer for the routes it writes, and for the hot
@@ -10,6 +12,20 @@ export const UUID_V7_PATTERN =
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 export const DIGEST_PATTERN = '^sha256:[0-9a-f]{64}$';
 const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+/**
+ * Free-text filters hold no control characters (Unicode Cc: U+0000-U+001F, U+007F-U+009F), as
+ * admission refuses them in every name of a Run (docs/runs.md): nothing stored can match one, and
+ * NUL cannot even be sent to PostgreSQL. Refused as 400 VALIDATION_FAILED with a pointer.
+ */
+export const NO_CONTROL_PATTERN = '^[^\\u0000-\\u001f\\u007f-\\u009f]*$';
+const text = (minLength: number, maxLength: number, description?: string) =>
+  ({
+    type: 'string',
+    minLength,
+    maxLength,
+    pattern: NO_CONTROL_PATTERN,
+    ...(description !== undefined ? { description } : {}),
+  }) as const;
 
 const freeObject = { type: 'object', additionalProperties: true } as const;
 
@@ -168,37 +184,31 @@ export const queryBodySchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    subject: {
-      type: 'string',
-      minLength: 1,
-      maxLength: 600,
-      description: 'exact subject, e.g. step:<run_id>:<step_id>',
-    },
+    subject: text(1, 600, 'exact subject, e.g. step:<run_id>:<step_id>'),
     run_id: { type: 'string', pattern: UUID_PATTERN },
-    step_id: { type: 'string', minLength: 1, maxLength: 63 },
+    step_id: text(1, 63),
     artifact_digest: { type: 'string', pattern: DIGEST_PATTERN },
     policy_pack: {
       type: 'object',
       additionalProperties: false,
       required: ['name'],
       properties: {
-        name: { type: 'string', minLength: 1, maxLength: 253 },
-        version: { type: 'string', minLength: 1, maxLength: 128 },
+        name: text(1, 253),
+        version: text(1, 128),
       },
     },
-    capability_token: {
-      type: 'string',
-      minLength: 1,
-      maxLength: 16384,
-      description:
-        'a capability token (VC-JWT or Biscuit), a token id, a capability id (capability:<run>:<step>:<n>) or a scope',
-    },
+    capability_token: text(
+      1,
+      16384,
+      'a capability token (VC-JWT or Biscuit), a token id, a capability id (capability:<run>:<step>:<n>) or a scope',
+    ),
     kind: { type: 'string', enum: ['run', 'step', 'artifact', 'policy', 'capability', 'aibom'] },
     from: { type: 'string', format: 'date-time', description: 'inclusive lower bound on created_at' },
     to: { type: 'string', format: 'date-time', description: 'exclusive upper bound on created_at' },
     namespaces: {
       type: 'array',
-      maxItems: 100,
+      maxItems: MAX_QUERY_NAMESPACES,
+      description: `at most ${MAX_QUERY_NAMESPACES}: each costs a SubjectAccessReview unless the caller may list cluster-wide`,
       uniqueItems: true,
       items: { type: 'string', pattern: DNS_LABEL, maxLength: 63 },
     },
@@ -208,26 +218,22 @@ export const queryBodySchema = {
       maximum: 1000,
       description: 'page size; default 100, maximum 1000',
     },
-    cursor: {
-      type: 'string',
-      minLength: 1,
-      maxLength: 2048,
-      description: 'next_cursor of the previous page',
-    },
+    cursor: text(1, 2048, 'next_cursor of the previous page'),
   },
 } as const;
 
 export const queryPageSchema = {
   $id: 'AttestationPage',
   type: 'object',
-  required: ['items', 'next_cursor', 'excluded_namespaces'],
+  required: ['items', 'next_cursor', 'excluded_namespace_count'],
   properties: {
     items: { type: 'array', items: { $ref: 'AttestationEnvelope#' } },
     next_cursor: { type: ['string', 'null'] },
-    excluded_namespaces: {
-      type: 'array',
-      items: { type: 'string' },
-      description: 'namespaces asked for (or holding records) that the caller may not list',
+    excluded_namespace_count: {
+      type: 'integer',
+      minimum: 0,
+      description:
+        'how many namespaces asked for (or holding records) the caller may not list; they are never named',
     },
   },
 } as const;

@@ -38,15 +38,31 @@ export interface Observed {
 export interface Plan {
   /** The mirror differs from the Run: upsert it. */
   readonly mirror: boolean;
-  /** Finished steps not yet recorded, in spec order. */
+  /** Finished steps not yet recorded, in spec order: as many as one reconcile may record. */
   readonly steps: readonly string[];
-  /** The Run is terminal and its policies and provenance are not recorded. */
+  /** Finished steps are left for the next reconcile (the terminal records and AIBOM wait for them). */
+  readonly more: boolean;
+  /** The Run is terminal, every step is recorded, and its policies and provenance are not. */
   readonly terminal: boolean;
-  /** The Run is terminal and its AIBOM is not recorded, or its status does not show it yet. */
+  /** The Run is terminal, every step is recorded, and its AIBOM is not, or its status does not show it yet. */
   readonly aibom: boolean;
   /** An open request to re-sign the AIBOM's C2PA manifest (the API opened it on a download). */
   readonly repair: ManifestRepair | null;
 }
+
+/**
+ * How much one reconcile of a Run may do before it gives its worker back (docs/runs.md,
+ * "Fairness"): a Run of 128 steps with 256 capabilities takes several short reconciles, and other
+ * namespaces' Runs are served in between (the work queue is round-robin across namespaces).
+ */
+export interface ReconcileLimits {
+  /** Step records appended per reconcile: whole steps (capabilities + 1 each), at least one step. */
+  readonly records: number;
+  /** Attestation resources created per reconcile. */
+  readonly resources: number;
+}
+
+export const RECONCILE_LIMITS: ReconcileLimits = { records: 64, resources: 64 };
 
 /** The claim keys a Run can have (the AIBOM's is the artifact record's business). */
 export function claimKeys(run: Run): string[] {
@@ -62,7 +78,7 @@ function statusShowsAibom(run: Run, aibom: ArtifactRecord): boolean {
 }
 
 /** The checks, in order; each only reads. An empty plan means the vault is up to date. */
-export function plan(run: Run, observed: Observed): Plan {
+export function plan(run: Run, observed: Observed, limits: ReconcileLimits = RECONCILE_LIMITS): Plan {
   const mirror =
     observed.mirror === null ||
     observed.mirror.namespace !== run.metadata.namespace ||
@@ -70,14 +86,22 @@ export function plan(run: Run, observed: Observed): Plan {
     !jsonEqual(observed.mirror.spec, run.spec) ||
     !jsonEqual(observed.mirror.status, mirroredStatus(run));
   const id = run.metadata.uid;
-  const steps = finishedSteps(run)
-    .filter(({ step }) => !observed.claimed.has(stepKey(id, step.id)))
-    .map(({ step }) => step.id);
-  const terminal = isTerminal(run.status?.phase);
+  const due = finishedSteps(run).filter(({ step }) => !observed.claimed.has(stepKey(id, step.id)));
+  const steps: string[] = [];
+  let records = 0;
+  for (const { step } of due) {
+    const n = (step.capabilities?.length ?? 0) + 1;
+    if (steps.length > 0 && records + n > limits.records) break;
+    steps.push(step.id);
+    records += n;
+  }
+  const more = steps.length < due.length;
+  const terminal = isTerminal(run.status?.phase) && !more;
   const pending = observed.aibom !== null ? pendingRepair(observed.aibom) : undefined;
   return {
     mirror,
     steps,
+    more,
     terminal: terminal && !observed.claimed.has(terminalKey(id)),
     aibom: terminal && (observed.aibom === null || !statusShowsAibom(run, observed.aibom)),
     repair: terminal && pending?.state === 'queued' ? pending : null,
@@ -85,7 +109,7 @@ export function plan(run: Run, observed: Observed): Plan {
 }
 
 export const isEmpty = (p: Plan): boolean =>
-  !p.mirror && p.steps.length === 0 && !p.terminal && !p.aibom && p.repair === null;
+  !p.mirror && p.steps.length === 0 && !p.more && !p.terminal && !p.aibom && p.repair === null;
 
 /** The AIBOMReady condition of a recorded AIBOM: ready, or why its manifest is not (a repair). */
 function aibomCondition(aibom: ArtifactRecord): {

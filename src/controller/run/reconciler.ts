@@ -19,9 +19,13 @@ import {
   failedStatus,
   isEmpty,
   plan,
+  RECONCILE_LIMITS,
   statusChanged,
   type Observed,
+  type Plan,
+  type ReconcileLimits,
 } from './plan.ts';
+import type { ReconcileResult } from '../runtime/index.ts';
 
 /** What the reconciler needs from the Kubernetes API (kube-api.ts implements it). */
 export interface RunApi {
@@ -56,6 +60,8 @@ export interface RunReconcilerDeps {
   readonly now?: () => Date;
   /** Observes the time from starting a terminal Run's AIBOM to it being recorded (seconds). */
   readonly observeAibom?: (seconds: number) => void;
+  /** Work per reconcile (plan.ts RECONCILE_LIMITS). */
+  readonly limits?: ReconcileLimits;
 }
 
 async function gather(vault: RunStore, run: Run): Promise<Observed> {
@@ -97,26 +103,33 @@ function humanCause(reason: FailureReason, err: unknown): string {
  * Transparency state is not this reconciler's: the projection controller writes it
  * (src/controller/transparency/), driven by job changes.
  */
-export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, name: string): Promise<void> {
+export async function reconcileRun(
+  deps: RunReconcilerDeps,
+  namespace: string,
+  name: string,
+): Promise<ReconcileResult | undefined> {
   const now = deps.now ?? (() => new Date());
   let run = deps.api.cached(namespace, name);
-  if (!run) return;
+  if (!run) return undefined;
   const deleting = run.metadata.deletionTimestamp !== undefined;
-  if (deleting && !hasFinalizer(run, FINALIZER)) return;
+  if (deleting && !hasFinalizer(run, FINALIZER)) return undefined;
   if (!deleting) run = await deps.api.addFinalizer(run);
   const log = deps.logger.child({ run: `${namespace}/${name}`, runId: run.metadata.uid });
 
+  const limits = deps.limits ?? RECONCILE_LIMITS;
   let observed: Observed;
+  let todo: Plan;
+  let resourcesLeft = false;
   try {
     observed = await gather(deps.vault, run);
-    let todo = plan(run, observed);
+    todo = plan(run, observed, limits);
     if (todo.terminal || todo.aibom) {
       // The terminal records and the AIBOM are fixed for good once claimed: make them from the
       // Run as it is now, not from a cached copy.
       const live = await deps.api.get(namespace, name);
-      if (!live || live.metadata.uid !== run.metadata.uid) return;
+      if (!live || live.metadata.uid !== run.metadata.uid) return undefined;
       run = live;
-      todo = plan(run, observed);
+      todo = plan(run, observed, limits);
     }
     if (!isEmpty(todo)) {
       const current = run;
@@ -164,11 +177,13 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
     }
     const known = run.status?.attestations?.count ?? 0;
     if (observed.attestations.length > known) {
-      // One LIST, then creates for the missing ones only (not a 409 per existing resource).
+      // One LIST, then creates for the missing ones only (not a 409 per existing resource), at
+      // most `limits.resources` of them.
       const existing = await deps.api.attestationIds(run);
-      for (const a of observed.attestations) {
-        if (!existing.has(a.id)) await deps.api.createAttestation(run, a);
-      }
+      const missing = observed.attestations.filter((a) => !existing.has(a.id));
+      const batch = missing.slice(0, limits.resources);
+      for (const a of batch) await deps.api.createAttestation(run, a);
+      resourcesLeft = missing.length > batch.length;
     }
   } catch (err) {
     const reason: FailureReason =
@@ -187,6 +202,11 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
     throw err;
   }
 
+  // A bounded batch was done and more is due: back in the queue, behind other namespaces' Runs.
+  // The status is written once the batches are done: a status write of a large Run is among the
+  // most expensive requests the API server serves (server-side apply and the CEL rules over every
+  // step), and the count it holds must only ever cover records whose resources exist.
+  if (todo.more || resourcesLeft) return { more: true };
   const status = desiredStatus(run, observed, now());
   if (statusChanged(run.status, status)) await deps.api.applyStatus(run, status);
   const terminal = isTerminal(run.status?.phase);
@@ -194,4 +214,5 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
     await deps.api.removeFinalizer(run);
     log.info('finalizer removed: attestations and AIBOM are recorded');
   }
+  return undefined;
 }

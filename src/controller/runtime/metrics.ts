@@ -52,7 +52,7 @@ export const workqueueMetrics = perRegistry((r) => ({
 export const reconcileMetrics = perRegistry((r) => ({
   total: new Counter({
     name: 'controller_runtime_reconcile_total',
-    help: 'Reconciliations by result (success, error, requeue, requeue_after)',
+    help: 'Reconciliations by result (success, error, requeue, requeue_after, more)',
     labelNames: ['controller', 'result'],
     registers: [r],
   }),

@@ -12,6 +12,12 @@ export interface ReconcileResult {
   requeue?: boolean;
   /** Requeue after this many ms and reset the backoff (periodic checks, known wait times). */
   requeueAfterMs?: number;
+  /**
+   * The reconcile stopped after a bounded batch of work and has more to do: requeue at once, with
+   * the backoff reset, behind the keys of other tenants (the queue is round-robin across them), so
+   * one large object never holds a worker for long.
+   */
+  more?: boolean;
 }
 
 export type Reconciler = (
@@ -58,7 +64,12 @@ export async function runWorkers(
     let result: string;
     try {
       const out = (await reconcile(key, signal)) ?? undefined;
-      if (out?.requeueAfterMs !== undefined && out.requeueAfterMs > 0) {
+      if (out?.more === true) {
+        queue.forget(key);
+        // Processing: the add only marks the key dirty; done() below puts it at the back of its shard.
+        queue.add(key);
+        result = 'more';
+      } else if (out?.requeueAfterMs !== undefined && out.requeueAfterMs > 0) {
         queue.forget(key);
         queue.addAfter(key, out.requeueAfterMs);
         result = 'requeue_after';

@@ -7,16 +7,31 @@ export interface WorkQueueOptions {
   name?: string;
   rateLimiter?: RateLimiter;
   registry?: Registry;
+  /**
+   * The tenant a key belongs to; keys are handed out round-robin across tenants. Default: the
+   * namespace of a `namespace/name` key (`''` for keys without a slash: one FIFO for all).
+   */
+  shard?: (key: string) => string;
 }
 
+/** The namespace of a `namespace/name` key; `''` for cluster-scoped or plain keys. */
+export const namespaceOf = (key: string): string => {
+  const slash = key.indexOf('/');
+  return slash < 0 ? '' : key.slice(0, slash);
+};
+
 /**
- * A keyed work queue with client-go's semantics.
+ * A keyed work queue with client-go's semantics, fair across tenants.
  *
  * Invariants:
  * - A key is at most once in the queue (`dirty` = queued or to be re-queued): adding a queued key
  *   is a no-op, so a burst of events for one object costs one reconcile.
  * - A key is never handed to two workers at once (`processing`). Adding it while it is processing
  *   only marks it dirty; `done()` puts it back so it is processed once more, after the current run.
+ * - Fairness: each shard (tenant: a namespace) has its own FIFO, and `get()` serves the shards
+ *   round-robin, one key per turn. A shard served goes to the back of the line, so a key of a shard
+ *   with nothing queued waits for at most one key of each other shard, however many keys one tenant
+ *   queues (or re-queues: a reconcile that stops after a bounded batch re-adds its key behind them).
  * - Waiters exist only while the queue is empty; a new key goes straight to the oldest waiter.
  * - After `shutDown()` nothing new is accepted; queued keys are still handed out when draining,
  *   and `get()` returns undefined once the queue is empty.
@@ -25,7 +40,10 @@ export class WorkQueue {
   readonly name: string;
   readonly #rateLimiter: RateLimiter;
   readonly #metrics: ReturnType<typeof workqueueMetrics> | undefined;
-  #queue: string[] = [];
+  readonly #shardOf: (key: string) => string;
+  /** Non-empty shards in turn order (Map insertion order), each a FIFO of keys. */
+  readonly #shards = new Map<string, string[]>();
+  #length = 0;
   readonly #enqueuedAt = new Map<string, number>();
   readonly #dirty = new Set<string>();
   readonly #processing = new Set<string>();
@@ -38,6 +56,7 @@ export class WorkQueue {
     this.name = options.name ?? 'default';
     this.#rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter();
     this.#metrics = options.registry ? workqueueMetrics(options.registry) : undefined;
+    this.#shardOf = options.shard ?? namespaceOf;
   }
 
   get shuttingDown(): boolean {
@@ -46,7 +65,7 @@ export class WorkQueue {
 
   /** Keys waiting for a worker (not those being processed or scheduled for later). */
   len(): number {
-    return this.#queue.length;
+    return this.#length;
   }
 
   add(key: string): void {
@@ -98,7 +117,7 @@ export class WorkQueue {
 
   /** The next key to process, or undefined once shut down and empty. Call `done(key)` after. */
   get(): Promise<string | undefined> {
-    const key = this.#queue.shift();
+    const key = this.#next();
     if (key !== undefined) return Promise.resolve(this.#take(key));
     if (this.#shuttingDown) return Promise.resolve(undefined);
     return new Promise((resolve) => this.#waiters.push(resolve));
@@ -120,7 +139,8 @@ export class WorkQueue {
     for (const { timer } of this.#delayed.values()) clearTimeout(timer);
     this.#delayed.clear();
     if (options.drain === false) {
-      this.#queue = [];
+      this.#shards.clear();
+      this.#length = 0;
       this.#enqueuedAt.clear();
       this.#dirty.clear(); // also keeps processing keys from coming back
       this.#setDepth();
@@ -138,9 +158,25 @@ export class WorkQueue {
       waiter(this.#take(key, Date.now()));
       return;
     }
-    this.#queue.push(key);
+    const shard = this.#shardOf(key);
+    const keys = this.#shards.get(shard);
+    if (keys) keys.push(key);
+    else this.#shards.set(shard, [key]);
+    this.#length += 1;
     this.#enqueuedAt.set(key, Date.now());
     this.#setDepth();
+  }
+
+  /** The first key of the shard whose turn it is; that shard goes to the back of the line. */
+  #next(): string | undefined {
+    const first = this.#shards.entries().next();
+    if (first.done) return undefined;
+    const [shard, keys] = first.value;
+    const key = keys.shift()!;
+    this.#shards.delete(shard);
+    if (keys.length > 0) this.#shards.set(shard, keys);
+    this.#length -= 1;
+    return key;
   }
 
   #take(key: string, since = this.#enqueuedAt.get(key)): string {
@@ -155,11 +191,11 @@ export class WorkQueue {
   }
 
   #setDepth(): void {
-    this.#metrics?.depth.set({ name: this.name }, this.#queue.length);
+    this.#metrics?.depth.set({ name: this.name }, this.#length);
   }
 
   #checkDrained(): void {
-    if (!this.#shuttingDown || this.#queue.length > 0 || this.#processing.size > 0) return;
+    if (!this.#shuttingDown || this.#length > 0 || this.#processing.size > 0) return;
     for (const resolve of this.#drained.splice(0)) resolve();
   }
 }

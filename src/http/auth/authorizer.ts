@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { Counter, type Registry } from 'prom-client';
+import { KeyedLimiter } from './limiter.ts';
 import { TtlCache } from './ttl-cache.ts';
 
 export interface UserInfo {
@@ -25,67 +27,128 @@ export interface Authorizer {
   allowed(user: UserInfo, attrs: ResourceAttributes): Promise<boolean>;
 }
 
-export const API_GROUP = 'vault.service.dev';
-
-export interface KubeAuthorizerOptions {
-  /** How long a decision is reused. Short: a revoked RoleBinding takes effect within this time. */
-  readonly ttlMs?: number;
-  readonly maxEntries?: number;
+/** The wire: one call is one review sent to the API server, nothing cached or limited. */
+export interface ReviewClient {
+  tokenReview(token: string): Promise<UserInfo | null>;
+  accessReview(user: UserInfo, attrs: ResourceAttributes): Promise<boolean>;
 }
 
-/** Decisions are cached 10 s (allow and deny alike), like the kube-apiserver webhook authorizer default order of magnitude. */
-export const DEFAULT_AUTH_TTL_MS = 10_000;
+export const API_GROUP = 'vault.service.dev';
 
 /**
- * Delegates to the Kubernetes API server, as kube-rbac-proxy and aggregated API servers do: the
- * sidecar's own identity needs `create` on tokenreviews and subjectaccessreviews
- * (ClusterRole system:auth-delegator).
+ * Bounds on what reviews cost (docs/api.md, "Authorisation cost"). Decisions are cached 10 s
+ * (allow and deny alike, the order of magnitude of the kube-apiserver webhook authorizer's cache):
+ * a revoked RoleBinding takes effect within that time.
  */
-export function kubernetesAuthorizer(kc: KubeConfig, opts: KubeAuthorizerOptions = {}): Authorizer {
+export const AUTH_DEFAULTS = {
+  ttlMs: 10_000,
+  maxEntries: 50_000,
+  /** SubjectAccessReviews in flight for one user; more wait for their turn. */
+  maxInflightPerIdentity: 4,
+  /** SubjectAccessReviews in flight for all users together. */
+  maxInflight: 32,
+  /** TokenReviews in flight (callers are not known yet: one pool for all). */
+  maxTokenReviewsInflight: 16,
+} as const;
+
+export interface AuthorizerOptions {
+  readonly ttlMs?: number;
+  readonly maxEntries?: number;
+  readonly maxInflightPerIdentity?: number;
+  readonly maxInflight?: number;
+  readonly maxTokenReviewsInflight?: number;
+  /** Where `sidecar_auth_reviews_total{review}` (reviews sent upstream) goes. */
+  readonly registry?: Registry;
+}
+
+/**
+ * TokenReview and SubjectAccessReview against the Kubernetes API server, as kube-rbac-proxy and
+ * aggregated API servers do: the sidecar's own identity needs `create` on tokenreviews and
+ * subjectaccessreviews (ClusterRole system:auth-delegator).
+ */
+export function kubeReviewClient(kc: KubeConfig): ReviewClient {
   const authn = kc.makeApiClient(AuthenticationV1Api);
   const authz = kc.makeApiClient(AuthorizationV1Api);
-  const ttl = opts.ttlMs ?? DEFAULT_AUTH_TTL_MS;
-  const users = new TtlCache<string, UserInfo | null>(ttl, opts.maxEntries ?? 10_000);
-  const decisions = new TtlCache<string, boolean>(ttl, opts.maxEntries ?? 50_000);
   return {
-    async authenticate(token) {
-      // Key on a hash: raw bearer tokens are never kept in memory longer than the request.
-      const key = createHash('sha256').update(token).digest('base64url');
-      return users.getOrLoad(key, async () => {
-        const review = await authn.createTokenReview({ body: { spec: { token } } });
-        const st = review.status;
-        if (!st?.authenticated || !st.user?.username) return null;
-        return {
-          username: st.user.username,
-          groups: st.user.groups ?? [],
-          ...(st.user.uid !== undefined ? { uid: st.user.uid } : {}),
-          ...(st.user.extra !== undefined ? { extra: st.user.extra } : {}),
-        };
-      });
+    async tokenReview(token) {
+      const review = await authn.createTokenReview({ body: { spec: { token } } });
+      const st = review.status;
+      if (!st?.authenticated || !st.user?.username) return null;
+      return {
+        username: st.user.username,
+        groups: st.user.groups ?? [],
+        ...(st.user.uid !== undefined ? { uid: st.user.uid } : {}),
+        ...(st.user.extra !== undefined ? { extra: st.user.extra } : {}),
+      };
     },
-    async allowed(user, attrs) {
-      const key = JSON.stringify([user.username, user.uid, user.groups, attrs]);
-      return decisions.getOrLoad(key, async () => {
-        const review = await authz.createSubjectAccessReview({
-          body: {
-            spec: {
-              user: user.username,
-              groups: [...user.groups],
-              ...(user.uid !== undefined ? { uid: user.uid } : {}),
-              ...(user.extra !== undefined ? { extra: { ...user.extra } } : {}),
-              resourceAttributes: {
-                group: API_GROUP,
-                resource: attrs.resource,
-                verb: attrs.verb,
-                namespace: attrs.namespace,
-                ...(attrs.subresource !== undefined ? { subresource: attrs.subresource } : {}),
-                ...(attrs.name !== undefined ? { name: attrs.name } : {}),
-              },
+    async accessReview(user, attrs) {
+      const review = await authz.createSubjectAccessReview({
+        body: {
+          spec: {
+            user: user.username,
+            groups: [...user.groups],
+            ...(user.uid !== undefined ? { uid: user.uid } : {}),
+            ...(user.extra !== undefined ? { extra: { ...user.extra } } : {}),
+            resourceAttributes: {
+              group: API_GROUP,
+              resource: attrs.resource,
+              verb: attrs.verb,
+              namespace: attrs.namespace,
+              ...(attrs.subresource !== undefined ? { subresource: attrs.subresource } : {}),
+              ...(attrs.name !== undefined ? { name: attrs.name } : {}),
             },
           },
-        });
-        return review.status?.allowed === true && review.status.denied !== true;
+        },
       });
+      return review.status?.allowed === true && review.status.denied !== true;
     },
   };
+}
+
+/**
+ * Reviews with a cache and concurrency limits in front: a burst of identical questions makes one
+ * review (single flight), answers are reused for `ttlMs`, and no caller can have more than
+ * `maxInflightPerIdentity` reviews in flight (all callers together `maxInflight`), however many
+ * requests it sends: its reviews queue behind each other, not in front of other callers'.
+ */
+export function cachingAuthorizer(reviews: ReviewClient, opts: AuthorizerOptions = {}): Authorizer {
+  const o = { ...AUTH_DEFAULTS, ...opts };
+  const users = new TtlCache<string, UserInfo | null>(o.ttlMs, o.maxEntries);
+  const decisions = new TtlCache<string, boolean>(o.ttlMs, o.maxEntries);
+  const access = new KeyedLimiter({ perKey: o.maxInflightPerIdentity, global: o.maxInflight });
+  const tokens = new KeyedLimiter({ perKey: o.maxTokenReviewsInflight, global: o.maxTokenReviewsInflight });
+  const sent = opts.registry
+    ? new Counter({
+        name: 'sidecar_auth_reviews_total',
+        help: 'TokenReviews and SubjectAccessReviews the sidecar sent to the Kubernetes API server',
+        labelNames: ['review'],
+        registers: [opts.registry],
+      })
+    : undefined;
+  return {
+    authenticate(token) {
+      // Key on a hash: raw bearer tokens are never kept in memory longer than the request.
+      const key = createHash('sha256').update(token).digest('base64url');
+      return users.getOrLoad(key, () =>
+        tokens.run('', () => {
+          sent?.inc({ review: 'token' });
+          return reviews.tokenReview(token);
+        }),
+      );
+    },
+    allowed(user, attrs) {
+      const key = JSON.stringify([user.username, user.uid, user.groups, attrs]);
+      return decisions.getOrLoad(key, () =>
+        access.run(user.username, () => {
+          sent?.inc({ review: 'access' });
+          return reviews.accessReview(user, attrs);
+        }),
+      );
+    },
+  };
+}
+
+/** The sidecar's authorizer: the API server's reviews behind the cache and limits. */
+export function kubernetesAuthorizer(kc: KubeConfig, opts: AuthorizerOptions = {}): Authorizer {
+  return cachingAuthorizer(kubeReviewClient(kc), opts);
 }

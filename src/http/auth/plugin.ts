@@ -64,3 +64,35 @@ export async function isAllowed(
     throw upstream(err);
   }
 }
+
+/** What a caller may do with one record: read it (or act on it), know that it exists, or neither. */
+export type Visibility = 'allowed' | 'listed' | 'hidden';
+
+/**
+ * The caller's access to one record: `attrs.verb` on it, else `list` of it in its namespace (a
+ * caller who could list it may learn that it exists: 403; anyone else: 404).
+ *
+ * Both questions name the record (`name` = the id asked for), so neither answer is reused for
+ * another id: every id costs the same fresh reviews whether it is hidden in another tenant's
+ * namespace, in a namespace the caller has asked about before, or unknown. `namespace` is undefined
+ * when no record has the id; it is then asked about as if it lived cluster-wide (`''`). Hidden and
+ * unknown ids therefore take the same path to the same 404: neither the answer nor its timing
+ * tells an outsider that an id exists. (With the namespace-wide `list` cached, the first probe
+ * into each namespace would have cost one review more than an unknown id.)
+ */
+export async function visibilityOf(
+  authorizer: Authorizer,
+  req: FastifyRequest,
+  namespace: string | undefined,
+  attrs: Omit<ResourceAttributes, 'namespace'>,
+): Promise<Visibility> {
+  const ns = namespace ?? '';
+  if (await isAllowed(authorizer, req, { ...attrs, namespace: ns })) return 'allowed';
+  const list = {
+    namespace: ns,
+    verb: 'list',
+    resource: attrs.resource,
+    ...(attrs.name !== undefined ? { name: attrs.name } : {}),
+  } as const;
+  return (await isAllowed(authorizer, req, list)) ? 'listed' : 'hidden';
+}

@@ -8,6 +8,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { StreamReader } from '../../../src/attest/index.ts';
 import { stackApp } from '../../helpers/app.ts';
 import { stack } from '../../helpers/stack.ts';
 import { attestation, setupVault, type TestVault } from '../vault/helpers.ts';
@@ -59,6 +60,8 @@ it(`streams ${ROWS} envelopes as NDJSON through HTTP with bounded heap growth`, 
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toContain('application/x-ndjson');
   const decoder = new TextDecoder();
+  // Counts and digests the lines as they pass; end() checks them against the trailer.
+  const reader = new StreamReader();
   let rest = '';
   let count = 0;
   let bytes = 0;
@@ -70,7 +73,9 @@ it(`streams ${ROWS} envelopes as NDJSON through HTTP with bounded heap growth`, 
     const lines = text.split('\n');
     rest = lines.pop() ?? '';
     for (const line of lines) {
-      const id = (JSON.parse(line) as { id: string }).id;
+      const record = reader.line(line) as { id: string } | undefined;
+      if (record === undefined) continue; // the trailer
+      const id = record.id;
       if (id <= prev) ordered = false;
       prev = id;
       count += 1;
@@ -82,6 +87,7 @@ it(`streams ${ROWS} envelopes as NDJSON through HTTP with bounded heap growth`, 
     `streamed ${count} envelopes (${(bytes / MiB).toFixed(0)} MiB) via HTTP, retained heap growth ${(growth / MiB).toFixed(1)} MiB`,
   );
   expect(rest).toBe('');
+  expect(reader.end().count).toBe(ROWS);
   expect(count).toBe(ROWS);
   expect(ordered).toBe(true);
   // The body is several hundred MiB; holding it (or the rows) would blow far past this bound.

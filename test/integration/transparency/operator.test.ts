@@ -249,7 +249,8 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       body: JSON.stringify({ namespaces: [ns] }),
     });
     const ndjson = await res.text();
-    expect(ndjson.trim().split('\n')).toHaveLength(6);
+    // Six records and the stream's trailer line.
+    expect(ndjson.trim().split('\n')).toHaveLength(7);
     const dir = stack().root;
     const keys = Buffer.from(
       await (

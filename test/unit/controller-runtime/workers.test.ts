@@ -21,6 +21,36 @@ function metricValue(text: string, line: RegExp): number {
   return m === undefined ? 0 : Number(m.split(' ').pop());
 }
 
+describe('runWorkers: bounded reconciles and fair turns', () => {
+  it('a reconcile that returns more goes behind other namespaces: a small key is done long before big ones', async () => {
+    const q = new WorkQueue({ rateLimiter: new ExponentialRateLimiter(1, 10) });
+    const batchesLeft = new Map(Array.from({ length: 5 }, (_, i) => [`hog/big-${i}`, 20]));
+    const order: string[] = [];
+    const done = runWorkers(
+      q,
+      2,
+      async (key) => {
+        await tick(1);
+        const left = batchesLeft.get(key);
+        if (left === undefined || left === 1) {
+          order.push(key);
+          return undefined;
+        }
+        batchesLeft.set(key, left - 1);
+        return { more: true };
+      },
+      { logger },
+    );
+    for (const k of batchesLeft.keys()) q.add(k);
+    await until(() => [...batchesLeft.values()].some((n) => n < 18));
+    q.add('small/tiny');
+    await until(() => order.length === 6, 10_000);
+    expect(order[0]).toBe('small/tiny');
+    await q.shutDown();
+    await done;
+  });
+});
+
 describe('runWorkers', () => {
   it('never runs one key on two workers at once, and re-runs a key added during its reconcile', async () => {
     const q = new WorkQueue({ rateLimiter: new ExponentialRateLimiter(1, 10) });

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ExponentialRateLimiter } from '../../../src/controller/runtime/ratelimit.ts';
@@ -53,6 +54,83 @@ describe('WorkQueue: dedupe and exclusivity', () => {
     q.add('a');
     q.done('a');
     expect(q.len()).toBe(1);
+  });
+});
+
+describe('WorkQueue: fair across namespaces', () => {
+  const drain = async (q: WorkQueue, n: number): Promise<string[]> => {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const k = (await q.get())!;
+      out.push(k);
+      q.done(k);
+    }
+    return out;
+  };
+
+  it('serves namespaces round-robin, FIFO within each', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 4; i++) q.add(`hog/r${i}`);
+    q.add('b/one');
+    q.add('c/one');
+    q.add('c/two');
+    expect(q.len()).toBe(7);
+    expect(await drain(q, 7)).toEqual(['hog/r0', 'b/one', 'c/one', 'hog/r1', 'c/two', 'hog/r2', 'hog/r3']);
+  });
+
+  it('a key of a quiet namespace waits for at most one key of each busy one, however many they re-queue', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 50; i++) q.add(`hog/r${i}`);
+    const first = (await q.get())!;
+    q.add('small/run');
+    // The hog's reconcile yields and re-queues itself (a bounded batch): it goes behind the small key.
+    q.add(first);
+    q.done(first);
+    expect(await drain(q, 2)).toEqual(['hog/r1', 'small/run']);
+  });
+
+  it('keys without a namespace share one FIFO (the transparency queue of run ids)', async () => {
+    const q = new WorkQueue();
+    for (const k of ['u1', 'u2', 'u3']) q.add(k);
+    expect(await drain(q, 3)).toEqual(['u1', 'u2', 'u3']);
+  });
+
+  it('shards by the given function', async () => {
+    const q = new WorkQueue({ shard: (k) => k[0]! });
+    for (const k of ['a1', 'a2', 'b1']) q.add(k);
+    expect(await drain(q, 3)).toEqual(['a1', 'b1', 'a2']);
+  });
+
+  it('property: whatever is queued, every key comes out once, FIFO per namespace, and no namespace is skipped', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd'), fc.integer({ min: 0, max: 20 })), {
+          maxLength: 60,
+        }),
+        async (adds) => {
+          const q = new WorkQueue();
+          const keys = [...new Set(adds.map(([ns, n]) => `${ns}/k${n}`))];
+          for (const k of keys) q.add(k);
+          const out = await drain(q, keys.length);
+          expect([...out].sort()).toEqual([...keys].sort());
+          const byNs = (list: string[], ns: string) => list.filter((k) => k.startsWith(`${ns}/`));
+          for (const ns of ['a', 'b', 'c', 'd']) expect(byNs(out, ns)).toEqual(byNs(keys, ns));
+          // Between two keys of one namespace, every other namespace with keys left is served once.
+          const left = new Map(['a', 'b', 'c', 'd'].map((ns) => [ns, byNs(keys, ns).length]));
+          const since = new Map<string, Set<string>>();
+          for (const k of out) {
+            const ns = k.split('/')[0]!;
+            const seen = since.get(ns);
+            if (seen) {
+              for (const [other, n] of left) if (other !== ns && n > 0) expect(seen.has(other)).toBe(true);
+            }
+            left.set(ns, left.get(ns)! - 1);
+            since.set(ns, new Set());
+            for (const [other, set] of since) if (other !== ns) set.add(ns);
+          }
+        },
+      ),
+    );
   });
 });
 

@@ -331,3 +331,99 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(writes(w)).toEqual({});
   });
 });
+
+/** A Run of `steps` tool steps with `caps` capabilities each, every step finished, the run Succeeded. */
+function bigRun(steps: number, caps: number): Run {
+  return runFixture((r) => {
+    r.spec = {
+      policyPack: { name: 'baseline', version: '1' },
+      steps: Array.from({ length: steps }, (_, i) => ({
+        id: `s${i}`,
+        policyPack: { name: `pack-${i}`, version: '1' },
+        tool: { name: `tool-${i}` },
+        capabilities: Array.from({ length: caps }, (_, c) => ({ scope: `x:${i}:${c}`, grantedBy: 'team:t' })),
+      })),
+    };
+  }, succeeded);
+}
+
+describe('Run reconciler: bounded work per reconcile (fairness)', () => {
+  const limits = { records: 10, resources: 7 };
+
+  it('records a large Run over several reconciles, each within the limits, to the same end state', async () => {
+    const w = await world();
+    const run = w.kube.put(bigRun(9, 3)); // 9 × (3 + 1) step records, 9 + 1 policies, 1 run, 1 AIBOM
+    const id = run.metadata.uid;
+    const total = 9 * 4 + 10 + 1 + 1;
+    let reconciles = 0;
+    for (;;) {
+      const rows = w.vault.rows.length;
+      const resources = w.kube.attestations.size;
+      const statusWrites = w.kube.requests.calls.get('PATCH runs/status') ?? 0;
+      const terminalBefore = w.vault.claimed.has(terminalKey(id));
+      const out = await reconcileRun({ ...deps(w), limits }, run.metadata.namespace, run.metadata.name);
+      reconciles += 1;
+      const newRows = w.vault.rows.slice(rows);
+      const steps = newRows.filter((r) => r.kind === 'step' || r.kind === 'capability');
+      // Whole steps of 4 records: at most 2 fit in 10.
+      expect(steps.length).toBeLessThanOrEqual(limits.records);
+      expect(w.kube.attestations.size - resources).toBeLessThanOrEqual(limits.resources);
+      // The terminal records and the AIBOM only once every step is recorded.
+      if (!terminalBefore && w.vault.claimed.has(terminalKey(id))) {
+        for (const s of run.spec.steps) expect(w.vault.claimed.has(stepKey(id, s.id)), s.id).toBe(true);
+      }
+      // The status never counts a record whose resource does not exist yet; an unfinished batch
+      // writes no status at all (a status write of a large Run is expensive for the API server).
+      expect(stored(w, run).status?.attestations?.count ?? 0).toBeLessThanOrEqual(w.kube.attestations.size);
+      if (out?.more === true) expect(w.kube.requests.calls.get('PATCH runs/status') ?? 0).toBe(statusWrites);
+      if (out?.more !== true) break;
+      expect(reconciles).toBeLessThan(100);
+    }
+    expect(reconciles).toBeGreaterThanOrEqual(Math.ceil(total / limits.resources));
+    expect(w.vault.rows).toHaveLength(total);
+    expect(w.kube.attestations.size).toBe(total);
+    const done = stored(w, run);
+    expect(done.status?.attestations?.count).toBe(total);
+    expect(condition(done, ConditionTypes.AIBOMReady)?.status).toBe('True');
+
+    // The same Run reconciled without limits ends in the same records.
+    const one = await world();
+    const same = one.kube.put({ ...run, status: run.status! });
+    expect(await reconcile(one, same)).toBeUndefined();
+    const kinds = (rows: { kind: string }[]) => rows.map((r) => r.kind).sort();
+    expect(kinds(one.vault.rows)).toEqual(kinds(w.vault.rows));
+    // Converged: nothing more to do, no write.
+    resetCounts(w);
+    expect(
+      await reconcileRun({ ...deps(w), limits }, run.metadata.namespace, run.metadata.name),
+    ).toBeUndefined();
+    expect(writes(w)).toEqual({});
+  });
+
+  it('records one whole step even when it alone is over the record limit', async () => {
+    const w = await world();
+    const run = w.kube.put(bigRun(2, 16));
+    const out = await reconcileRun(
+      { ...deps(w), limits: { records: 5, resources: 100 } },
+      run.metadata.namespace,
+      run.metadata.name,
+    );
+    expect(out).toEqual({ more: true });
+    expect(w.vault.claimed.get(stepKey(run.metadata.uid, 's0'))).toHaveLength(17);
+    expect(w.vault.claimed.has(stepKey(run.metadata.uid, 's1'))).toBe(false);
+  });
+
+  it('keeps the finalizer of a deleting Run while finished steps wait for a later batch', async () => {
+    const w = await world();
+    const run = w.kube.put(bigRun(6, 4));
+    w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.deletionTimestamp =
+      '2026-03-01T12:00:00Z';
+    w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.finalizers = [FINALIZER];
+    const d = { ...deps(w), limits: { records: 5, resources: 100 } };
+    expect(await reconcileRun(d, run.metadata.namespace, run.metadata.name)).toEqual({ more: true });
+    expect(stored(w, run).metadata.finalizers).toEqual([FINALIZER]);
+    while ((await reconcileRun(d, run.metadata.namespace, run.metadata.name))?.more === true);
+    expect(w.vault.rows.some((r) => r.kind === 'aibom')).toBe(true);
+    expect(stored(w, run).metadata.finalizers).toEqual([]);
+  });
+});

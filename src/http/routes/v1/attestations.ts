@@ -1,8 +1,10 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
-import { isAllowed } from '../../auth/plugin.ts';
+import { StreamDigest } from '../../../attest/index.ts';
+import { isAllowed, visibilityOf } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
+import { listableNamespaces } from '../../auth/namespaces.ts';
 import {
   attestationPage,
   checkedStatement,
@@ -46,31 +48,6 @@ export interface QueryBody {
   namespaces?: string[];
   limit?: number;
   cursor?: string;
-}
-
-/**
- * The namespaces a query may read: those asked for (or, when none are named, every namespace
- * holding records) that the caller may `list` attestations in; the rest are reported, not hidden.
- */
-export async function visibleNamespaces(
-  deps: AttestationRouteDeps,
-  req: FastifyRequest,
-  asked: readonly string[] | undefined,
-): Promise<{ allowed: string[]; excluded: string[] }> {
-  const list = (namespace: string) =>
-    isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' });
-  let candidates: readonly string[];
-  if (asked !== undefined) {
-    candidates = asked;
-  } else {
-    candidates = await deps.listNamespaces();
-    if (await list('')) return { allowed: [...candidates], excluded: [] };
-  }
-  const decisions = await Promise.all(candidates.map(async (ns) => [ns, await list(ns)] as const));
-  return {
-    allowed: decisions.filter(([, ok]) => ok).map(([ns]) => ns),
-    excluded: decisions.filter(([, ok]) => !ok).map(([ns]) => ns),
-  };
 }
 
 /**
@@ -154,23 +131,19 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       },
     },
     async (req, reply) => {
-      const loaded = await records.load(req.params.id.toLowerCase());
-      // Built only when needed: an Error captures a stack trace.
-      const notFound = () => new ProblemError(404, 'NOT_FOUND', `attestation ${req.params.id} not found`);
-      if (!loaded) throw notFound();
-      const { record } = loaded;
-      const attrs = { namespace: record.namespace, resource: 'attestations' as const, name: record.id };
-      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' }))
-        return sendBody(reply, withJob(record, loaded.job));
-      // Existence is only confirmed to callers who can see the namespace at all.
-      if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
-        throw new ProblemError(
-          403,
-          'FORBIDDEN',
-          `not allowed to get attestations in namespace ${record.namespace}`,
-        );
+      const id = req.params.id.toLowerCase();
+      const loaded = await records.load(id);
+      // Hidden and unknown ids take the same path (visibilityOf): same reviews, same 404.
+      const access = await visibilityOf(deps.authorizer, req, loaded?.record.namespace, {
+        verb: 'get',
+        resource: 'attestations',
+        name: id,
+      });
+      if (!loaded || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'attestation not found');
+      if (access === 'listed') {
+        throw new ProblemError(403, 'FORBIDDEN', 'not allowed to get attestations in this namespace');
       }
-      throw notFound();
+      return sendBody(reply, withJob(loaded.record, loaded.job));
     },
   );
 
@@ -185,14 +158,18 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     },
     async (req, reply) => {
       const body = req.body ?? {};
-      const { allowed, excluded } = await visibleNamespaces(deps, req, body.namespaces);
+      const { allowed, excluded } = await listableNamespaces(
+        (namespace) => isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' }),
+        body.namespaces,
+        deps.listNamespaces,
+      );
       // A token is checked against the keys of the namespaces the caller can read (capability-filter.ts).
       const capability =
         body.capability_token !== undefined
           ? await resolveCapabilityFilter(body.capability_token, allowed, deps.vault.capabilityGrants)
           : undefined;
       const filter = toFilter(body, allowed, capability);
-      reply.header('x-excluded-namespaces', excluded.join(','));
+      reply.header('x-excluded-namespace-count', String(excluded));
       if (wantsNdjson(req)) {
         if (body.cursor !== undefined || body.limit !== undefined) {
           throw new ProblemError(
@@ -211,9 +188,16 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         }
         const records = deps.vault.attestations.stream(filter);
         // Transparency state is joined per batch of 500 records: one query each, memory stays flat.
+        // The trailer (count and digest of the lines) is written only after the last record: a
+        // stream that fails or is cut midway ends without it (src/attest/stream.ts).
         async function* lines(): AsyncGenerator<string> {
+          const digest = new StreamDigest();
           let batch: StoredAttestation[] = [];
-          const flush = async () => (await withTransparency(deps, batch)).map(ndjsonLine).join('');
+          const flush = async () => {
+            const text = (await withTransparency(deps, batch)).map(ndjsonLine).join('');
+            digest.add(text, batch.length);
+            return text;
+          };
           for await (const r of records) {
             batch.push(r);
             if (batch.length === 500) {
@@ -222,6 +206,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
             }
           }
           if (batch.length > 0) yield await flush();
+          yield digest.trailer();
         }
         return reply.type('application/x-ndjson').send(Readable.from(lines(), { objectMode: false }));
       }
@@ -262,28 +247,21 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       },
     },
     async (req, reply) => {
-      const record = await deps.vault.attestations.get(req.body.id);
-      const notFound = new ProblemError(404, 'NOT_FOUND', `attestation ${req.body.id} not found`);
-      if (!record) throw notFound;
-      const ns = record.namespace;
-      if (
-        !(await isAllowed(deps.authorizer, req, {
-          namespace: ns,
-          verb: 'create',
-          resource: 'attestations',
-          subresource: 'scitt',
-        }))
-      ) {
-        if (
-          await isAllowed(deps.authorizer, req, { namespace: ns, verb: 'list', resource: 'attestations' })
-        ) {
-          throw new ProblemError(
-            403,
-            'FORBIDDEN',
-            `not allowed to create attestations/scitt in namespace ${ns}`,
-          );
-        }
-        throw notFound;
+      const id = req.body.id.toLowerCase();
+      const record = await deps.vault.attestations.get(id);
+      const access = await visibilityOf(deps.authorizer, req, record?.namespace, {
+        verb: 'create',
+        resource: 'attestations',
+        subresource: 'scitt',
+        name: id,
+      });
+      if (!record || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'attestation not found');
+      if (access === 'listed') {
+        throw new ProblemError(
+          403,
+          'FORBIDDEN',
+          'not allowed to create attestations/scitt in this namespace',
+        );
       }
       // Authorised by the stored namespace: the record must be signed with it (RECORD_TAMPERED).
       checkedStatement(record);

@@ -15,7 +15,8 @@ import { exportSource } from '../../export-source.ts';
 import { ProblemError } from '../../problem.ts';
 import { resolveCapabilityFilter } from '../../capability-filter.ts';
 import { problemResponses, queryBodySchema, UUID_PATTERN } from '../../schemas.ts';
-import { toFilter, visibleNamespaces, type QueryBody } from './attestations.ts';
+import { listableNamespaces } from '../../auth/namespaces.ts';
+import { toFilter, type QueryBody } from './attestations.ts';
 import { visibleRun } from './runs.ts';
 
 export interface ExportRouteDeps {
@@ -92,7 +93,13 @@ async function exportableNamespaces(
   req: FastifyRequest,
   asked: readonly string[] | undefined,
 ): Promise<{ allowed: string[]; withheld: number }> {
-  const { allowed: readable, excluded } = await visibleNamespaces(deps, req, asked);
+  // The same bounded review cost as a query (auth/namespaces.ts): cluster-wide first, at most
+  // MAX_QUERY_NAMESPACES one by one.
+  const { allowed: readable, excluded } = await listableNamespaces(
+    (namespace) => isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' }),
+    asked,
+    deps.listNamespaces,
+  );
   const exportIn = (namespace: string) =>
     isAllowed(deps.authorizer, req, {
       namespace,
@@ -112,7 +119,7 @@ async function exportableNamespaces(
   }
   return {
     allowed: [...allowed].sort(),
-    withheld: (asked === undefined ? 0 : excluded.length) + readable.length - allowed.length,
+    withheld: (asked === undefined ? 0 : excluded) + readable.length - allowed.length,
   };
 }
 

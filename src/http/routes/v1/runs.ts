@@ -7,7 +7,7 @@ import { loadGuardedArtifact } from '../../export-guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { isAllowed } from '../../auth/plugin.ts';
+import { visibilityOf } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { problemResponses, UUID_PATTERN } from '../../schemas.ts';
 
@@ -44,18 +44,22 @@ export const runDetailSchema = {
   },
 } as const;
 
-/** The run, if the caller may `get` runs in its namespace; 404 when it cannot even see it. */
+/**
+ * The run, if the caller may `get` it; 403 when it may only list runs in its namespace; 404 when
+ * it cannot see the namespace, the same 404 (after the same reviews) as for an unknown id.
+ */
 export async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId: string): Promise<RunRecord> {
   const id = rawId.toLowerCase();
   const run = await deps.vault.runs.get(id);
-  const notFound = new ProblemError(404, 'NOT_FOUND', `run ${id} not found`);
-  if (!run) throw notFound;
-  const attrs = { namespace: run.namespace, resource: 'runs' as const, name: run.name };
-  if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' })) return run;
-  if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
-    throw new ProblemError(403, 'FORBIDDEN', `not allowed to get runs in namespace ${run.namespace}`);
-  }
-  throw notFound;
+  const access = await visibilityOf(deps.authorizer, req, run?.namespace, {
+    verb: 'get',
+    resource: 'runs',
+    name: run?.name ?? id,
+  });
+  if (!run || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'run not found');
+  if (access === 'listed')
+    throw new ProblemError(403, 'FORBIDDEN', 'not allowed to get runs in this namespace');
+  return run;
 }
 
 const artifactParams = {
@@ -71,7 +75,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
     const record = await deps.vault.artifacts.get(run.id, params.kind);
-    if (!record) throw new ProblemError(404, 'NOT_FOUND', `run ${run.id} has no ${params.kind} yet`);
+    if (!record) throw new ProblemError(404, 'NOT_FOUND', `the run has no ${params.kind} yet`);
     // The manifest in force: the record's, or that of its latest repair.
     const meta = currentMetadata(record) as {
       key: string;
