@@ -25,6 +25,8 @@ export const Reasons = {
   VaultUnavailable: 'VaultUnavailable',
   ObjectStoreUnavailable: 'ObjectStoreUnavailable',
   SignerUnavailable: 'SignerUnavailable',
+  /** No usable RFC 3161 time-stamp within the deadline (TSA down or answering wrongly): retried. */
+  TimestampUnavailable: 'TimestampUnavailable',
   /** Recording failed for another reason than an unavailable dependency (the message says why). */
   RecordingFailed: 'RecordingFailed',
 } as const;
@@ -34,6 +36,7 @@ export type FailureReason =
   | typeof Reasons.VaultUnavailable
   | typeof Reasons.ObjectStoreUnavailable
   | typeof Reasons.SignerUnavailable
+  | typeof Reasons.TimestampUnavailable
   | typeof Reasons.RecordingFailed;
 
 export const EventReasons = {

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { CoreV1Api } from '@kubernetes/client-node';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { loadConfig } from '../config/index.ts';
 import { startController } from '../controller/manager.ts';
@@ -7,14 +6,15 @@ import { kubeClient } from '../controller/runtime/index.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';
 import { startOpsServer } from './ops-server.ts';
-import { signerFromTlsSecretData } from '../signing/index.ts';
 import { namespaceSigners } from '../signing/namespace-signers.ts';
+import { watchCustomerSigners } from '../signing/watch.ts';
 import {
   blobStoreFrom,
   fatalConfig,
   kubeConfigFrom,
-  loadServiceSigner,
   openVaultFrom,
+  serviceSignerFrom,
+  timestamperFrom,
   transparencyFrom,
 } from './common.ts';
 
@@ -27,22 +27,24 @@ await runUntilSignal(logger, async () => {
   const kc = kubeConfigFrom(config);
   const vault = await openVaultFrom(config, logger, 'aibom-vault-controller');
   const blobs = blobStoreFrom(config);
-  const signer = await loadServiceSigner(config, kc);
-  logger.info({ keyId: signer.keyId, algorithm: signer.algorithm }, 'service signer loaded');
-  const core = kc.makeApiClient(CoreV1Api);
-  const envelopeSigner = namespaceSigners(
-    signer,
-    async (namespace) => {
-      try {
-        const s = await core.readNamespacedSecret({ namespace, name: config.CUSTOMER_SIGNER_SECRET });
-        return s.data ?? null;
-      } catch (err) {
-        if ((err as { code?: number }).code === 404) return null;
-        throw err;
-      }
-    },
-    (data) => signerFromTlsSecretData(data),
+  // Both follow their Secrets while running (renewals need no restart): src/signing/watch.ts.
+  const signer = await serviceSignerFrom(config, kc, logger, registry);
+  logger.info(
+    { keyId: signer.current().keyId, algorithm: signer.current().algorithm },
+    'service signer loaded',
   );
+  const customers = watchCustomerSigners({
+    client: kubeClient(kc),
+    name: config.CUSTOMER_SIGNER_SECRET,
+    logger: logger.child({ component: 'customer-signers' }),
+    registry,
+  });
+  const envelopeSigner = namespaceSigners(
+    () => signer.current(),
+    (namespace) => customers.signerOf(namespace),
+  );
+  const timestamper = await timestamperFrom(config);
+  if (timestamper) logger.info({ tsa: timestamper.url }, 'AIBOM signatures are time-stamped');
   const transparency = config.SERVICE_TRANSPARENCY_WRITER
     ? await transparencyFrom(config, kc, vault, signer, logger)
     : undefined;
@@ -52,8 +54,9 @@ await runUntilSignal(logger, async () => {
     client: kubeClient(kc),
     vault,
     blobs,
-    runtimeSigner: signer,
+    runtimeSigner: () => signer.current(),
     envelopeSigner,
+    ...(timestamper ? { timestamper } : {}),
     logger,
     registry,
     namespace: config.POD_NAMESPACE,
@@ -73,6 +76,8 @@ await runUntilSignal(logger, async () => {
   logger.info({ port: ops.port }, 'controller started');
   return async () => {
     await controller.stop();
+    await customers.stop();
+    await signer.stop();
     await ops.close();
     await vault.close();
   };

@@ -12,9 +12,11 @@ import {
   blobStoreFrom,
   fatalConfig,
   kubeConfigFrom,
-  loadServiceSigner,
+  growingAnchors,
   openVaultFrom,
+  serviceSignerFrom,
   transparencyFrom,
+  tsaTrustAnchorsFrom,
 } from './common.ts';
 
 const config = fatalConfig(() => loadConfig('sidecar'));
@@ -24,8 +26,13 @@ await runUntilSignal(logger, async () => {
   const vault = await openVaultFrom(config, logger, 'aibom-vault-sidecar');
   const kc = kubeConfigFrom(config);
   const blobs = blobStoreFrom(config);
-  // The signer's CA is the trust anchor every outgoing C2PA manifest must chain to.
-  const signer = await loadServiceSigner(config, kc);
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  // The signer's CAs are the trust anchors every outgoing C2PA manifest must chain to: all of them
+  // since start (a renewal may bring a new CA; manifests signed under the old one still leave).
+  const signer = await serviceSignerFrom(config, kc, logger, registry);
+  const trustAnchors = growingAnchors(signer);
+  const tsaTrustAnchors = await tsaTrustAnchorsFrom(config);
   // Always wired: the sidecar serves this deployment's local log over SCRAPI and answers
   // POST /v1/attestations/scitt; only the controller enqueues (SERVICE_TRANSPARENCY_WRITER).
   const transparency = await transparencyFrom(config, kc, vault, signer, logger);
@@ -33,19 +40,18 @@ await runUntilSignal(logger, async () => {
     config.SCITT_TRUST_ANCHORS !== undefined
       ? parseCertificates(await readFile(config.SCITT_TRUST_ANCHORS, 'utf8'), 'SCITT_TRUST_ANCHORS')
       : [];
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
   const app = await buildApp({
     registry,
     transparency,
-    scrapiTrustAnchors: [...signer.caCertificates, ...extra],
+    scrapiTrustAnchors: growingAnchors(signer, extra),
     logger,
     vault,
     blobs,
     authorizer: kubernetesAuthorizer(kc),
     listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS,
-    trustAnchors: signer.caCertificates,
+    trustAnchors,
+    tsaTrustAnchors,
     ready: async () => {
       await vault.ping();
       await blobs.ping();
@@ -62,6 +68,7 @@ await runUntilSignal(logger, async () => {
   return async () => {
     await ops.close();
     await app.close();
+    await signer.stop();
     await vault.close();
   };
 });

@@ -14,7 +14,8 @@ import {
 import { verifyManifest } from '../c2pa/index.ts';
 import { loadConfig } from '../config/index.ts';
 import { computeAibom } from '../recorder/index.ts';
-import { verifyWith } from '../signing/index.ts';
+import { validateChain, verifyWith } from '../signing/index.ts';
+import { TimestampError, verifyTimestamp } from '../timestamp/index.ts';
 import { isTerminal } from '../api/run.ts';
 import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import { connectVault } from '../vault/index.ts';
@@ -135,7 +136,45 @@ export const aibomFetchCommand: Command = {
 interface AibomMeta {
   digest?: string;
   attestation_ids?: string[];
-  signature?: { algorithm?: string; key_id?: string; signature?: string };
+  signature?: {
+    algorithm?: string;
+    key_id?: string;
+    signature?: string;
+    timestamp?: { time?: string; tsa?: string; signed_timestamp?: string };
+  };
+}
+
+/**
+ * The runtime signature's RFC 3161 time-stamp (metadata `signature.timestamp`): it must be over the
+ * signature bytes, from a trusted TSA, and the signer's chain must have been valid at its time.
+ * Returns the line to print, or pushes the problem.
+ */
+function checkSignatureTimestamp(
+  signedTimestamp: string,
+  signature: Buffer,
+  chain: readonly X509Certificate[],
+  anchors: readonly X509Certificate[],
+  tsaAnchors: readonly X509Certificate[],
+  problems: string[],
+): string | undefined {
+  try {
+    const t = verifyTimestamp(Buffer.from(signedTimestamp, 'base64'), {
+      data: signature,
+      trustAnchors: tsaAnchors,
+    });
+    const valid = validateChain(chain, anchors, t.genTime);
+    if (!valid.ok) {
+      problems.push(
+        `OUTSIDE_VALIDITY: the runtime signature was time-stamped at ${t.genTime.toISOString()}: ${valid.message}`,
+      );
+      return undefined;
+    }
+    return `timestamp  ${t.genTime.toISOString()} by ${t.tsa} (RFC 3161, over the runtime signature); certificates valid then`;
+  } catch (err) {
+    if (!(err instanceof TimestampError)) throw err;
+    problems.push(`TIMESTAMP ${err.code}: runtime signature time-stamp: ${err.message}`);
+    return undefined;
+  }
 }
 
 /**
@@ -146,6 +185,7 @@ interface AibomMeta {
 export async function verifyAibomDir(
   dir: string,
   trustAnchorPem: string,
+  tsaAnchorPem = '',
 ): Promise<{ lines: string[]; problems: string[] }> {
   const read = async (f: string) => {
     try {
@@ -167,12 +207,30 @@ export async function verifyAibomDir(
   if (digest !== meta.digest)
     problems.push(`DIGEST_MISMATCH: aibom.json is ${digest}, metadata says ${meta.digest}`);
   else lines.push(`digest     ${digest}`);
-  const anchors = (
-    trustAnchorPem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
-  ).map((p) => new X509Certificate(p));
-  const c2pa = verifyManifest({ store: manifest, asset: bytes, trustAnchors: anchors });
+  const pems = (pem: string) =>
+    (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(
+      (p) => new X509Certificate(p),
+    );
+  const anchors = pems(trustAnchorPem);
+  const tsaAnchors = pems(tsaAnchorPem);
+  const c2pa = verifyManifest({
+    store: manifest,
+    asset: bytes,
+    trustAnchors: anchors,
+    tsaTrustAnchors: tsaAnchors,
+  });
   if (!c2pa.ok) for (const p of c2pa.problems) problems.push(`C2PA ${p.code}: ${p.message}`);
-  else lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted)`);
+  else {
+    const at = c2pa.checkedAt?.toISOString() ?? '?';
+    const ts = c2pa.timestamp;
+    const when =
+      ts?.trusted === true
+        ? `certificates checked at ${at}, the time of its RFC 3161 time-stamp by ${ts.tsa ?? 'a trusted TSA'}`
+        : ts !== undefined
+          ? `certificates checked now, ${at}: its time-stamp is not trusted here (${ts.reason ?? ''})`
+          : `certificates checked now, ${at}: the manifest has no time-stamp`;
+    lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted; ${when})`);
+  }
   const sig = meta.signature;
   if (!sig?.signature || !c2pa.signerCertificate) {
     problems.push('SIGNATURE_MISSING: no runtime signature or no trusted signer certificate');
@@ -189,6 +247,19 @@ export async function verifyAibomDir(
     problems.push('SIGNATURE_INVALID: the runtime trust signature does not verify');
   } else {
     lines.push(`signature  ${sig.algorithm} ${sig.key_id}`);
+    const signed = sig.timestamp?.signed_timestamp;
+    if (signed !== undefined) {
+      const chain = c2pa.chain ?? [c2pa.signerCertificate];
+      const line = checkSignatureTimestamp(
+        signed,
+        Buffer.from(sig.signature, 'base64'),
+        chain,
+        anchors,
+        tsaAnchors,
+        problems,
+      );
+      if (line !== undefined) lines.push(line);
+    }
   }
   const ids = JSON.stringify(bom.trust?.attestation_ids ?? []);
   if (

@@ -100,6 +100,7 @@ export const verifyCommand: Command = {
         'trust-anchor': { type: 'string' },
         json: { type: 'boolean', default: false },
         aibom: { type: 'string' },
+        'tsa-trust-anchor': { type: 'string' },
         'log-keys': { type: 'string' },
         ...apiOptions,
       },
@@ -108,7 +109,12 @@ export const verifyCommand: Command = {
       const anchor = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
       if (anchor === undefined)
         throw new CliError('--aibom needs --trust-anchor <ca.crt> (or SERVICE_TRUST_ANCHOR)', 2);
-      const { lines, problems } = await verifyAibomDir(values.aibom, await readPem(anchor, 'trust anchor'));
+      const tsaAnchor = values['tsa-trust-anchor'] ?? loadConfig('cli').TSA_TRUST_ANCHORS;
+      const { lines, problems } = await verifyAibomDir(
+        values.aibom,
+        await readPem(anchor, 'trust anchor'),
+        tsaAnchor !== undefined ? await readPem(tsaAnchor, 'TSA trust anchor') : '',
+      );
       for (const l of lines) process.stdout.write(`OK    ${l}\n`);
       for (const p of problems) process.stdout.write(`FAIL  ${p}\n`);
       process.stdout.write(

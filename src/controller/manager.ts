@@ -5,6 +5,7 @@ import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import { createRecorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
+import type { Timestamper } from '../timestamp/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
 import { TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
@@ -36,8 +37,11 @@ export interface ControllerDeps {
   readonly client: KubeClient;
   readonly vault: Vault;
   readonly blobs: BlobStore;
-  readonly runtimeSigner: KeySigner;
+  /** The runtime trust signer; a function when it follows its Secret (read once per AIBOM). */
+  readonly runtimeSigner: KeySigner | (() => KeySigner);
   readonly envelopeSigner: (namespace: string) => Promise<Signer>;
+  /** TSA_URL: time-stamps on every AIBOM's C2PA manifest and runtime signature. */
+  readonly timestamper?: Timestamper;
   readonly logger: Logger;
   readonly registry: Registry;
   /** Namespace of the leader-election Lease. */
@@ -142,6 +146,7 @@ export function startController(deps: ControllerDeps): RunningController {
     blobs: deps.blobs,
     runtimeSigner: deps.runtimeSigner,
     envelopeSigner: deps.envelopeSigner,
+    ...(deps.timestamper ? { timestamper: deps.timestamper } : {}),
     enqueueTransparency: deps.transparency !== undefined,
     logger: log,
   });

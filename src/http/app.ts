@@ -28,6 +28,11 @@ export interface AppDeps {
   /** CA certificates artifacts' C2PA manifests must chain to (the service signer's ca.crt). */
   readonly trustAnchors: readonly X509Certificate[];
   /**
+   * Roots of the TSAs whose time-stamps the export guard trusts (TSA_TRUST_ANCHORS): a manifest
+   * time-stamped by one is judged at its time-stamp, so it still leaves after its signer expired.
+   */
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
+  /**
    * The transparency subsystem: POST /v1/attestations/scitt publishes through it, and the sidecar
    * serves its local log over SCRAPI (/entries, /.well-known/scitt-keys).
    */

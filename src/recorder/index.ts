@@ -3,12 +3,14 @@ import { aibomRunOf } from '../aibom/index.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
+import type { Timestamper } from '../timestamp/index.ts';
 import type { ArtifactRecord } from '../vault/index.ts';
 import { recordAibom, type AibomStore } from './aibom.ts';
 import { because } from './errors.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
 import { appendOnce } from './once.ts';
 import { sealBatch } from './seal.ts';
+import { signerHistory } from './signers.ts';
 
 /**
  * The recorder: extract → sign → store, in one place (the tektoncd/chains shape). The Run
@@ -21,7 +23,15 @@ import { sealBatch } from './seal.ts';
  *   once.ts     records → vault, once per key aibom.ts the AIBOM: build → sign → C2PA → store
  */
 
-export { AIBOM_MEDIA_TYPE, aibomKeys, CLAIM_GENERATOR, computeAibom, type AibomMetadata } from './aibom.ts';
+export {
+  AIBOM_MEDIA_TYPE,
+  aibomKeys,
+  CLAIM_GENERATOR,
+  computeAibom,
+  timestampMetadata,
+  type AibomMetadata,
+  type TimestampMetadata,
+} from './aibom.ts';
 export { RecordError, type RecordErrorCode } from './errors.ts';
 export { aibomKey, finishedSteps, stepKey, terminalKey } from './extract.ts';
 export { sealRecord, type RecordMeta } from './seal.ts';
@@ -47,12 +57,17 @@ export interface Recorder {
 export interface RecorderDeps {
   readonly vault: AibomStore;
   readonly blobs: BlobStore;
-  /** Signs the AIBOM (the runtime trust signer). */
-  readonly runtimeSigner: KeySigner;
+  /**
+   * Signs the AIBOM (the runtime trust signer). A function when the signer can be rotated while
+   * running: it is read once per AIBOM, so one AIBOM's signatures all come from one key.
+   */
+  readonly runtimeSigner: KeySigner | (() => KeySigner);
   /** Signs envelopes: a namespace's customer-supplied key, else the service signer. */
   readonly envelopeSigner: (namespace: string) => Promise<Signer>;
   /** SERVICE_TRANSPARENCY_WRITER=1: every record's SCITT job commits with it. */
   readonly enqueueTransparency?: boolean;
+  /** TSA_URL: RFC 3161 time-stamps on the AIBOM's C2PA manifest and runtime signature. */
+  readonly timestamper?: Timestamper;
   readonly logger: Logger;
   readonly now?: () => Date;
 }
@@ -60,9 +75,35 @@ export interface RecorderDeps {
 export function createRecorder(deps: RecorderDeps): Recorder {
   const now = deps.now ?? (() => new Date());
   const enqueueTransparency = deps.enqueueTransparency === true;
+  const runtimeSigner = (): KeySigner =>
+    typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
+
+  const noteSigner = signerHistory(deps.vault.signers);
+  // Service signers handed out so far: tells an envelope signer that is the service's (possibly
+  // rotated away meanwhile) from a tenant's own key, for the signer history.
+  const serviceSigners = new WeakSet<Signer>();
+  const service = (): KeySigner => {
+    const s = runtimeSigner();
+    serviceSigners.add(s);
+    return s;
+  };
 
   const store = async (run: Run, batch: Batch, what: string): Promise<Recorded> => {
-    const signer = await because('SignerUnavailable', () => deps.envelopeSigner(run.metadata.namespace));
+    const namespace = run.metadata.namespace;
+    // The service signer of this moment is registered before the envelope signer is asked for, so
+    // an envelope signer that is the service's is known as such even if it rotates in between.
+    try {
+      service();
+    } catch {
+      // no service signer: a namespace with its own key can still record
+    }
+    const signer = await because('SignerUnavailable', () => deps.envelopeSigner(namespace));
+    await because('VaultUnavailable', () =>
+      noteSigner(
+        signer,
+        serviceSigners.has(signer) ? { scope: 'service' } : { scope: 'customer', namespace },
+      ),
+    );
     const records = sealBatch(batch.items, signer);
     const { ids, created } = await because('VaultUnavailable', () =>
       appendOnce(deps.vault.claims, batch.key, records, { enqueueTransparency }),
@@ -83,16 +124,23 @@ export function createRecorder(deps: RecorderDeps): Recorder {
 
     recordTerminal: (run) => store(run, terminalBatch(run, now()), 'run and policies'),
 
-    recordAibom: (run) =>
-      recordAibom(
+    recordAibom: async (run) => {
+      // One signer for the whole AIBOM (bytes, C2PA claim, attestation), whatever rotates meanwhile.
+      const signer = await because('SignerUnavailable', () => Promise.resolve(service()));
+      await because('VaultUnavailable', () => noteSigner(signer, { scope: 'service' }));
+      return recordAibom(
         {
           vault: deps.vault,
           blobs: deps.blobs,
-          signer: deps.runtimeSigner,
+          signer,
           logger: deps.logger.child({ run: `${run.metadata.namespace}/${run.metadata.name}` }),
           enqueueTransparency,
+          ...(deps.timestamper ? { timestamper: deps.timestamper } : {}),
+          // A Run being deleted must not wait on the TSA (docs/adr/0007).
+          allowUntimestamped: run.metadata.deletionTimestamp !== undefined,
         },
         aibomRunOf(run),
-      ),
+      );
+    },
   };
 }

@@ -8,6 +8,7 @@ import { createListener, type VaultListener } from './listener.ts';
 import { createVaultPool, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
+import { signerCertificateRepository, type SignerCertificateRepository } from './signers.ts';
 import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
 
 /**
@@ -73,6 +74,12 @@ export {
   type TransparencyJob,
   type TransparencyJobRepository,
 } from './transparency-jobs.ts';
+export {
+  type NewSignerCertificate,
+  type SignerCertificate,
+  type SignerCertificateRepository,
+  type SignerScope,
+} from './signers.ts';
 export * from './types.ts';
 export { isUuidV7, uuidV7Time, UuidV7Generator } from './uuidv7.ts';
 
@@ -89,6 +96,8 @@ export interface Vault {
   /** Rows of the service's own SCITT log (the log itself is src/transparency/local-log.ts). */
   readonly scittLog: ScittLogStorage;
   readonly audit: AuditRepository;
+  /** Every signing certificate records were signed with (what `cert_chain_ref` resolves to). */
+  readonly signers: SignerCertificateRepository;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
@@ -119,6 +128,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     transparencyJobs: transparencyJobRepository(pool),
     scittLog: scittLogStorage(pool),
     audit: auditRepository(pool),
+    signers: signerCertificateRepository(pool),
     get listener() {
       return listenerOf();
     },

@@ -18,6 +18,8 @@ export interface RunRouteDeps {
   readonly requireSignedExports: boolean;
   /** CA certificates a C2PA manifest must chain to before an artifact may leave. */
   readonly trustAnchors: readonly X509Certificate[];
+  /** Roots of trusted TSAs: a time-stamped manifest is judged at its time-stamp. */
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
 }
 
 const free = { type: 'object', additionalProperties: true } as const;
@@ -75,6 +77,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     const artifact = await loadGuardedArtifact(deps.blobs, meta, {
       required: deps.requireSignedExports,
       trustAnchors: deps.trustAnchors,
+      tsaTrustAnchors: deps.tsaTrustAnchors ?? [],
     });
     return { run, record, artifact };
   };
@@ -104,6 +107,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
         .header('digest', `sha-256=${Buffer.from(record.digest.slice(7), 'hex').toString('base64')}`)
         .header('link', `<${manifestUrl}>; rel="c2pa-manifest"; type="${C2PA_MEDIA_TYPE}"`)
         .header('x-c2pa-manifest-digest', artifact.manifestDigest ?? '')
+        .header('x-c2pa-validated-at', artifact.validatedAt)
         .send(artifact.bytes);
     },
   );
