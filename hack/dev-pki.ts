@@ -29,6 +29,16 @@ export interface DevPkiOptions {
   intermediate?: boolean;
   leafCommonName?: string;
   caCommonName?: string;
+  /**
+   * A URI subject alternative name on the leaf: Sigstore verifiers (cosign with a certificate in
+   * the bundle) match identities against SANs and refuse a certificate without one.
+   */
+  leafUri?: string;
+  /**
+   * Extended key usages added to the leaf's (emailProtection, documentSigning), e.g. codeSigning
+   * (1.3.6.1.5.5.7.3.3), which Sigstore verifiers require of a bundle's certificate.
+   */
+  extraLeafEkus?: string[];
   /** Leaf validity; default from one minute ago for one day. */
   notBefore?: Date;
   notAfter?: Date;
@@ -115,6 +125,7 @@ interface LeafOptions {
   notAfter: Date;
   ekus: string[];
   ekuCritical: boolean;
+  uri?: string;
 }
 
 async function issueLeaf(
@@ -137,6 +148,9 @@ async function issueLeaf(
         new x509.ExtendedKeyUsageExtension(o.ekus, o.ekuCritical),
         await x509.SubjectKeyIdentifierExtension.create(keys.publicKey, false, webcrypto),
         await x509.AuthorityKeyIdentifierExtension.create(issuer.keys.publicKey, false, webcrypto),
+        ...(o.uri !== undefined
+          ? [new x509.SubjectAlternativeNameExtension([{ type: 'url', value: o.uri }], false)]
+          : []),
       ],
     },
     webcrypto,
@@ -172,8 +186,9 @@ export async function generateDevPki(options: DevPkiOptions = {}): Promise<DevPk
     algorithm: leafAlgorithm,
     notBefore: options.notBefore ?? new Date(now - 60_000),
     notAfter: options.notAfter ?? new Date(now + 86_400_000),
-    ekus: [EKU_EMAIL_PROTECTION, EKU_DOCUMENT_SIGNING],
+    ekus: [EKU_EMAIL_PROTECTION, EKU_DOCUMENT_SIGNING, ...(options.extraLeafEkus ?? [])],
     ekuCritical: false,
+    ...(options.leafUri !== undefined ? { uri: options.leafUri } : {}),
   });
 
   const chain = issuer === root ? [leaf] : [leaf, issuer.cert];

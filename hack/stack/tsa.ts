@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { generateTsaPki } from '../dev-pki.ts';
+import { generateTsaPki, type DevTsaPkiOptions } from '../dev-pki.ts';
 import { freePort, startProcess, waitReady, type Launch, type Proc } from './proc.ts';
 
 export interface Tsa {
@@ -16,10 +16,16 @@ export interface Tsa {
  * generated for this stack (root → leaf with the critical timeStamping EKU) and the upstream
  * `file` signer over the leaf's key. Nothing of it outlives the stack's temp dir.
  */
-export async function startTsa(root: string, binary: string, launch: Launch = {}): Promise<Tsa> {
+export async function startTsa(
+  root: string,
+  binary: string,
+  launch: Launch = {},
+  /** Options of the generated chain (tests give the leaf a short life). */
+  pkiOptions: DevTsaPkiOptions = {},
+): Promise<Tsa> {
   const dir = join(root, 'tsa');
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const pki = await generateTsaPki();
+  const pki = await generateTsaPki(pkiOptions);
   const chain = join(dir, 'chain.pem');
   const key = join(dir, 'tsa.key');
   const trustAnchor = join(dir, 'ca.crt');
