@@ -558,11 +558,25 @@ describe('helm chart charts/aibom-vault', () => {
     expect(roles.map((r) => [r.metadata!.name, r.rules])).toEqual([
       [
         'vault-aibom-vault-controller',
-        [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['vault-signer'], verbs: ['get'] }],
+        [
+          {
+            apiGroups: [''],
+            resources: ['secrets'],
+            resourceNames: ['vault-signer'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
       ],
       [
         'vault-aibom-vault-api',
-        [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['vault-signer'], verbs: ['get'] }],
+        [
+          {
+            apiGroups: [''],
+            resources: ['secrets'],
+            resourceNames: ['vault-signer'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
       ],
     ]);
     const inRelease = only<V1Role>(objects, 'Role').filter((r) => r.metadata?.namespace === 'infra');
