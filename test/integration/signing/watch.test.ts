@@ -52,8 +52,8 @@ describe('watchSignerSecret', () => {
       watched.onRotate((next, previous) => rotations.push([next, previous]));
 
       await putSecret(namespace, SIGNER, toSecretData(second));
-      await waitFor('the renewed key', async () =>
-        watched.current().keyId === keyIdOf(second) ? true : undefined,
+      await waitFor('the renewed key', () =>
+        Promise.resolve(watched.current().keyId === keyIdOf(second) ? true : undefined),
       );
       expect(rotations.map(([n, p]) => [n.keyId, p.keyId])).toEqual([[keyIdOf(second), keyIdOf(first)]]);
       // Both CAs stay anchors: what the first one signed still has to verify.
@@ -64,7 +64,7 @@ describe('watchSignerSecret', () => {
         ...toSecretData(second),
         'tls.key': toSecretData(first)['tls.key'],
       });
-      await waitFor('the refused renewal', async () => watched.lastError());
+      await waitFor('the refused renewal', () => Promise.resolve(watched.lastError()));
       expect(watched.lastError()?.code).toBe('KEY_CERT_MISMATCH');
       expect(watched.current().keyId).toBe(keyIdOf(second));
 

@@ -41,7 +41,7 @@ async function c2paRs(store: Buffer, trustAnchorsPem: string): Promise<C2paRsSto
     { buffer: ASSET, mimeType: 'application/json' },
     // The TSA's CA is passed with the signer's. (c2pa-rs 0.90.1 in c2pa-node 0.8.0 was seen to
     // accept a time-stamp from a TSA outside trust_anchors even with verify_timestamp_trust; our
-    // verifier does not: see the next describe.)
+    // verifier does not: see 'ours: ...' below.)
     {
       trust: { trust_anchors: trustAnchorsPem },
       verify: { verify_trust: true, verify_timestamp_trust: true },
