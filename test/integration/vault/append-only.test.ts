@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SQLSTATE_APPEND_ONLY, SQLSTATE_INSUFFICIENT_PRIVILEGE } from '../../../src/vault/index.ts';
+import { signerFromPem } from '../../../src/signing/index.ts';
+import { signerCertificateOf } from '../../../src/recorder/signers.ts';
+import { generateDevPki } from '../../helpers/pki.ts';
 import { attestation, setupVault, sqlstate, type TestVault } from './helpers.ts';
 
 describe('vault append-only enforcement', () => {
@@ -13,6 +16,8 @@ describe('vault append-only enforcement', () => {
       namespace: 'team-a',
       attestationIds: [],
     });
+    const row = signerCertificateOf(signerFromPem(await generateDevPki()), { scope: 'service' })!;
+    expect(await t.vault.signers.record(row)).toBe(true);
   });
   afterAll(async () => {
     await t.close();
@@ -25,10 +30,16 @@ describe('vault append-only enforcement', () => {
       'TRUNCATE attestations',
     ],
     audit_log: [`UPDATE audit_log SET actor = 'mallory'`, 'DELETE FROM audit_log', 'TRUNCATE audit_log'],
+    // A rotated-away certificate is still what its records name: never changed, never forgotten.
+    signer_certificates: [
+      `UPDATE signer_certificates SET chain_pem = ''`,
+      'DELETE FROM signer_certificates',
+      'TRUNCATE signer_certificates',
+    ],
   };
 
   it('the runtime role lacks UPDATE, DELETE and TRUNCATE privileges (42501)', async () => {
-    for (const sql of [...rewrites.attestations, ...rewrites.audit_log]) {
+    for (const sql of [...rewrites.attestations, ...rewrites.audit_log, ...rewrites.signer_certificates]) {
       expect(await sqlstate(t.pool.query(sql)), sql).toBe(SQLSTATE_INSUFFICIENT_PRIVILEGE);
     }
     for (const sql of [
@@ -50,7 +61,7 @@ describe('vault append-only enforcement', () => {
   });
 
   it('the owner (here a superuser) is stopped by the triggers (23001)', async () => {
-    for (const sql of [...rewrites.attestations, ...rewrites.audit_log]) {
+    for (const sql of [...rewrites.attestations, ...rewrites.audit_log, ...rewrites.signer_certificates]) {
       expect(await sqlstate(t.admin.query(sql)), sql).toBe(SQLSTATE_APPEND_ONLY);
     }
     // Statement-level: even a rewrite that matches no row is refused.
@@ -87,5 +98,42 @@ describe('vault append-only enforcement', () => {
     expect(audit.id).toBeGreaterThan(0);
     const { rows } = await t.pool.query<{ actor: string }>('SELECT actor FROM audit_log ORDER BY id');
     expect(rows.map((r) => r.actor)).toEqual(['alice', 'bob']);
+  });
+});
+
+describe('signer certificate history', () => {
+  let t: TestVault;
+  beforeAll(async () => {
+    t = await setupVault('signers');
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('records each certificate once, per owner, in the order first seen; reads it back whole', async () => {
+    const [a, b, c] = await Promise.all([generateDevPki(), generateDevPki(), generateDevPki()]);
+    const service = [a, b].map((p) => signerCertificateOf(signerFromPem(p), { scope: 'service' })!);
+    const customer = signerCertificateOf(signerFromPem(c), { scope: 'customer', namespace: 'team-a' })!;
+    for (const row of [service[0]!, service[1]!, customer])
+      expect(await t.vault.signers.record(row)).toBe(true);
+    expect(await t.vault.signers.record(service[0]!)).toBe(false);
+    const listed = await t.vault.signers.list({ scope: 'service' });
+    expect(listed.map((r) => r.certChainRef)).toEqual(service.map((r) => r.certChainRef));
+    expect(
+      (await t.vault.signers.list({ scope: 'customer', namespace: 'team-a' })).map((r) => r.keyId),
+    ).toEqual([customer.keyId]);
+    expect(await t.vault.signers.list({ scope: 'customer', namespace: 'team-b' })).toEqual([]);
+    const got = await t.vault.signers.get(customer.certChainRef);
+    expect(got).toMatchObject({ ...customer, notBefore: customer.notBefore, notAfter: customer.notAfter });
+    expect(got!.firstSeen).toBeInstanceOf(Date);
+    // The scope rules are the table's: a customer row needs its namespace.
+    expect(
+      await sqlstate(
+        t.admin.query(
+          `INSERT INTO signer_certificates (cert_chain_ref, key_id, scope, algorithm, chain_pem, not_before, not_after)
+           VALUES ('sha256:${'1'.repeat(64)}', 'sha256:${'2'.repeat(64)}', 'customer', 'ED25519', '', now(), now())`,
+        ),
+      ),
+    ).toBe('23514');
   });
 });
