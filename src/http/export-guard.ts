@@ -20,8 +20,9 @@ export interface GuardedArtifact {
  * The export rule of the spec: with SERVICE_REQUIRE_SIGNED_EXPORTS=1 an artifact only leaves the
  * service with a C2PA manifest that verifies (bound to these exact bytes, signed by a chain to the
  * service's trust anchors, judged at its trusted RFC 3161 time-stamp when it has one, so an
- * AIBOM still leaves after its signer certificate expired). Otherwise the download is blocked (409, Retry-After) until the signer
- * produces one (the recorder stores the manifest with the AIBOM, before the Run shows it as ready).
+ * AIBOM still leaves after its signer certificate expired). Otherwise the download is blocked
+ * (409, Retry-After) until the signer produces one (the recorder stores the manifest with the
+ * AIBOM, before the Run shows it as ready).
  */
 export async function loadGuardedArtifact(
   blobs: BlobStore,
