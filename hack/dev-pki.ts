@@ -18,6 +18,7 @@ import type { TlsMaterial } from '../src/signing/tls.ts';
 
 const EKU_EMAIL_PROTECTION = '1.3.6.1.5.5.7.3.4';
 const EKU_DOCUMENT_SIGNING = '1.3.6.1.5.5.7.3.36';
+const EKU_TIME_STAMPING = '1.3.6.1.5.5.7.3.8';
 
 export interface DevPkiOptions {
   /** Key type of the leaf (the signer). Default ECDSA P-256. */
@@ -28,6 +29,16 @@ export interface DevPkiOptions {
   intermediate?: boolean;
   leafCommonName?: string;
   caCommonName?: string;
+  /**
+   * A URI subject alternative name on the leaf: Sigstore verifiers (cosign with a certificate in
+   * the bundle) match identities against SANs and refuse a certificate without one.
+   */
+  leafUri?: string;
+  /**
+   * Extended key usages added to the leaf's (emailProtection, documentSigning), e.g. codeSigning
+   * (1.3.6.1.5.5.7.3.3), which Sigstore verifiers require of a bundle's certificate.
+   */
+  extraLeafEkus?: string[];
   /** Leaf validity; default from one minute ago for one day. */
   notBefore?: Date;
   notAfter?: Date;
@@ -107,6 +118,46 @@ async function issueCa(
   return { cert, keys, algorithm };
 }
 
+interface LeafOptions {
+  name: string;
+  algorithm: SignatureAlgorithm;
+  notBefore: Date;
+  notAfter: Date;
+  ekus: string[];
+  ekuCritical: boolean;
+  uri?: string;
+}
+
+async function issueLeaf(
+  issuer: Issuer,
+  o: LeafOptions,
+): Promise<{ cert: x509.X509Certificate; keys: webcrypto.CryptoKeyPair }> {
+  const keys = await generateKeys(o.algorithm);
+  const cert = await x509.X509CertificateGenerator.create(
+    {
+      subject: o.name,
+      issuer: issuer.cert.subject,
+      publicKey: keys.publicKey,
+      signingKey: issuer.keys.privateKey,
+      signingAlgorithm: signingParams(issuer.algorithm),
+      notBefore: o.notBefore,
+      notAfter: o.notAfter,
+      extensions: [
+        new x509.BasicConstraintsExtension(false, undefined, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        new x509.ExtendedKeyUsageExtension(o.ekus, o.ekuCritical),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey, false, webcrypto),
+        await x509.AuthorityKeyIdentifierExtension.create(issuer.keys.publicKey, false, webcrypto),
+        ...(o.uri !== undefined
+          ? [new x509.SubjectAlternativeNameExtension([{ type: 'url', value: o.uri }], false)]
+          : []),
+      ],
+    },
+    webcrypto,
+  );
+  return { cert, keys };
+}
+
 export async function generateDevPki(options: DevPkiOptions = {}): Promise<DevPki> {
   const now = Date.now();
   const caAlgorithm = options.caAlgorithm ?? 'ECDSA_P256_SHA256';
@@ -130,26 +181,15 @@ export async function generateDevPki(options: DevPkiOptions = {}): Promise<DevPk
         )
       : root;
 
-  const leafKeys = await generateKeys(leafAlgorithm);
-  const leaf = await x509.X509CertificateGenerator.create(
-    {
-      subject: `CN=${options.leafCommonName ?? 'aibom-vault dev signer'}, O=aibom-vault dev`,
-      issuer: issuer.cert.subject,
-      publicKey: leafKeys.publicKey,
-      signingKey: issuer.keys.privateKey,
-      signingAlgorithm: signingParams(issuer.algorithm),
-      notBefore: options.notBefore ?? new Date(now - 60_000),
-      notAfter: options.notAfter ?? new Date(now + 86_400_000),
-      extensions: [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-        new x509.ExtendedKeyUsageExtension([EKU_EMAIL_PROTECTION, EKU_DOCUMENT_SIGNING], false),
-        await x509.SubjectKeyIdentifierExtension.create(leafKeys.publicKey, false, webcrypto),
-        await x509.AuthorityKeyIdentifierExtension.create(issuer.keys.publicKey, false, webcrypto),
-      ],
-    },
-    webcrypto,
-  );
+  const { cert: leaf, keys: leafKeys } = await issueLeaf(issuer, {
+    name: `CN=${options.leafCommonName ?? 'aibom-vault dev signer'}, O=aibom-vault dev`,
+    algorithm: leafAlgorithm,
+    notBefore: options.notBefore ?? new Date(now - 60_000),
+    notAfter: options.notAfter ?? new Date(now + 86_400_000),
+    ekus: [EKU_EMAIL_PROTECTION, EKU_DOCUMENT_SIGNING, ...(options.extraLeafEkus ?? [])],
+    ekuCritical: false,
+    ...(options.leafUri !== undefined ? { uri: options.leafUri } : {}),
+  });
 
   const chain = issuer === root ? [leaf] : [leaf, issuer.cert];
   return {
@@ -163,4 +203,50 @@ export async function generateDevPki(options: DevPkiOptions = {}): Promise<DevPk
 export function toSecretData(pki: DevPki): Record<'tls.crt' | 'tls.key' | 'ca.crt', string> {
   const b64 = (pem: string): string => Buffer.from(pem, 'utf8').toString('base64');
   return { 'tls.crt': b64(pki['tls.crt']), 'tls.key': b64(pki['tls.key']), 'ca.crt': b64(pki['ca.crt']) };
+}
+
+/** A time-stamping authority's chain: leaf, then root (the order RFC 3161 servers load it in). */
+export interface DevTsaPki {
+  /** Leaf (timeStamping), then the root. */
+  'chain.pem': string;
+  /** PKCS#8 key of the leaf. */
+  'tsa.key': string;
+  /** The root alone: the trust anchor verifiers configure for this TSA. */
+  'ca.crt': string;
+}
+
+export interface DevTsaPkiOptions {
+  caCommonName?: string;
+  /** Leaf validity; default from one minute ago for ten years. */
+  notBefore?: Date;
+  notAfter?: Date;
+}
+
+/**
+ * A CA → leaf chain for an RFC 3161 time-stamping authority (the local stack's, or a test's).
+ * RFC 3161 §2.3 asks of the TSA certificate exactly one extended key usage, timeStamping, marked
+ * critical; the Sigstore timestamp authority refuses a chain without it, and C2PA validators check
+ * the same purpose on the certificate a time-stamp token carries.
+ */
+export async function generateTsaPki(options: DevTsaPkiOptions = {}): Promise<DevTsaPki> {
+  const now = Date.now();
+  const root = await issueCa(
+    `CN=${options.caCommonName ?? 'aibom-vault dev TSA CA'}, O=aibom-vault dev`,
+    'ECDSA_P256_SHA256',
+    new Date(now - 60_000),
+    new Date(now + 20 * 365 * 86_400_000),
+  );
+  const { cert, keys } = await issueLeaf(root, {
+    name: 'CN=aibom-vault dev time-stamping authority, O=aibom-vault dev',
+    algorithm: 'ECDSA_P256_SHA256',
+    notBefore: options.notBefore ?? new Date(now - 60_000),
+    notAfter: options.notAfter ?? new Date(now + 10 * 365 * 86_400_000),
+    ekus: [EKU_TIME_STAMPING],
+    ekuCritical: true,
+  });
+  return {
+    'chain.pem': `${cert.toString('pem')}\n${root.cert.toString('pem')}\n`,
+    'tsa.key': KeyObject.from(keys.privateKey).export({ type: 'pkcs8', format: 'pem' }) as string,
+    'ca.crt': root.cert.toString('pem') + '\n',
+  };
 }

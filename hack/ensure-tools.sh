@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
-#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane
+#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority
 # from the Go module proxy only, at the versions pinned in hack/versions.env. See docs/tools.md.
 #
 # Usage: hack/ensure-tools.sh [tool...]            (default: all tools)
@@ -20,7 +20,7 @@ source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
-ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane)
+ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
 
 log() { echo "ensure-tools: $*" >&2; }
@@ -32,7 +32,7 @@ die() { log "error: $*"; exit 1; }
 group_of() {
   case $1 in
     kube-apiserver | kubectl | kube-controller-manager) echo kubernetes ;;
-    etcd | helm | minio | cosign | crane) echo "$1" ;;
+    etcd | helm | minio | cosign | crane | timestamp-authority) echo "$1" ;;
     *) return 1 ;;
   esac
 }
@@ -46,6 +46,7 @@ group_version() {
     minio) echo "$MINIO_RELEASE" ;;
     cosign) echo "$COSIGN_VERSION" ;;
     crane) echo "$CRANE_VERSION" ;;
+    timestamp-authority) echo "$TSA_VERSION" ;;
   esac
 }
 
@@ -60,6 +61,7 @@ group_module() {
     minio) echo "github.com/minio/minio" ;;
     cosign) echo "github.com/sigstore/cosign/v$(major_of "$COSIGN_VERSION")" ;;
     crane) echo "github.com/google/go-containerregistry" ;;
+    timestamp-authority) echo "github.com/sigstore/timestamp-authority/v$(major_of "$TSA_VERSION")" ;;
   esac
 }
 group_module_version() {
@@ -78,6 +80,18 @@ tool_package() {
     minio) echo "github.com/minio/minio" ;;
     cosign) echo "$(group_module cosign)/cmd/cosign" ;;
     crane) echo "$(group_module crane)/cmd/crane" ;;
+    # hack/go/timestamp-authority/main.go: upstream's server without the fixed :2112 metrics port
+    timestamp-authority) echo "aibom-vault.local/tools/timestamp-authority" ;;
+  esac
+}
+
+# The Go toolchain a group builds with: GOTOOLCHAIN (local unless AIBOM_VAULT_GOTOOLCHAIN says
+# otherwise), or the toolchain versions.env pins for a module that needs a newer Go than the
+# machine's; go then downloads that toolchain from the module proxy (golang.org/toolchain).
+group_toolchain() {
+  case $1 in
+    timestamp-authority) echo "$TSA_GO_TOOLCHAIN" ;;
+    *) echo "$GOTOOLCHAIN" ;;
   esac
 }
 
@@ -160,6 +174,28 @@ check_sumdb() {
   fi
 }
 
+# Switches this (sub)shell to the Go toolchain of a group. A pinned toolchain is downloaded as the
+# module golang.org/toolchain with the checksum database on (go refuses unverified toolchains; it
+# reaches sum.golang.org through the module proxy when the host itself does not resolve), then
+# run from the module cache directly, as go's own GOTOOLCHAIN switch does, so that the rest of
+# the build keeps this script's GOSUMDB setting.
+use_toolchain() {
+  local want info dir
+  want=$(group_toolchain "$1")
+  if [[ $want == go1.* ]]; then
+    info=$(cd / && GOTOOLCHAIN=local GOSUMDB=sum.golang.org GOFLAGS=-modcacherw go mod download -json \
+      "golang.org/toolchain@v0.0.1-$want.$(go env GOOS)-$(go env GOARCH)" </dev/null) ||
+      die "cannot download the Go toolchain $want: $info"
+    dir=$(go_json_field Dir <<<"$info")
+    [[ -d $dir/bin ]] || die "toolchain $want has no bin/ in $dir"
+    # Module zips carry no file modes (go's switch sets these bits on first use too).
+    chmod a+x "$dir"/bin/* "$dir"/pkg/tool/*/*
+    export PATH=$dir/bin:$PATH
+    want=local
+  fi
+  export GOTOOLCHAIN=$want
+}
+
 go_json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -n1; }
 
 # Replace directives of the upstream module, rewritten for use in a wrapper module: relative
@@ -193,7 +229,7 @@ gen_module() {
   local group=$1 dir=$2 mod ver info gomod goline t
   mod=$(group_module "$group") ver=$(group_module_version "$group")
   rm -rf "$dir" && mkdir -p "$dir"
-  if [[ $group == etcd ]]; then cp "$HACK_DIR/go/etcd/main.go" "$dir/"; fi
+  if [[ -f $HACK_DIR/go/$group/main.go ]]; then cp "$HACK_DIR/go/$group/main.go" "$dir/"; fi
   echo "+ go mod download -json $mod@$ver"
   info=$(go mod download -json "$mod@$ver" </dev/null)
   gomod=$(go_json_field GoMod <<<"$info")
@@ -207,7 +243,7 @@ gen_module() {
     echo
     echo "go ${goline:-1.26.0}"
     echo
-    if [[ $group != etcd ]]; then
+    if [[ ! -f $HACK_DIR/go/$group/main.go ]]; then
       echo "tool ("
       for t in $(group_tools "$group"); do echo "	$(tool_package "$t")"; done
       echo ")"
@@ -292,6 +328,9 @@ group_ldflags() {
       p=sigs.k8s.io/release-utils/version
       printf -- ' -X %s' "$p.gitVersion=$COSIGN_VERSION" "$p.gitTreeState=clean" "$p.buildDate=$d" ;;
     crane) printf -- ' -X %s' "$(group_module crane)/cmd/crane/cmd.Version=$CRANE_VERSION" ;;
+    timestamp-authority)
+      p=sigs.k8s.io/release-utils/version
+      printf -- ' -X %s' "$p.gitVersion=$TSA_VERSION" "$p.gitTreeState=clean" ;;
   esac
 }
 
@@ -306,6 +345,7 @@ verify_tool() {
     minio) out=$("$bin" --version 2>&1) want="$MINIO_RELEASE" ;;
     cosign) out=$("$bin" version 2>&1) want="$COSIGN_VERSION" ;;
     crane) out=$("$bin" version 2>&1) want="$CRANE_VERSION" ;;
+    timestamp-authority) out=$("$bin" --version 2>&1) want="timestamp-server $TSA_VERSION" ;;
   esac </dev/null
   echo "\$ $t version:"
   echo "$out"
@@ -336,6 +376,7 @@ build_group() {
   (
     set -euo pipefail
     exec </dev/null >"$logf" 2>&1
+    use_toolchain "$group"
     echo "# $(date -u +%FT%TZ) building ${todo[*]}; GOSUMDB=${GOSUMDB:-} GOTOOLCHAIN=$GOTOOLCHAIN GOFLAGS=$GOFLAGS"
     run go version
     prepare_module "$group" "$dir"
@@ -373,7 +414,7 @@ if $update_modules; then
     log "regenerating hack/go/$g (log: $CACHE/logs/gen-$g.log)"
     d=$CACHE/tmp/gen-$g
     set +e
-    (set -euo pipefail; gen_module "$g" "$d") </dev/null >"$CACHE/logs/gen-$g.log" 2>&1
+    (set -euo pipefail; use_toolchain "$g"; gen_module "$g" "$d") </dev/null >"$CACHE/logs/gen-$g.log" 2>&1
     rc=$?
     set -e
     if ((rc != 0)); then

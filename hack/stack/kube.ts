@@ -13,8 +13,9 @@ export const STACK_USERS = {
   alice: [],
   bob: [],
   // Test harness identity for tests that run the controller or the API in-process with their own
-  // signer Secrets and Leases: bound to both service roles of manifests/rbac.yaml, plus `get` on
-  // Secrets named operator-test-signer (what those tests create). Never used by the stack's own
+  // signer Secrets and Leases: bound to both service roles of manifests/rbac.yaml, plus `get` (and
+  // list/watch by name, as the signer watch does) on Secrets named operator-test-signer (what those
+  // tests create). Never used by the stack's own
   // controller and sidecar, which run as the ServiceAccounts below.
   'aibom-vault': [],
 } as const satisfies Record<string, readonly string[]>;
@@ -50,7 +51,12 @@ const testIdentityRbac = [
     kind: 'ClusterRole',
     metadata: { name: 'aibom-vault-stack-test-signer' },
     rules: [
-      { apiGroups: [''], resources: ['secrets'], resourceNames: ['operator-test-signer'], verbs: ['get'] },
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: ['operator-test-signer'],
+        verbs: ['get', 'list', 'watch'],
+      },
     ],
   },
   {

@@ -8,6 +8,7 @@ import { startPostgres } from './postgres.ts';
 import { freePort, startProcess, stopProcess, waitReady, type Launch, type Proc } from './proc.ts';
 import { schema } from '../../src/config/schema.ts';
 import { createSignerSecret } from './signer.ts';
+import { startTsa } from './tsa.ts';
 import { ensureTools, type Tools } from './tools.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -34,7 +35,7 @@ export interface StackInfo {
   readonly tools: Tools;
   /**
    * Variables written to .stack/env (KUBECONFIG, DATABASE_URL, DATABASE_MIGRATION_URL, S3_*,
-   * SERVICE_API_URL, SERVICE_TOKEN).
+   * SERVICE_API_URL, SERVICE_TOKEN, TSA_*).
    */
   readonly env: Record<string, string>;
   /** The configuration keys the controller and sidecar run with (see serviceSettings). */
@@ -72,6 +73,8 @@ const STACK_KEYS = new Set([
   'SERVICE_API_URL',
   'SERVICE_TOKEN',
   'SERVICE_TRUST_ANCHOR',
+  'TSA_URL',
+  'TSA_TRUST_ANCHORS',
 ]);
 
 /**
@@ -89,8 +92,9 @@ export function serviceSettings(env: NodeJS.ProcessEnv = process.env): Record<st
 }
 
 /**
- * Starts etcd + kube-apiserver + kube-controller-manager (CRDs applied), PostgreSQL and MinIO, each
- * on a random loopback port under one temp dir, and optionally the controller and sidecar.
+ * Starts etcd + kube-apiserver + kube-controller-manager (CRDs applied), PostgreSQL, MinIO and the
+ * RFC 3161 time-stamping authority, each on a random loopback port under one temp dir, and
+ * optionally the controller and sidecar.
  *
  * Invariant: when it throws, nothing it started is left. Every process is recorded the moment it
  * is spawned (Launch.onSpawn), the first failure aborts the other components' readiness waits,
@@ -116,13 +120,14 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
     const tools = await timed('tools', () => ensureTools());
     const bucket = process.env.S3_BUCKET ?? 'aibom-vault';
     // The three servers are independent: start them concurrently; the first failure stops the rest.
-    const [kube, postgres, minio] = await settleAll(
+    const [kube, postgres, minio, tsa] = await settleAll(
       [
         timed('kubernetes', () =>
           startKube(root, tools, join(repoRoot, 'crds'), join(repoRoot, 'manifests/rbac.yaml'), launch),
         ),
         timed('postgres', () => startPostgres(root, launch, opts.postgresBinaries)),
         timed('minio', () => startMinio(root, tools.minio, bucket, launch)),
+        timed('tsa', () => startTsa(root, tools['timestamp-authority'], launch)),
       ],
       abort,
     );
@@ -144,6 +149,8 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       S3_SECRET_KEY: minio.secretKey,
       S3_BUCKET: minio.bucket,
       SERVICE_TOKEN: kube.tokens.admin,
+      TSA_URL: tsa.url,
+      TSA_TRUST_ANCHORS: tsa.trustAnchor,
     };
     const info: StackInfo = {
       root,

@@ -11,6 +11,7 @@ export const TOOL_NAMES = [
   'minio',
   'cosign',
   'crane',
+  'timestamp-authority',
 ] as const;
 export type Tool = (typeof TOOL_NAMES)[number];
 export type Tools = Record<Tool, string>;

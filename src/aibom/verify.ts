@@ -1,6 +1,7 @@
 import { hash, type X509Certificate } from 'node:crypto';
 import { verifyManifest } from '../c2pa/index.ts';
-import { verifyWith, type SignatureAlgorithm } from '../signing/index.ts';
+import { validateChain, verifyWith, type SignatureAlgorithm } from '../signing/index.ts';
+import { TimestampError, verifyTimestamp } from '../timestamp/index.ts';
 import type { Aibom } from './types.ts';
 
 /** Which stored part of an AIBOM a problem is about (the blob, its C2PA sidecar, its metadata record). */
@@ -15,19 +16,66 @@ export interface AibomProblem {
 interface AibomMeta {
   digest?: string;
   attestation_ids?: string[];
-  signature?: { algorithm?: string; key_id?: string; signature?: string };
+  signature?: {
+    algorithm?: string;
+    key_id?: string;
+    signature?: string;
+    timestamp?: { time?: string; tsa?: string; signed_timestamp?: string };
+  };
+}
+
+/**
+ * The runtime signature's RFC 3161 time-stamp (metadata `signature.timestamp`): it must be over the
+ * signature bytes, from a trusted TSA, and the signer's chain must have been valid at its time.
+ * Returns the line to print, or pushes the problem.
+ */
+function checkSignatureTimestamp(
+  signedTimestamp: string,
+  signature: Buffer,
+  chain: readonly X509Certificate[],
+  anchors: readonly X509Certificate[],
+  tsaAnchors: readonly X509Certificate[],
+  problems: AibomProblem[],
+): string | undefined {
+  try {
+    const t = verifyTimestamp(Buffer.from(signedTimestamp, 'base64'), {
+      data: signature,
+      trustAnchors: tsaAnchors,
+    });
+    const valid = validateChain(chain, anchors, t.genTime);
+    if (!valid.ok) {
+      problems.push({
+        part: 'metadata',
+        code: 'OUTSIDE_VALIDITY',
+        message: `the runtime signature was time-stamped at ${t.genTime.toISOString()}: ${valid.message}`,
+      });
+      return undefined;
+    }
+    return `timestamp  ${t.genTime.toISOString()} by ${t.tsa} (RFC 3161, over the runtime signature); certificates valid then`;
+  } catch (err) {
+    if (!(err instanceof TimestampError)) throw err;
+    problems.push({
+      part: 'metadata',
+      code: `TIMESTAMP_${err.code}`,
+      message: `runtime signature time-stamp: ${err.message}`,
+    });
+    return undefined;
+  }
 }
 
 /**
  * Offline check of one AIBOM as stored (blob, `.c2pa` sidecar, metadata record), against CA
  * certificates the caller trusts: the digest, the C2PA manifest (bound to these bytes, chained to
  * an anchor), the runtime trust signature (by the manifest's signer), and the same attestation ids
- * in BOM, metadata and manifest. Used by `service-ctl verify --aibom DIR` and by the export
- * verifier. Pure; never throws for bad input.
+ * in BOM, metadata and manifest. Certificates are judged at the time of a trusted RFC 3161
+ * time-stamp (from a TSA chaining to `tsaTrustAnchors`) when the manifest and the signature carry
+ * one, so an AIBOM verifies after its signer certificate expired; otherwise now. Used by
+ * `service-ctl verify --aibom DIR` and by the export verifier. Pure; never throws for bad input.
  */
 export function verifyAibomArtifact(
   parts: { bytes: Buffer; manifest: Buffer; metadata: unknown },
   trustAnchors: readonly X509Certificate[],
+  tsaTrustAnchors: readonly X509Certificate[] = [],
 ): { lines: string[]; problems: AibomProblem[] } {
   const problems: AibomProblem[] = [];
   const lines: string[] = [];
@@ -50,7 +98,7 @@ export function verifyAibomArtifact(
   } else lines.push(`digest     ${digest}`);
   let c2pa: ReturnType<typeof verifyManifest> | undefined;
   try {
-    c2pa = verifyManifest({ store: parts.manifest, asset: parts.bytes, trustAnchors });
+    c2pa = verifyManifest({ store: parts.manifest, asset: parts.bytes, trustAnchors, tsaTrustAnchors });
   } catch (err) {
     problems.push({ part: 'manifest', code: 'MALFORMED_MANIFEST', message: (err as Error).message });
   }
@@ -58,7 +106,15 @@ export function verifyAibomArtifact(
     for (const p of c2pa.problems)
       problems.push({ part: 'manifest', code: `C2PA_${p.code}`, message: p.message });
   } else if (c2pa !== undefined) {
-    lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted)`);
+    const at = c2pa.checkedAt?.toISOString() ?? '?';
+    const ts = c2pa.timestamp;
+    const when =
+      ts?.trusted === true
+        ? `certificates checked at ${at}, the time of its RFC 3161 time-stamp by ${ts.tsa ?? 'a trusted TSA'}`
+        : ts !== undefined
+          ? `certificates checked now, ${at}: its time-stamp is not trusted here (${ts.reason ?? ''})`
+          : `certificates checked now, ${at}: the manifest has no time-stamp`;
+    lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted; ${when})`);
   }
   const sig = meta.signature;
   if (!sig?.signature || !c2pa?.signerCertificate) {
@@ -88,6 +144,18 @@ export function verifyAibomArtifact(
     });
   } else {
     lines.push(`signature  ${sig.algorithm} ${sig.key_id}`);
+    const signed = sig.timestamp?.signed_timestamp;
+    if (signed !== undefined) {
+      const line = checkSignatureTimestamp(
+        signed,
+        Buffer.from(sig.signature, 'base64'),
+        c2pa.chain ?? [c2pa.signerCertificate],
+        trustAnchors,
+        tsaTrustAnchors,
+        problems,
+      );
+      if (line !== undefined) lines.push(line);
+    }
   }
   const ids = JSON.stringify(bom.trust?.attestation_ids ?? []);
   if (

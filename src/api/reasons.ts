@@ -29,6 +29,8 @@ export const Reasons = {
   ManifestRepairing: 'ManifestRepairing',
   /** The manifest cannot be repaired (the stored bytes no longer match the record). */
   ManifestRepairFailed: 'ManifestRepairFailed',
+  /** No usable RFC 3161 time-stamp within the deadline (TSA down or answering wrongly): retried. */
+  TimestampUnavailable: 'TimestampUnavailable',
   /** Recording failed for another reason than an unavailable dependency (the message says why). */
   RecordingFailed: 'RecordingFailed',
   /**
@@ -43,6 +45,7 @@ export type FailureReason =
   | typeof Reasons.VaultUnavailable
   | typeof Reasons.ObjectStoreUnavailable
   | typeof Reasons.SignerUnavailable
+  | typeof Reasons.TimestampUnavailable
   | typeof Reasons.RecordingFailed
   | typeof Reasons.CapabilityChainInvalid;
 

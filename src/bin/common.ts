@@ -1,5 +1,17 @@
+import type { X509Certificate } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { loadSignerFromFiles, signerFromTlsSecretData, type KeySigner } from '../signing/index.ts';
+import type { Registry } from 'prom-client';
+import { kubeClient } from '../controller/runtime/index.ts';
+import {
+  loadSignerFromFiles,
+  parseCertificates,
+  signerFromTlsSecretData,
+  type KeySigner,
+  type Signer,
+} from '../signing/index.ts';
+import { watchSignerSecret, type WatchedSigner } from '../signing/watch.ts';
+import { createTsaClient, type Timestamper } from '../timestamp/index.ts';
 import { s3BlobStore, type BlobStore } from '../blob/store.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
@@ -82,11 +94,115 @@ export async function loadServiceSigner(config: Config, kc: KubeConfig): Promise
   return signerFromSecret(config, kc, config.SIGNER_SECRET);
 }
 
+/** `namespace/name` of a Secret reference (a bare name is in POD_NAMESPACE). */
+function secretRef(config: Config, ref: string): [string, string] {
+  return ref.includes('/') ? (ref.split('/', 2) as [string, string]) : [config.POD_NAMESPACE, ref];
+}
+
+/**
+ * The service signer for the whole life of the process. From SIGNER_SECRET it follows the Secret
+ * (src/signing/watch.ts): a renewal by cert-manager is used from the next signature on, without a
+ * restart. From SIGNER_*_FILE it is loaded once (files do not rotate under us).
+ */
+export async function serviceSignerFrom(
+  config: Config,
+  kc: KubeConfig,
+  logger: Logger,
+  registry?: Registry,
+): Promise<WatchedSigner> {
+  if (config.SIGNER_CERT_FILE !== undefined || config.SIGNER_KEY_FILE !== undefined) {
+    const signer = await loadServiceSigner(config, kc);
+    return {
+      current: () => signer,
+      caCertificates: () => [...signer.caCertificates],
+      onRotate: () => () => undefined,
+      lastError: () => undefined,
+      ready: () => Promise.resolve(),
+      stop: () => Promise.resolve(),
+    };
+  }
+  const [namespace, name] = secretRef(config, config.SIGNER_SECRET);
+  const watched = watchSignerSecret({
+    client: kubeClient(kc),
+    namespace,
+    name,
+    logger: logger.child({ component: 'signer' }),
+    ...(registry ? { registry } : {}),
+  });
+  try {
+    await watched.ready();
+  } catch (err) {
+    await watched.stop();
+    throw err;
+  }
+  return watched;
+}
+
+/**
+ * A Signer that is always the watched signer of this moment. For code that holds a Signer for
+ * long (the SCITT publisher) and reads its chain and signs in one synchronous step, so the two
+ * never come from different keys.
+ */
+export function liveSigner(source: Pick<WatchedSigner, 'current'>): Signer {
+  return {
+    get keyId() {
+      return source.current().keyId;
+    },
+    get algorithm() {
+      return source.current().algorithm;
+    },
+    get publicKey() {
+      return source.current().publicKey;
+    },
+    get certificateChain() {
+      return source.current().certificateChain ?? [];
+    },
+    sign: (data, encoding) => source.current().sign(data, encoding),
+  };
+}
+
+/**
+ * CA certificates that only grow: every CA the watched signer has had, old ones kept (they anchor
+ * what was signed under them). Returned as one array that is updated in place, for dependencies
+ * that take an array and read it per request.
+ */
+export function growingAnchors(
+  source: WatchedSigner,
+  extra: readonly X509Certificate[] = [],
+): X509Certificate[] {
+  const anchors = [...source.caCertificates(), ...extra];
+  source.onRotate(() => {
+    for (const ca of source.caCertificates())
+      if (!anchors.some((a) => a.raw.equals(ca.raw))) anchors.push(ca);
+  });
+  return anchors;
+}
+
+/** The RFC 3161 client of TSA_URL (with TSA_TRUST_ANCHORS), or undefined when no TSA is configured. */
+export async function timestamperFrom(config: Config): Promise<Timestamper | undefined> {
+  if (config.TSA_URL === undefined) return undefined;
+  const anchors = await tsaTrustAnchorsFrom(config);
+  if (anchors.length === 0)
+    throw new ConfigError(['TSA_URL needs TSA_TRUST_ANCHORS (the TSA root CA PEM file)']);
+  return createTsaClient({ url: config.TSA_URL, trustAnchors: anchors, deadlineMs: config.TSA_DEADLINE_MS });
+}
+
+/** The roots of TSA_TRUST_ANCHORS; empty when unset. */
+export async function tsaTrustAnchorsFrom(config: Config): Promise<X509Certificate[]> {
+  const file = config.TSA_TRUST_ANCHORS;
+  if (file === undefined) return [];
+  let pem: string;
+  try {
+    pem = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError([`TSA_TRUST_ANCHORS: cannot read ${file}: ${(err as Error).message}`]);
+  }
+  return parseCertificates(pem, 'TSA_TRUST_ANCHORS');
+}
+
 /** A signer from a kubernetes.io/tls Secret named `name` (in POD_NAMESPACE) or `namespace/name`. */
 export async function signerFromSecret(config: Config, kc: KubeConfig, ref: string): Promise<KeySigner> {
-  const [namespace, name] = ref.includes('/')
-    ? (ref.split('/', 2) as [string, string])
-    : [config.POD_NAMESPACE, ref];
+  const [namespace, name] = secretRef(config, ref);
   const secret = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace, name });
   return signerFromTlsSecretData(secret.data ?? {});
 }
@@ -99,17 +215,17 @@ export async function transparencyFrom(
   config: Config,
   kc: KubeConfig,
   vault: Vault,
-  signer: KeySigner,
+  source: WatchedSigner,
   logger: Logger,
 ): Promise<Transparency> {
   const logSigner =
     config.SCITT_LOG_SECRET !== undefined
       ? await signerFromSecret(config, kc, config.SCITT_LOG_SECRET)
-      : signer;
+      : source.current();
   return setupTransparency({
     vault,
-    signer,
-    caCertificates: signer.caCertificates,
+    signer: liveSigner(source),
+    caCertificates: growingAnchors(source),
     logSigner,
     issuer: config.SCITT_LOG_ISSUER,
     backend: config.SCITT_BACKEND,

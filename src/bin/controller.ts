@@ -2,19 +2,20 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { loadConfig } from '../config/index.ts';
 import { startController } from '../controller/manager.ts';
-import { isNotFound, kubeClient, resourcePath } from '../controller/runtime/index.ts';
+import { kubeClient } from '../controller/runtime/index.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';
 import { startOpsServer } from './ops-server.ts';
-import { signerFromTlsSecretData } from '../signing/index.ts';
 import { namespaceSigners } from '../signing/namespace-signers.ts';
+import { watchCustomerSigners } from '../signing/watch.ts';
 import {
   blobStoreFrom,
   fatalConfig,
   kubeConfigFrom,
-  loadServiceSigner,
   openVaultFrom,
+  serviceSignerFrom,
+  timestamperFrom,
   transparencyFrom,
 } from './common.ts';
 
@@ -27,29 +28,26 @@ await runUntilSignal(logger, async () => {
   const kc = kubeConfigFrom(config);
   const vault = await openVaultFrom(config, logger, 'aibom-vault-controller');
   const blobs = blobStoreFrom(config);
-  const signer = await loadServiceSigner(config, kc);
-  logger.info({ keyId: signer.keyId, algorithm: signer.algorithm }, 'service signer loaded');
+  // Both follow their Secrets while running (renewals need no restart): src/signing/watch.ts.
+  const signer = await serviceSignerFrom(config, kc, logger, registry);
+  logger.info(
+    { keyId: signer.current().keyId, algorithm: signer.current().algorithm },
+    'service signer loaded',
+  );
   // Every request of the controller to the API server has a deadline (watches: the watchdog).
   const client = kubeClient(kc, { timeoutMs: config.KUBE_TIMEOUT_MS });
+  const customers = watchCustomerSigners({
+    client,
+    name: config.CUSTOMER_SIGNER_SECRET,
+    logger: logger.child({ component: 'customer-signers' }),
+    registry,
+  });
   const envelopeSigner = namespaceSigners(
-    signer,
-    async (namespace) => {
-      try {
-        const s = await client.request<{ data?: Record<string, string> }>({
-          method: 'GET',
-          path: resourcePath(
-            { group: '', version: 'v1', plural: 'secrets', kind: 'Secret' },
-            { namespace, name: config.CUSTOMER_SIGNER_SECRET },
-          ),
-        });
-        return s.data ?? null;
-      } catch (err) {
-        if (isNotFound(err)) return null;
-        throw err;
-      }
-    },
-    (data) => signerFromTlsSecretData(data),
+    () => signer.current(),
+    (namespace) => customers.signerOf(namespace),
   );
+  const timestamper = await timestamperFrom(config);
+  if (timestamper) logger.info({ tsa: timestamper.url }, 'AIBOM signatures are time-stamped');
   const transparency = config.SERVICE_TRANSPARENCY_WRITER
     ? await transparencyFrom(config, kc, vault, signer, logger)
     : undefined;
@@ -67,8 +65,9 @@ await runUntilSignal(logger, async () => {
     reconcileTimeoutMs: config.RECONCILE_TIMEOUT_MS,
     vault,
     blobs,
-    runtimeSigner: signer,
+    runtimeSigner: () => signer.current(),
     envelopeSigner,
+    ...(timestamper ? { timestamper } : {}),
     capabilityTokens: config.SERVICE_CAPABILITY_TOKENS,
     logger,
     registry,
@@ -91,6 +90,8 @@ await runUntilSignal(logger, async () => {
   logger.info({ port: ops.port }, 'controller started');
   return async () => {
     await controller.stop();
+    await customers.stop();
+    await signer.stop();
     await ops.close();
     await vault.close();
   };

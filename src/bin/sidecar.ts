@@ -13,9 +13,11 @@ import {
   blobStoreFrom,
   fatalConfig,
   kubeConfigFrom,
-  loadServiceSigner,
+  growingAnchors,
   openVaultFrom,
+  serviceSignerFrom,
   transparencyFrom,
+  tsaTrustAnchorsFrom,
 } from './common.ts';
 
 const config = fatalConfig(() => {
@@ -31,8 +33,13 @@ await runUntilSignal(logger, async () => {
   const vault = await openVaultFrom(config, logger, 'aibom-vault-sidecar');
   const kc = kubeConfigFrom(config);
   const blobs = blobStoreFrom(config);
-  // The signer's CA is the trust anchor every outgoing C2PA manifest must chain to.
-  const signer = await loadServiceSigner(config, kc);
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  // The signer's CAs are the trust anchors every outgoing C2PA manifest must chain to: all of them
+  // since start (a renewal may bring a new CA; manifests signed under the old one still leave).
+  const signer = await serviceSignerFrom(config, kc, logger, registry);
+  const trustAnchors = growingAnchors(signer);
+  const tsaTrustAnchors = await tsaTrustAnchorsFrom(config);
   // Always wired: the sidecar serves this deployment's local log over SCRAPI and answers
   // POST /v1/attestations/scitt; only the controller enqueues (SERVICE_TRANSPARENCY_WRITER).
   const transparency = await transparencyFrom(config, kc, vault, signer, logger);
@@ -40,8 +47,6 @@ await runUntilSignal(logger, async () => {
     config.SCITT_TRUST_ANCHORS !== undefined
       ? parseCertificates(await readFile(config.SCITT_TRUST_ANCHORS, 'utf8'), 'SCITT_TRUST_ANCHORS')
       : [];
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
   // /readyz (API and ops port): PostgreSQL and the object store answer within their deadlines.
   const health = new DependencyHealth({
     registry,
@@ -50,7 +55,7 @@ await runUntilSignal(logger, async () => {
   const app = await buildApp({
     registry,
     transparency,
-    scrapiTrustAnchors: [...signer.caCertificates, ...extra],
+    scrapiTrustAnchors: growingAnchors(signer, extra),
     logger,
     vault,
     blobs,
@@ -63,8 +68,9 @@ await runUntilSignal(logger, async () => {
     },
     listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS,
-    trustAnchors: signer.caCertificates,
-    signer,
+    trustAnchors,
+    tsaTrustAnchors,
+    signer: () => signer.current(),
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
     ready: () => health.check(),
   });
@@ -81,6 +87,7 @@ await runUntilSignal(logger, async () => {
   return async () => {
     await ops.close();
     await app.close();
+    await signer.stop();
     await vault.close();
   };
 });

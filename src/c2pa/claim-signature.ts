@@ -1,7 +1,8 @@
 import type { X509Certificate } from 'node:crypto';
 import { signatureAlgorithmOf, coseAlgorithmOf } from '../cose/algorithms.ts';
 import { CoseError } from '../cose/errors.ts';
-import { Header, parseSign1, signSign1, type CoseSign1 } from '../cose/sign1.ts';
+import { asBytes, encodeCbor } from '../cose/cbor.ts';
+import { Header, parseSign1, signSign1, type CoseSign1, type HeaderMap } from '../cose/sign1.ts';
 import { decodeX5chain, encodeX5chain } from '../cose/x5chain.ts';
 import { isSelfSigned, type SignatureAlgorithm, type Signer } from '../signing/index.ts';
 import { C2paError } from './errors.ts';
@@ -12,22 +13,77 @@ import { C2paError } from './errors.ts';
  * root). This file holds only what C2PA adds to COSE; the structure itself is src/cose's.
  */
 
-/**
- * Signs `claim` and returns COSE_Sign1_Tagged with the payload detached. The chain is
- * `signer.certificateChain` minus any trailing self-signed certificate: the trust anchor is the
- * validator's to hold, not the manifest's to carry.
- */
-export function signClaim(signer: Signer, claim: Buffer): Buffer {
+/** The claim signature's protected header: `alg` and `x5chain` (leaf first, trust anchor left out). */
+function protectedHeaderOf(signer: Signer): HeaderMap {
   const certs = [...(signer.certificateChain ?? [])];
   if (certs.length === 0) {
     throw new C2paError('INVALID_INPUT', 'C2PA signing needs a signer with an X.509 certificate chain');
   }
+  // The trust anchor is the validator's to hold, not the manifest's to carry.
   while (certs.length > 1 && isSelfSigned(certs.at(-1)!)) certs.pop();
-  const protectedHeader = new Map<number, unknown>([
+  return new Map<number, unknown>([
     [Header.alg, coseAlgorithmOf(signer.algorithm)],
     [Header.x5chain, encodeX5chain(certs)],
   ]);
-  return signSign1(signer, { protectedHeader, payload: claim, detached: true });
+}
+
+/**
+ * Label of the unprotected header holding an RFC 3161 time-stamp of the claim signature (C2PA 1.4,
+ * "v1" time-stamps; 2.x also knows `sigTst2`). Its value is a `tstContainer`:
+ * `{ "tstTokens": [ { "val": bstr } ] }`, `val` being the DER TimeStampResp the TSA answered.
+ */
+export const SIG_TST = 'sigTst';
+
+/**
+ * What a C2PA 1.4 time-stamp is over: the COSE countersignature structure of the claim signature,
+ * `["CounterSignature", body_protected, external_aad (empty), payload]` (RFC 9052 §4.4 with the
+ * RFC 9338 context), the claim being the payload. It covers the certificate chain (x5chain is in
+ * the protected header) and the claim, not the signature value, so the time-stamp can be taken
+ * before signing. c2pa-rs computes the same bytes (`cose_countersign_data`).
+ */
+export function timestampedData(protectedBytes: Uint8Array, claim: Uint8Array): Buffer {
+  return encodeCbor(['CounterSignature', protectedBytes, Buffer.alloc(0), claim]);
+}
+
+/** The bytes a time-stamp of `signer`'s signature over `claim` must cover ({@link timestampedData}). */
+export function claimTimestampData(signer: Signer, claim: Buffer): Buffer {
+  return timestampedData(encodeCbor(protectedHeaderOf(signer)), claim);
+}
+
+/**
+ * Signs `claim` and returns COSE_Sign1_Tagged with the payload detached; with `timestampResponse`
+ * (a DER TimeStampResp over {@link claimTimestampData}), the unprotected header carries it as
+ * `sigTst`. The protected header is encoded deterministically, so the time-stamped bytes and the
+ * signed ones name the same header.
+ */
+export function signClaim(signer: Signer, claim: Buffer, timestampResponse?: Buffer): Buffer {
+  const unprotectedHeader: HeaderMap = new Map();
+  if (timestampResponse !== undefined) {
+    unprotectedHeader.set(SIG_TST, { tstTokens: [{ val: timestampResponse }] });
+  }
+  return signSign1(signer, {
+    protectedHeader: protectedHeaderOf(signer),
+    unprotectedHeader,
+    payload: claim,
+    detached: true,
+  });
+}
+
+/**
+ * The DER TimeStampResp of a parsed claim signature's `sigTst`, undefined when it has none. Throws
+ * MALFORMED_MANIFEST when the header is there but is not a tstContainer with one token (C2PA
+ * validators read only the first; more would be ambiguous).
+ */
+export function sigTstOf(sign1: CoseSign1): Buffer | undefined {
+  const value = sign1.unprotectedHeader.get(SIG_TST);
+  if (value === undefined) return undefined;
+  const tokens: unknown = value instanceof Map ? value.get('tstTokens') : undefined;
+  const first: unknown = Array.isArray(tokens) && tokens.length === 1 ? tokens[0] : undefined;
+  const val = first instanceof Map ? asBytes(first.get('val')) : undefined;
+  if (val === undefined) {
+    throw new C2paError('MALFORMED_MANIFEST', 'claim signature: sigTst is not a tstContainer with one token');
+  }
+  return val;
 }
 
 export interface ClaimSignature {

@@ -16,8 +16,15 @@ export type C2paProblemCode =
   | 'SIGNATURE_INVALID'
   /** The x5chain does not lead to a trust anchor, or the leaf is not acceptable as a C2PA signer. */
   | 'UNTRUSTED_SIGNER'
-  /** A certificate on the chain is outside its validity period at verification time. */
+  /** A certificate on the chain is outside its validity period at verification time (no trusted time-stamp). */
   | 'CERTIFICATE_EXPIRED'
+  /**
+   * The `sigTst` time-stamp is damaged or is not for this claim signature (message imprint,
+   * CMS signature or structure): evidence of tampering, whatever the TSA's trust.
+   */
+  | 'TIMESTAMP_INVALID'
+  /** A trusted time-stamp shows the claim was signed while a certificate of the chain was not valid. */
+  | 'TIMESTAMP_OUTSIDE_VALIDITY'
   /** The manifest is valid but is not ours (no attestation assertion), or the signing algorithm is unsupported. */
   | 'UNSUPPORTED_MANIFEST';
 

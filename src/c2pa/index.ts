@@ -1,8 +1,10 @@
 /** C2PA 1.4 manifest stores for artifacts that carry no embedded manifest (`.c2pa` sidecars). Pure: no I/O. */
 export { C2paError, type C2paProblem, type C2paProblemCode } from './errors.ts';
 export { ATTESTATIONS_LABEL } from './labels.ts';
+export { SIG_TST, sigTstOf, timestampedData } from './claim-signature.ts';
 export {
   buildManifest,
+  buildTimestampedManifest,
   type AttestationsAssertion,
   type BuildManifestInput,
   type BuiltManifest,

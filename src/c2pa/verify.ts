@@ -2,7 +2,9 @@ import { hash, type X509Certificate } from 'node:crypto';
 import { algorithmOf, keyIdOf, parseCertificates, validateChain } from '../signing/index.ts';
 import { decodeCborObject } from '../cose/cbor.ts';
 import { verifySign1 } from '../cose/sign1.ts';
-import { parseClaimSignature, type ClaimSignature } from './claim-signature.ts';
+import { TimestampError, type TimestampErrorCode } from '../timestamp/errors.ts';
+import { readTimestamp, verifyTimestamp } from '../timestamp/rfc3161.ts';
+import { parseClaimSignature, sigTstOf, timestampedData, type ClaimSignature } from './claim-signature.ts';
 import { C2paError, type C2paProblem } from './errors.ts';
 import { childSuperBoxes, contentBoxes, parseJumbf, payloadOf, Uuids, type SuperBox } from './jumbf.ts';
 import {
@@ -26,8 +28,28 @@ export interface VerifyManifestInput {
   assetSha256?: Buffer;
   /** PEM bundle (or parsed certificates) of the CAs a signer must chain to. */
   trustAnchors: string | readonly X509Certificate[];
-  /** Time the certificate chain is checked at; default now (the manifest carries no timestamp). */
+  /**
+   * Time the certificate chain is checked at when the manifest carries no trusted time-stamp;
+   * default now.
+   */
   at?: Date;
+  /**
+   * Roots of the time-stamping authorities whose `sigTst` tokens are trusted (PEM or parsed). With
+   * a token that verifies against them, the signer's chain is judged at the token's time instead.
+   */
+  tsaTrustAnchors?: string | readonly X509Certificate[];
+}
+
+/** The claim signature's RFC 3161 time-stamp (`sigTst`), as the verifier judged it. */
+export interface ManifestTimestamp {
+  /** The token's genTime. */
+  time: Date;
+  /** Subject of the TSA certificate, one line (when the token could be read that far). */
+  tsa?: string;
+  /** The token verified against `tsaTrustAnchors`: certificates were judged at `time`. */
+  trusted: boolean;
+  /** Why it is not trusted (`CODE: message`, TimestampError codes), when it is not. */
+  reason?: string;
 }
 
 export interface VerifyManifestResult {
@@ -41,6 +63,12 @@ export interface VerifyManifestResult {
   signer?: string;
   /** The x5chain leaf; its key is trusted only when `ok`. */
   signerCertificate?: X509Certificate;
+  /** The whole x5chain, leaf first. */
+  chain?: X509Certificate[];
+  /** The time the signer's certificate chain was judged at: a trusted time-stamp's, else `at` or now. */
+  checkedAt?: Date;
+  /** Present when the claim signature carries a `sigTst` time-stamp. */
+  timestamp?: ManifestTimestamp;
   claimGenerator?: string;
   title?: string;
   format?: string;
@@ -165,9 +193,13 @@ export function verifyManifest(input: VerifyManifestInput): VerifyManifestResult
     typeof input.trustAnchors === 'string'
       ? parseCertificates(input.trustAnchors, 'trustAnchors')
       : [...input.trustAnchors];
+  const tsaAnchors =
+    typeof input.tsaTrustAnchors === 'string'
+      ? parseCertificates(input.tsaTrustAnchors, 'tsaTrustAnchors')
+      : [...(input.tsaTrustAnchors ?? [])];
   const result: VerifyManifestResult = { ok: false, problems: [] };
   try {
-    check(input, anchors, result);
+    check(input, anchors, tsaAnchors, result);
   } catch (error) {
     if (!(error instanceof C2paError) || error.code === 'INVALID_INPUT') throw error;
     result.problems.push({ code: error.code, message: error.message });
@@ -176,7 +208,12 @@ export function verifyManifest(input: VerifyManifestInput): VerifyManifestResult
   return result;
 }
 
-function check(input: VerifyManifestInput, anchors: X509Certificate[], result: VerifyManifestResult): void {
+function check(
+  input: VerifyManifestInput,
+  anchors: X509Certificate[],
+  tsaAnchors: X509Certificate[],
+  result: VerifyManifestResult,
+): void {
   const problems = result.problems;
   const store = parseJumbf(input.store);
   if (!store.uuid.equals(Uuids.manifestStore) || store.label !== STORE_LABEL) {
@@ -220,8 +257,7 @@ function check(input: VerifyManifestInput, anchors: X509Certificate[], result: V
   checkSignature(
     parseClaimSignature(signatureContent.payload),
     claimBytes,
-    anchors,
-    input.at ?? new Date(),
+    { anchors, tsaAnchors, at: input.at ?? new Date() },
     result,
   );
 
@@ -319,17 +355,71 @@ function check(input: VerifyManifestInput, anchors: X509Certificate[], result: V
   }
 }
 
+/**
+ * The time the signer's chain is judged at: the `sigTst` token's genTime when the token verifies
+ * for this claim signature against the TSA anchors (`result.timestamp.trusted`), else `fallback`.
+ * A token that is not for this signature (imprint, CMS signature, structure) is a problem of its
+ * own; one from a TSA that is not trusted here is reported as untrusted and ignored, as c2pa-rs
+ * does (`timeStamp.untrusted` is informational).
+ */
+function signingTime(
+  cose: ClaimSignature,
+  claimBytes: Buffer,
+  tsaAnchors: readonly X509Certificate[],
+  fallback: Date,
+  result: VerifyManifestResult,
+): { at: Date; trusted: boolean } {
+  const response = sigTstOf(cose.sign1);
+  if (response === undefined) return { at: fallback, trusted: false };
+  try {
+    const v = verifyTimestamp(response, {
+      data: timestampedData(cose.sign1.protectedBytes, claimBytes),
+      trustAnchors: tsaAnchors,
+    });
+    result.timestamp = { time: v.genTime, tsa: v.tsa, trusted: true };
+    return { at: v.genTime, trusted: true };
+  } catch (err) {
+    if (!(err instanceof TimestampError)) throw err;
+    if (TAMPERED.has(err.code)) {
+      result.problems.push({ code: 'TIMESTAMP_INVALID', message: `sigTst: ${err.message}` });
+      return { at: fallback, trusted: false };
+    }
+    let time: Date | undefined;
+    try {
+      time = readTimestamp(response).genTime;
+    } catch {
+      // unreadable: reported through `reason` only
+    }
+    result.timestamp = {
+      time: time ?? new Date(Number.NaN),
+      trusted: false,
+      reason: `${err.code}: ${err.message}`,
+    };
+    return { at: fallback, trusted: false };
+  }
+}
+
+/** Time-stamp failures that mean the token is not genuinely this signature's. */
+const TAMPERED = new Set<TimestampErrorCode>([
+  'IMPRINT_MISMATCH',
+  'TIMESTAMP_SIGNATURE_INVALID',
+  'MALFORMED_TIMESTAMP',
+]);
+
 function checkSignature(
   cose: ClaimSignature,
   claimBytes: Buffer,
-  anchors: readonly X509Certificate[],
-  at: Date,
+  trust: { anchors: readonly X509Certificate[]; tsaAnchors: readonly X509Certificate[]; at: Date },
   result: VerifyManifestResult,
 ): void {
+  const { anchors } = trust;
+  const { at, trusted } = signingTime(cose, claimBytes, trust.tsaAnchors, trust.at, result);
+  result.checkedAt = at;
   const leaf = cose.chain[0] as X509Certificate;
   result.signerKeyId = keyIdOf(leaf.publicKey);
   result.signer = oneLine(leaf.subject);
   result.signerCertificate = leaf;
+  result.chain = cose.chain;
   if (algorithmOf(leaf.publicKey) !== cose.algorithm) {
     result.problems.push({
       code: 'SIGNATURE_INVALID',
@@ -355,12 +445,12 @@ function checkSignature(
     };
   }
   if (!chain.ok) {
+    const expired = chain.failure === 'EXPIRED' || chain.failure === 'NOT_YET_VALID';
     result.problems.push({
-      code:
-        chain.failure === 'EXPIRED' || chain.failure === 'NOT_YET_VALID'
-          ? 'CERTIFICATE_EXPIRED'
-          : 'UNTRUSTED_SIGNER',
-      message: chain.message,
+      code: !expired ? 'UNTRUSTED_SIGNER' : trusted ? 'TIMESTAMP_OUTSIDE_VALIDITY' : 'CERTIFICATE_EXPIRED',
+      message: trusted
+        ? `${chain.message}; the claim's trusted time-stamp is ${at.toISOString()}`
+        : chain.message,
     });
   }
 }

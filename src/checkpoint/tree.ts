@@ -27,9 +27,17 @@ import { signCheckpoint, verifyCheckpoint } from './statement.ts';
  */
 
 export interface CheckpointerSigning {
-  /** The service signer: signs checkpoints, and is the key the last one must verify with. */
-  readonly signer: Signer;
-  readonly caCertificates?: readonly X509Certificate[];
+  /**
+   * The service signer: signs checkpoints. A function when it follows its Secret (read once per
+   * checkpoint, so a renewed key signs the next one).
+   */
+  readonly signer: Signer | (() => Signer);
+  /**
+   * The CA certificates of the service signer (a function: they grow as the signer is renewed).
+   * The last checkpoint must chain to one of them (at its own time): it may have been signed by a
+   * key that was rotated away since. Without CAs, it must verify with the current key.
+   */
+  readonly caCertificates?: readonly X509Certificate[] | (() => readonly X509Certificate[]);
 }
 
 /** Records read per query while extending. */
@@ -104,6 +112,9 @@ export async function makeCheckpoint(
   signing: CheckpointerSigning,
   now: () => Date = () => new Date(),
 ): Promise<{ checkpoint: StoredCheckpoint | null; created: boolean }> {
+  const signer = typeof signing.signer === 'function' ? signing.signer() : signing.signer;
+  const cas =
+    typeof signing.caCertificates === 'function' ? signing.caCertificates() : (signing.caCertificates ?? []);
   const [last, head] = await Promise.all([repo.get(), repo.head()]);
   const m = last?.treeSize ?? 0;
   if (head.seq <= m) return { checkpoint: last, created: false };
@@ -111,7 +122,10 @@ export async function makeCheckpoint(
   // The frontier of the last checkpoint: its perfect subtrees, which must fold to its signed root.
   let stack: TreeNode[] = [];
   if (last !== null) {
-    const signed = verifyCheckpoint(last.statement, { publicKeys: [signing.signer.publicKey] });
+    const signed = verifyCheckpoint(
+      last.statement,
+      cas.length > 0 ? { trustAnchors: cas, at: last.createdAt } : { publicKeys: [signer.publicKey] },
+    );
     if (signed.treeSize !== last.treeSize || !signed.rootHash.equals(last.rootHash)) {
       throw new CheckpointError(
         'TREE_DIVERGED',
@@ -160,11 +174,7 @@ export async function makeCheckpoint(
 
   const rootHash = foldPerfect(stack.map((x) => x.hash));
   const issuedAt = now().toISOString();
-  const statement = signCheckpoint(
-    { treeSize: n, rootHash, lastId, issuedAt },
-    signing.signer,
-    signing.caCertificates ?? [],
-  );
+  const statement = signCheckpoint({ treeSize: n, rootHash, lastId, issuedAt }, signer, cas);
   await repo.add({ treeSize: n, rootHash, lastId, statement });
   const stored = await repo.get(n);
   return { checkpoint: stored, created: true };

@@ -138,6 +138,7 @@ export const aibomFetchCommand: Command = {
 export async function verifyAibomDir(
   dir: string,
   trustAnchorPem: string,
+  tsaAnchorPem = '',
 ): Promise<{ lines: string[]; problems: string[] }> {
   const read = async (f: string) => {
     try {
@@ -157,9 +158,14 @@ export async function verifyAibomDir(
   } catch {
     throw new CliError(`${join(dir, 'aibom.meta.json')}: not JSON`);
   }
-  const anchors = (
-    trustAnchorPem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
-  ).map((p) => new X509Certificate(p));
-  const { lines, problems } = verifyAibomArtifact({ bytes, manifest, metadata }, anchors);
+  const pems = (pem: string) =>
+    (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(
+      (p) => new X509Certificate(p),
+    );
+  const { lines, problems } = verifyAibomArtifact(
+    { bytes, manifest, metadata },
+    pems(trustAnchorPem),
+    pems(tsaAnchorPem),
+  );
   return { lines, problems: problems.map((p) => `${p.code}: ${p.message}`) };
 }

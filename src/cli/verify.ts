@@ -125,6 +125,7 @@ async function verifyBundleFile(
   values: {
     'trust-anchor'?: string | undefined;
     'log-keys'?: string | undefined;
+    'tsa-trust-anchor'?: string | undefined;
     key?: string[] | undefined;
     json?: boolean | undefined;
   },
@@ -142,7 +143,17 @@ async function verifyBundleFile(
   for (const k of values.key ?? []) publicKeys.push(...keysFromPem(await readPem(k, 'key'), k));
   const file = createReadStream(path);
   const source = kind === 'gzip' ? file.pipe(createGunzip()) : file;
-  const result = await verifyBundle(source, { trustAnchors: anchors, logKeys, publicKeys });
+  const tsaAnchorPath = values['tsa-trust-anchor'] ?? loadConfig('cli').TSA_TRUST_ANCHORS;
+  const tsaTrustAnchors =
+    tsaAnchorPath !== undefined
+      ? certsFromPem(await readPem(tsaAnchorPath, 'TSA trust anchor'), tsaAnchorPath)
+      : [];
+  const result = await verifyBundle(source, {
+    trustAnchors: anchors,
+    logKeys,
+    publicKeys,
+    tsaTrustAnchors,
+  });
   for (const p of result.problems) {
     process.stdout.write(
       values.json === true
@@ -184,6 +195,7 @@ export const verifyCommand: Command = {
         'trust-anchor': { type: 'string' },
         json: { type: 'boolean', default: false },
         aibom: { type: 'string' },
+        'tsa-trust-anchor': { type: 'string' },
         'log-keys': { type: 'string' },
         chain: { type: 'boolean', default: false },
         checkpoint: { type: 'string' },
@@ -201,7 +213,12 @@ export const verifyCommand: Command = {
       const anchor = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
       if (anchor === undefined)
         throw new CliError('--aibom needs --trust-anchor <ca.crt> (or SERVICE_TRUST_ANCHOR)', 2);
-      const { lines, problems } = await verifyAibomDir(values.aibom, await readPem(anchor, 'trust anchor'));
+      const tsaAnchor = values['tsa-trust-anchor'] ?? loadConfig('cli').TSA_TRUST_ANCHORS;
+      const { lines, problems } = await verifyAibomDir(
+        values.aibom,
+        await readPem(anchor, 'trust anchor'),
+        tsaAnchor !== undefined ? await readPem(tsaAnchor, 'TSA trust anchor') : '',
+      );
       for (const l of lines) process.stdout.write(`OK    ${l}\n`);
       for (const p of problems) process.stdout.write(`FAIL  ${p}\n`);
       process.stdout.write(

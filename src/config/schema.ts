@@ -261,6 +261,22 @@ export const schema = {
     default: '30000',
     parse: intIn(100, 600_000),
   },
+  TSA_URL: {
+    description:
+      'RFC 3161 time-stamping authority (POST application/timestamp-query) that time-stamps every AIBOM signature and C2PA manifest, so they verify after the signer certificate expires; unset: no time-stamps',
+    parse: url,
+  },
+  TSA_TRUST_ANCHORS: {
+    description:
+      "PEM file of the root CA(s) the TSA's certificate must chain to; required with TSA_URL, and what the export guard and `service-ctl verify --aibom` trust time-stamps from",
+    parse: str,
+  },
+  TSA_DEADLINE_MS: {
+    description:
+      'how long one time-stamp may take, retries included; past it the AIBOM is retried later (reason TimestampUnavailable, docs/adr/0014)',
+    default: '15000',
+    parse: intIn(100, 600_000),
+  },
   SERVICE_TRUST_ANCHOR: {
     description: 'CA certificate PEM file service-ctl trusts when verifying signatures and C2PA manifests',
     parse: str,

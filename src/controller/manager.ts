@@ -8,6 +8,7 @@ import { runCheckpointer } from '../checkpoint/checkpointer.ts';
 import type { Logger } from '../log/index.ts';
 import { createRecorder, RecordError, type Recorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
+import type { Timestamper } from '../timestamp/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
 import { REPAIR_CHANNEL, TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
@@ -40,8 +41,11 @@ export interface ControllerDeps {
   readonly client: KubeClient;
   readonly vault: Vault;
   readonly blobs: BlobStore;
-  readonly runtimeSigner: KeySigner;
+  /** The runtime trust signer; a function when it follows its Secret (read once per AIBOM). */
+  readonly runtimeSigner: KeySigner | (() => KeySigner);
   readonly envelopeSigner: (namespace: string) => Promise<Signer>;
+  /** TSA_URL: time-stamps on every AIBOM's C2PA manifest and runtime signature. */
+  readonly timestamper?: Timestamper;
   readonly logger: Logger;
   readonly registry: Registry;
   /** Namespace of the leader-election Lease. */
@@ -216,11 +220,14 @@ export function startController(deps: ControllerDeps): RunningController {
     reportingInstance: identity,
     logger: log,
   });
+  const currentRuntimeSigner = (): KeySigner =>
+    typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
   const recorder = createRecorder({
     vault: deps.vault,
     blobs: deps.blobs,
     runtimeSigner: deps.runtimeSigner,
     envelopeSigner: deps.envelopeSigner,
+    ...(deps.timestamper ? { timestamper: deps.timestamper } : {}),
     enqueueTransparency: deps.transparency !== undefined,
     signers: deps.vault.signers,
     ...(deps.capabilityTokens !== undefined ? { capabilityTokens: deps.capabilityTokens } : {}),
@@ -324,8 +331,8 @@ export function startController(deps: ControllerDeps): RunningController {
         ? runCheckpointer(
             {
               vault: deps.vault,
-              signer: deps.runtimeSigner,
-              caCertificates: deps.runtimeSigner.caCertificates,
+              signer: currentRuntimeSigner,
+              caCertificates: () => currentRuntimeSigner().caCertificates,
               intervalMs: deps.checkpoints.intervalMs,
               ...(deps.transparency ? { publisher: deps.transparency.publisher } : {}),
               logger: log,

@@ -35,7 +35,7 @@ const remembered = new WeakMap<Signer, Map<string, Promise<void>>>();
  * round trip on every signature). A failed write is forgotten, so the next use retries it.
  */
 export function rememberSigner(
-  repo: SignerCertificateRepository,
+  repo: Pick<SignerCertificateRepository, 'record'>,
   signer: Signer | KeySigner,
   scope: { namespace: string; role: 'signer' | 'log' },
 ): Promise<void> {

@@ -46,6 +46,11 @@ export interface VerifyBundleOptions {
   readonly publicKeys?: readonly KeyObject[];
   /** Time certificates are checked at; default now. */
   readonly at?: Date;
+  /**
+   * Roots of trusted time-stamping authorities: AIBOM manifests and signatures time-stamped by one
+   * are judged at the time-stamp's time (they verify after the signer certificate expired).
+   */
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
 }
 
 export interface VerifyBundleResult {
@@ -197,7 +202,7 @@ export async function verifyBundle(
       fail(Paths.aibomMetadata(run), 'MALFORMED', 'not JSON');
       return;
     }
-    const result = verifyAibomArtifact({ bytes, manifest, metadata }, anchors);
+    const result = verifyAibomArtifact({ bytes, manifest, metadata }, anchors, options.tsaTrustAnchors ?? []);
     const pathOf = {
       bom: Paths.aibom(run),
       manifest: Paths.aibomManifest(run),

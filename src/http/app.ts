@@ -35,6 +35,11 @@ export interface AppDeps {
   /** CA certificates artifacts' C2PA manifests must chain to (the service signer's ca.crt). */
   readonly trustAnchors: readonly X509Certificate[];
   /**
+   * Roots of the TSAs whose time-stamps the export guard trusts (TSA_TRUST_ANCHORS): a manifest
+   * time-stamped by one is judged at its time-stamp, so it still leaves after its signer expired.
+   */
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
+  /**
    * The transparency subsystem: POST /v1/attestations/scitt publishes through it, and the sidecar
    * serves its local log over SCRAPI (/entries, /.well-known/scitt-keys).
    */
@@ -50,8 +55,11 @@ export interface AppDeps {
   readonly registry?: Registry;
   /** Largest accepted request body; queries are small. */
   readonly bodyLimit?: number;
-  /** The service signer: signs export bundles' own C2PA manifests (exports answer 503 without it). */
-  readonly signer?: KeySigner;
+  /**
+   * The service signer: signs export bundles' own C2PA manifests (exports answer 503 without it).
+   * A function when it follows its Secret (read per export, so a renewal is used at once).
+   */
+  readonly signer?: KeySigner | (() => KeySigner);
   /** EXPORT_MAX_ATTESTATIONS: largest selection one export may hold. */
   readonly exportLimit?: number;
   /** How long a client may take to send a request, and keep a connection idle (HTTP_*_TIMEOUT_MS). */

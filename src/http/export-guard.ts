@@ -1,7 +1,13 @@
 import type { X509Certificate } from 'node:crypto';
 import type { BlobStore } from '../blob/store.ts';
 import { verifyManifest } from '../c2pa/index.ts';
-import type { ManifestRepair, RepairReason } from '../vault/index.ts';
+import { currentMetadata } from '../recorder/index.ts';
+import type {
+  ArtifactRecord,
+  ManifestRepair,
+  ManifestRepairRepository,
+  RepairReason,
+} from '../vault/index.ts';
 import { ProblemError } from './problem.ts';
 
 export interface GuardedArtifact {
@@ -10,6 +16,11 @@ export interface GuardedArtifact {
   readonly manifest: Buffer | null;
   readonly manifestDigest: string | null;
   readonly attestationIds: string[];
+  /**
+   * The time the manifest's signer certificates were judged at, and why that time:
+   * `<ISO time>; rfc3161 <TSA>` (its trusted time-stamp) or `<ISO time>; now` (none).
+   */
+  readonly validatedAt: string;
 }
 
 /** What is wrong with the manifest in force, as a repair request states it. */
@@ -43,16 +54,24 @@ export function repairRetryAfter(repair: ManifestRepair, now = Date.now()): numb
 /**
  * The export rule of the spec: with SERVICE_REQUIRE_SIGNED_EXPORTS=1 an artifact only leaves the
  * service with a C2PA manifest that verifies (bound to these exact bytes, signed by a chain to the
- * service's trust anchors). Otherwise the download is blocked (409 UNSIGNED_EXPORT_BLOCKED) until
- * the signer produces one: a manifest that is missing or invalid opens a repair request
- * (`repair`; the controller, which holds the runtime signer, re-signs the same bytes), and the 409
- * carries the request's id and a Retry-After from its next attempt. `meta` is the metadata as it is
- * now (recorder/metadata.ts): after a repair, the new manifest's key.
+ * service's trust anchors, judged at its trusted RFC 3161 time-stamp when it has one, so an
+ * AIBOM still leaves after its signer certificate expired). Otherwise the download is blocked
+ * (409 UNSIGNED_EXPORT_BLOCKED) until the signer produces one: a manifest that is missing or
+ * invalid opens a repair request (`repair`; the controller, which holds the runtime signer,
+ * re-signs the same bytes), and the 409 carries the request's id and a Retry-After from its next
+ * attempt. `meta` is the metadata as it is now (recorder/metadata.ts): after a repair, the new
+ * manifest's key.
  */
 export async function loadGuardedArtifact(
   blobs: BlobStore,
   meta: { key: string; c2pa_manifest?: { key?: string; digest?: string } },
-  opts: { required: boolean; trustAnchors: readonly X509Certificate[]; repair?: RequestRepair },
+  opts: {
+    required: boolean;
+    trustAnchors: readonly X509Certificate[];
+    /** Roots of trusted TSAs: a manifest time-stamped by one is judged at that time, not now. */
+    tsaTrustAnchors?: readonly X509Certificate[];
+    repair?: RequestRepair;
+  },
 ): Promise<GuardedArtifact> {
   const bytes = await blobs.get(meta.key);
   if (!bytes) throw new ProblemError(404, 'NOT_FOUND', `object ${meta.key} is missing from the object store`);
@@ -60,13 +79,32 @@ export async function loadGuardedArtifact(
   const manifest = manifestKey ? await blobs.get(manifestKey) : null;
   let problems: string[] = manifest ? [] : ['no C2PA manifest is stored for it'];
   let attestationIds: string[] = [];
+  let validatedAt = `${new Date().toISOString()}; now`;
   if (manifest) {
-    const result = verifyManifest({ store: manifest, asset: bytes, trustAnchors: [...opts.trustAnchors] });
+    const result = verifyManifest({
+      store: manifest,
+      asset: bytes,
+      trustAnchors: [...opts.trustAnchors],
+      tsaTrustAnchors: [...(opts.tsaTrustAnchors ?? [])],
+    });
     problems = result.problems.map((p) => `${p.code}: ${p.message}`);
     attestationIds = result.attestationIds ?? [];
+    const ts = result.timestamp;
+    // A header value: the TSA's name is printable ASCII only.
+    if (ts?.trusted === true) {
+      validatedAt = `${ts.time.toISOString()}; rfc3161 ${ts.tsa ?? ''}`
+        .replace(/[^\x20-\x7e]/g, '?')
+        .trimEnd();
+    }
   }
   if (problems.length === 0) {
-    return { bytes, manifest, manifestDigest: meta.c2pa_manifest?.digest ?? null, attestationIds };
+    return {
+      bytes,
+      manifest,
+      manifestDigest: meta.c2pa_manifest?.digest ?? null,
+      attestationIds,
+      validatedAt,
+    };
   }
   // Asked for whether or not the guard blocks: an artifact should not stay without a valid manifest.
   const repair = await opts.repair?.({
@@ -95,5 +133,59 @@ export async function loadGuardedArtifact(
     manifest,
     manifestDigest: manifest ? (meta.c2pa_manifest?.digest ?? null) : null,
     attestationIds,
+    validatedAt,
   };
+}
+
+/** What guarding a stored artifact needs: the store, the repair queue and the trust of the guard. */
+export interface ArtifactGuardDeps {
+  readonly blobs: BlobStore;
+  readonly vault: { readonly manifestRepairs: Pick<ManifestRepairRepository, 'request'> };
+  /** SERVICE_REQUIRE_SIGNED_EXPORTS */
+  readonly requireSignedExports: boolean;
+  readonly trustAnchors: readonly X509Certificate[];
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
+}
+
+/**
+ * The guard over an artifact as stored now, for every route it leaves by (download, evidence,
+ * export): the manifest in force (the record's, or its latest repair's), judged with the TSA roots,
+ * and a repair request opened (or joined) when it is missing or invalid. `required` defaults to the
+ * deployment's SERVICE_REQUIRE_SIGNED_EXPORTS.
+ */
+export function guardStoredArtifact(
+  deps: ArtifactGuardDeps,
+  record: ArtifactRecord,
+  actor: string,
+  required: boolean = deps.requireSignedExports,
+): Promise<GuardedArtifact> {
+  const meta = currentMetadata(record) as {
+    key: string;
+    attestation_ids?: string[];
+    c2pa_manifest?: { key?: string; digest?: string };
+  };
+  return loadGuardedArtifact(deps.blobs, meta, {
+    required,
+    trustAnchors: deps.trustAnchors,
+    tsaTrustAnchors: deps.tsaTrustAnchors ?? [],
+    repair: async (problem) => {
+      // A request that failed for good over this same manifest is the answer; asking again
+      // would fail again (the bytes no longer match the record).
+      const last = record.repairs.at(-1);
+      if (last?.state === 'failed' && last.replacesDigest === problem.digest) return last;
+      const { repair } = await deps.vault.manifestRepairs.request({
+        runId: record.runId,
+        kind: record.kind,
+        namespace: record.namespace,
+        reason: problem.reason,
+        detail: problem.detail,
+        replacesKey: problem.key,
+        replacesDigest: problem.digest,
+        requestedBy: actor,
+        object: record.objectKey,
+        attestationIds: meta.attestation_ids ?? [],
+      });
+      return repair;
+    },
+  });
 }

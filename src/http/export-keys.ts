@@ -11,7 +11,7 @@ import type { Vault } from '../vault/index.ts';
  */
 export function exportKeys(deps: {
   readonly vault: Vault;
-  readonly signer?: KeySigner;
+  readonly signer?: KeySigner | (() => KeySigner);
   readonly transparency?: Transparency;
 }): {
   logKeys: () => Promise<{ key: LogKey; chainPem?: string }[]>;
@@ -31,8 +31,9 @@ export function exportKeys(deps: {
         })),
       ),
     ensureServiceKeys: async () => {
-      if (deps.signer !== undefined)
-        await rememberSigner(deps.vault.signers, deps.signer, { namespace: '', role: 'signer' });
+      const signer = typeof deps.signer === 'function' ? deps.signer() : deps.signer;
+      if (signer !== undefined)
+        await rememberSigner(deps.vault.signers, signer, { namespace: '', role: 'signer' });
       if (t !== undefined)
         await rememberSigner(deps.vault.signers, t.logSigner, { namespace: '', role: 'log' });
     },

@@ -1,12 +1,11 @@
-import type { X509Certificate } from 'node:crypto';
-import type { BlobStore } from '../blob/store.ts';
 import type { ExportItem, ExportSegment, ItemSigner } from '../export/bundle.ts';
 import { SEGMENT_SIZE } from '../export/layout.ts';
 import { parseCertificates } from '../signing/index.ts';
 import { transparencyView, type TransparencyJob } from '../transparency/jobs.ts';
 import type { AttestationFilter, DsseEnvelope, StoredAttestation, Vault } from '../vault/index.ts';
 import { toApiEnvelope } from './envelope.ts';
-import { loadGuardedArtifact } from './export-guard.ts';
+import { currentMetadata } from '../recorder/index.ts';
+import { guardStoredArtifact, type ArtifactGuardDeps } from './export-guard.ts';
 
 /**
  * Where an export's records and everything they reference come from: the vault (records, SCITT
@@ -14,11 +13,11 @@ import { loadGuardedArtifact } from './export-guard.ts';
  * Two passes over the same selection (`until` fixed by the caller): segments of records with their
  * material, then the bare envelopes for the `.intoto.jsonl`.
  */
-export interface ExportSourceDeps {
-  readonly vault: Pick<Vault, 'attestations' | 'transparencyJobs' | 'artifacts' | 'signers'>;
-  readonly blobs: BlobStore;
-  readonly requireSignedExports: boolean;
-  readonly trustAnchors: readonly X509Certificate[];
+export interface ExportSourceDeps extends ArtifactGuardDeps {
+  readonly vault: Pick<
+    Vault,
+    'attestations' | 'transparencyJobs' | 'artifacts' | 'signers' | 'manifestRepairs'
+  >;
 }
 
 export interface ExportSourceOptions {
@@ -26,6 +25,8 @@ export interface ExportSourceOptions {
   readonly until: string | null;
   /** Enqueue SCITT jobs for selected records that have none (`scitt: true`). */
   readonly enqueueScitt: boolean;
+  /** Who exports (a manifest repair the guard opens is asked by them). */
+  readonly actor: string;
   readonly segmentSize?: number;
 }
 
@@ -69,17 +70,14 @@ export function exportSource(
     if (record.kind !== 'aibom' || record.runId === null) return undefined;
     const artifact = await deps.vault.artifacts.get(record.runId, 'aibom');
     if (artifact === null) return undefined;
-    const meta = artifact.metadata as { key: string; c2pa_manifest?: { key?: string; digest?: string } };
     // The guard again, per artifact, as it leaves (the route checked all of them before the first byte).
-    const guarded = await loadGuardedArtifact(deps.blobs, meta, {
-      required: deps.requireSignedExports,
-      trustAnchors: deps.trustAnchors,
-    });
+    const guarded = await guardStoredArtifact(deps, artifact, options.actor);
     return {
       runId: record.runId,
       bytes: guarded.bytes,
       manifest: guarded.manifest ?? Buffer.alloc(0),
-      metadata: artifact.metadata,
+      // The metadata as it is now: the manifest in force (after a repair) is the one exported.
+      metadata: currentMetadata(artifact),
       manifestDigest: guarded.manifestDigest,
     };
   };

@@ -9,11 +9,17 @@ import {
   type PolicyPackOverride,
 } from '../aibom/index.ts';
 import type { BlobStore } from '../blob/store.ts';
-import { buildManifest, C2PA_MEDIA_TYPE } from '../c2pa/index.ts';
+import {
+  buildManifest,
+  buildTimestampedManifest,
+  C2PA_MEDIA_TYPE,
+  type BuiltManifest,
+} from '../c2pa/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner } from '../signing/index.ts';
 import { signatureMetadata } from '../signing/index.ts';
 import { transparencyView } from '../transparency/jobs.ts';
+import { TimestampError, type Timestamper, type VerifiedTimestamp } from '../timestamp/index.ts';
 import type {
   ArtifactRecord,
   ArtifactRepository,
@@ -53,6 +59,27 @@ export interface AibomDeps {
   readonly logger: Logger;
   /** SERVICE_TRANSPARENCY_WRITER=1: the AIBOM attestation's SCITT job commits with it. */
   readonly enqueueTransparency?: boolean;
+  /**
+   * RFC 3161 time-stamps for the C2PA claim signature and the runtime signature (TSA_URL). Without
+   * one, nothing is time-stamped and verifiers judge the signer's certificate at their own time.
+   */
+  readonly timestamper?: Timestamper;
+  /**
+   * Record without time-stamps when the TSA fails (docs/adr/0014): set while the Run is being
+   * deleted, so a TSA outage never holds a deletion; otherwise the failure is TimestampUnavailable
+   * and the reconciler retries.
+   */
+  readonly allowUntimestamped?: boolean;
+}
+
+/** An RFC 3161 time-stamp as the metadata records it, beside the signature it is over. */
+export interface TimestampMetadata {
+  /** genTime of the token (ISO 8601): when the TSA saw the signature. */
+  time: string;
+  /** Subject of the TSA certificate. */
+  tsa: string;
+  /** Base64 DER TimeStampResp (RFC 3161), the form Sigstore bundles carry as `signedTimestamp`. */
+  signed_timestamp: string;
 }
 
 /** The spec's AIBOM object-store metadata record, as stored in Postgres and beside the blob. */
@@ -72,8 +99,20 @@ export interface AibomMetadata {
     claim_version: 1;
     spec_version: '1.4';
     attestation_ids: string[];
+    /** The claim signature's `sigTst` time-stamp, when the manifest has one. */
+    timestamp?: { time: string; tsa: string };
   };
-  signature: { algorithm: string; key_id: string; signature: string; cert_chain_ref?: string };
+  /**
+   * The runtime trust signature over the AIBOM bytes (spec: algorithm, key id, base64 signature),
+   * the certificate it was made with, and its RFC 3161 time-stamp (over the signature bytes).
+   */
+  signature: {
+    algorithm: string;
+    key_id: string;
+    signature: string;
+    cert_chain_ref?: string;
+    timestamp?: TimestampMetadata;
+  };
   bucket: string;
   key: string;
   digest: string;
@@ -82,6 +121,48 @@ export interface AibomMetadata {
   aibom_attestation_id: string;
   namespace: string;
   run_name: string;
+}
+
+export function timestampMetadata(t: VerifiedTimestamp): TimestampMetadata {
+  return { time: t.genTime.toISOString(), tsa: t.tsa, signed_timestamp: t.response.toString('base64') };
+}
+
+/**
+ * The C2PA manifest, time-stamped when a TSA is configured, and the time-stamp of the runtime
+ * signature (both requested at once; each over its own bytes). A TSA failure is
+ * TimestampUnavailable (nothing has been written yet, the reconciler retries), unless
+ * `allowUntimestamped`: then both are made without one and a warning says so. Without
+ * `signatureBytes` (a manifest repair: the runtime signature is the record's), only the manifest.
+ */
+async function signedManifest(
+  deps: AibomDeps,
+  input: Parameters<typeof buildManifest>[0],
+  signatureBytes?: Buffer,
+): Promise<{
+  manifest: BuiltManifest & { timestamp?: VerifiedTimestamp };
+  signatureTimestamp?: VerifiedTimestamp;
+}> {
+  const tsa = deps.timestamper;
+  if (tsa === undefined) return { manifest: buildManifest(input) };
+  try {
+    const [manifest, signatureTimestamp] = await Promise.all([
+      buildTimestampedManifest(input, (data) => tsa.timestamp(data)),
+      signatureBytes !== undefined ? tsa.timestamp(signatureBytes) : undefined,
+    ]);
+    return { manifest, ...(signatureTimestamp !== undefined ? { signatureTimestamp } : {}) };
+  } catch (err) {
+    if (!(err instanceof TimestampError)) throw err;
+    if (deps.allowUntimestamped !== true) {
+      throw new RecordError('TimestampUnavailable', `no time-stamp from ${tsa.url}: ${err.message}`, {
+        cause: err,
+      });
+    }
+    deps.logger.warn(
+      { err, tsa: tsa.url },
+      'AIBOM recorded WITHOUT a time-stamp: the TSA failed while the Run is being deleted',
+    );
+    return { manifest: buildManifest(input) };
+  }
 }
 
 /** Object keys of a run's artifacts; the sidecar is content-addressed (see recordAibom). */
@@ -171,16 +252,21 @@ export async function recordAibom(
   const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
   const { bom, bytes, digest } = aibomOf(run, inputs);
   const sha256 = digest.slice('sha256:'.length);
-  const signature = deps.signer.sign(bytes).toString('base64');
-  const manifest = buildManifest({
-    asset: bytes,
-    mimeType: AIBOM_MEDIA_TYPE,
-    title: `aibom-${run.id}.json`,
-    signer: deps.signer,
-    attestationIds: bom.trust.attestation_ids,
-    runId: run.id,
-    claimGenerator: CLAIM_GENERATOR,
-  });
+  const signatureBytes = deps.signer.sign(bytes);
+  const signature = signatureBytes.toString('base64');
+  const { manifest, signatureTimestamp } = await signedManifest(
+    deps,
+    {
+      asset: bytes,
+      mimeType: AIBOM_MEDIA_TYPE,
+      title: `aibom-${run.id}.json`,
+      signer: deps.signer,
+      attestationIds: bom.trust.attestation_ids,
+      runId: run.id,
+      claimGenerator: CLAIM_GENERATOR,
+    },
+    signatureBytes,
+  );
   const keys = aibomKeys(run.namespace, run.id);
   const sidecarKey = keys.sidecar(manifest.digest);
   const small = { kind: 'aibom', 'run-id': run.id, status: bom.metadata.status, digest };
@@ -217,12 +303,16 @@ export async function recordAibom(
       claim_version: 1,
       spec_version: '1.4',
       attestation_ids: bom.trust.attestation_ids,
+      ...(manifest.timestamp
+        ? { timestamp: { time: manifest.timestamp.genTime.toISOString(), tsa: manifest.timestamp.tsa } }
+        : {}),
     },
     signature: {
       algorithm: sig.algorithm,
       key_id: sig.key_id,
       signature,
       ...(sig.cert_chain_ref !== undefined ? { cert_chain_ref: sig.cert_chain_ref } : {}),
+      ...(signatureTimestamp ? { timestamp: timestampMetadata(signatureTimestamp) } : {}),
     },
     bucket: deps.blobs.bucket,
     key: keys.blob,
@@ -294,7 +384,7 @@ export async function repairManifest(
       deps.logger.error({ repair: repair.id, reason: why }, 'C2PA manifest cannot be repaired');
       return { repair: failed ?? repair, outcome: 'failed' };
     }
-    const manifest = buildManifest({
+    const { manifest } = await signedManifest(deps, {
       asset: bytes,
       mimeType: AIBOM_MEDIA_TYPE,
       title: `aibom-${record.runId}.json`,

@@ -17,6 +17,7 @@ import {
   type AibomStore,
 } from './aibom.ts';
 import { because, RecordError } from './errors.ts';
+import type { Timestamper } from '../timestamp/index.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
 import { appendOnce } from './once.ts';
 import { sealBatch } from './seal.ts';
@@ -38,7 +39,9 @@ export {
   CLAIM_GENERATOR,
   computeAibom,
   CONTROLLER_ACTOR,
+  timestampMetadata,
   type AibomMetadata,
+  type TimestampMetadata,
 } from './aibom.ts';
 export { currentMetadata, latestRepair, pendingRepair } from './metadata.ts';
 export { RecordError, type RecordErrorCode } from './errors.ts';
@@ -74,8 +77,11 @@ export interface Recorder {
 export interface RecorderDeps {
   readonly vault: AibomStore;
   readonly blobs: BlobStore;
-  /** Signs the AIBOM (the runtime trust signer). */
-  readonly runtimeSigner: KeySigner;
+  /**
+   * Signs the AIBOM (the runtime trust signer). A function when the signer can be rotated while
+   * running: it is read once per AIBOM, so one AIBOM's signatures all come from one key.
+   */
+  readonly runtimeSigner: KeySigner | (() => KeySigner);
   /** Signs envelopes: a namespace's customer-supplied key, else the service signer. */
   readonly envelopeSigner: (namespace: string) => Promise<Signer>;
   /** SERVICE_TRANSPARENCY_WRITER=1: every record's SCITT job commits with it. */
@@ -84,12 +90,14 @@ export interface RecorderDeps {
    * The key store of the key-distribution endpoint: each signer's chain is recorded the first time
    * it signs, before its first record is stored (so every stored record's key resolves).
    */
-  readonly signers?: SignerCertificateRepository;
+  readonly signers?: Pick<SignerCertificateRepository, 'record'>;
   /**
    * SERVICE_CAPABILITY_TOKENS (default on): mint the VC and Biscuit projections of each capability
    * chain with its records. Off: chains are still recorded, without tokens.
    */
   readonly capabilityTokens?: boolean;
+  /** TSA_URL: RFC 3161 time-stamps on the AIBOM's C2PA manifest and runtime signature. */
+  readonly timestamper?: Timestamper;
   readonly logger: Logger;
   readonly now?: () => Date;
 }
@@ -97,11 +105,21 @@ export interface RecorderDeps {
 export function createRecorder(deps: RecorderDeps): Recorder {
   const now = deps.now ?? (() => new Date());
   const enqueueTransparency = deps.enqueueTransparency === true;
+  const runtimeSigner = (): KeySigner =>
+    typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
+  // Service signers handed out so far: tells an envelope signer that is the service's (possibly
+  // rotated away meanwhile) from a tenant's own key, for the key store and the capability root.
+  const serviceSigners = new WeakSet<Signer>();
+  const service = (): KeySigner => {
+    const s = runtimeSigner();
+    serviceSigners.add(s);
+    return s;
+  };
 
   /** The service's keys are the service's ('' namespace); any other key is the tenant's own. */
   const remember = async (signer: Signer, namespace: string): Promise<void> => {
     if (deps.signers === undefined) return;
-    const scope = signer.keyId === deps.runtimeSigner.keyId ? '' : namespace;
+    const scope = serviceSigners.has(signer) ? '' : namespace;
     await because('VaultUnavailable', () =>
       rememberSigner(deps.signers!, signer, { namespace: scope, role: 'signer' }),
     );
@@ -115,10 +133,18 @@ export function createRecorder(deps: RecorderDeps): Recorder {
    * commit in the same transaction as the records, so nothing is stored half-way.
    */
   const store = async (run: Run, build: (root: CapabilityRoot) => Batch, what: string): Promise<Recorded> => {
-    const signer = await because('SignerUnavailable', () => deps.envelopeSigner(run.metadata.namespace));
-    await remember(signer, run.metadata.namespace);
+    const namespace = run.metadata.namespace;
+    // The service signer of this moment is registered before the envelope signer is asked for, so
+    // an envelope signer that is the service's is known as such even if it rotates in between.
+    try {
+      service();
+    } catch {
+      // no service signer: a namespace with its own key can still record
+    }
+    const signer = await because('SignerUnavailable', () => deps.envelopeSigner(namespace));
+    await remember(signer, namespace);
     const root = await because('SignerUnavailable', () =>
-      rootOf(signer, signer.keyId === deps.runtimeSigner.keyId ? 'service' : 'namespace'),
+      rootOf(signer, serviceSigners.has(signer) ? 'service' : 'namespace'),
     );
     let batch: Batch;
     try {
@@ -175,26 +201,32 @@ export function createRecorder(deps: RecorderDeps): Recorder {
     recordTerminal: (run) => store(run, () => terminalBatch(run, now()), 'run and policies'),
 
     recordAibom: async (run) => {
-      await remember(deps.runtimeSigner, run.metadata.namespace);
-      return recordAibom(aibomDeps(run), aibomRunOf(run));
+      // One signer for the whole AIBOM (bytes, C2PA claim, attestation), whatever rotates meanwhile.
+      const signer = await because('SignerUnavailable', () => Promise.resolve(service()));
+      await remember(signer, run.metadata.namespace);
+      return recordAibom(aibomDeps(run, signer), aibomRunOf(run));
     },
 
     repairManifest: async (run, artifact, repair) => {
-      await remember(deps.runtimeSigner, run.metadata.namespace);
-      return repairManifest(aibomDeps(run), artifact, repair);
+      const signer = await because('SignerUnavailable', () => Promise.resolve(service()));
+      await remember(signer, run.metadata.namespace);
+      return repairManifest(aibomDeps(run, signer), artifact, repair);
     },
 
     refreshAibomMetadata: (runId, transparency) =>
       refreshAibomMetadata({ vault: deps.vault, blobs: deps.blobs }, runId, transparency),
   };
 
-  function aibomDeps(run: Run): AibomDeps {
+  function aibomDeps(run: Run, signer: KeySigner): AibomDeps {
     return {
       vault: deps.vault,
       blobs: deps.blobs,
-      signer: deps.runtimeSigner,
+      signer,
       logger: deps.logger.child({ run: `${run.metadata.namespace}/${run.metadata.name}` }),
       enqueueTransparency,
+      ...(deps.timestamper ? { timestamper: deps.timestamper } : {}),
+      // A Run being deleted must not wait on the TSA (docs/adr/0014).
+      allowUntimestamped: run.metadata.deletionTimestamp !== undefined,
     };
   }
 }

@@ -22,3 +22,9 @@ export {
   type TlsFiles,
   type TlsMaterial,
 } from './tls.ts';
+export {
+  resolveSignerCertificate,
+  ROTATION_GRACE_MS,
+  type KeyResolution,
+  type KnownCertificate,
+} from './rotation.ts';

@@ -371,6 +371,39 @@ describe('helm chart charts/aibom-vault', () => {
     }
   });
 
+  it('configures an RFC 3161 time-stamping authority, its CA from a ConfigMap mounted read-only', async () => {
+    const objects = await template('aibom-vault', 'aibom-vault-system', [
+      'tsa.url=https://tsa.example.com/api/v1/timestamp',
+      'tsa.caConfigMap=tsa-ca',
+    ]);
+    const deployments = only<V1Deployment>(objects, 'Deployment');
+    expect(deployments).toHaveLength(2);
+    for (const d of deployments) {
+      const pod = d.spec!.template.spec!;
+      for (const c of pod.containers) {
+        expect(envOf(c, 'TSA_URL')?.value).toBe('https://tsa.example.com/api/v1/timestamp');
+        expect(envOf(c, 'TSA_TRUST_ANCHORS')?.value).toBe('/etc/aibom-vault/tsa/ca.crt');
+        expect(envOf(c, 'TSA_DEADLINE_MS')?.value).toBe('15000');
+        expect(c.volumeMounts).toContainEqual({
+          name: 'tsa-trust-anchors',
+          mountPath: '/etc/aibom-vault/tsa',
+          readOnly: true,
+        });
+      }
+      expect(pod.volumes).toContainEqual({
+        name: 'tsa-trust-anchors',
+        configMap: { name: 'tsa-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+      });
+    }
+    const plain = await template('aibom-vault', 'aibom-vault-system');
+    for (const c of only<V1Deployment>(plain, 'Deployment').flatMap(
+      (d) => d.spec!.template.spec!.containers,
+    )) {
+      expect(envOf(c, 'TSA_URL')).toBeUndefined();
+    }
+    await expect(template('x', 'y', ['tsa.url=https://tsa.example.com'])).rejects.toThrow(/tsa.caConfigMap/);
+  });
+
   it.each([
     ['a top-level typo', ['replica=3'], /additional properties 'replica' not allowed/],
     ['a nested typo', ['serviceMonitor.enable=true'], /additional properties 'enable' not allowed/],
@@ -559,11 +592,25 @@ describe('helm chart charts/aibom-vault', () => {
     expect(roles.map((r) => [r.metadata!.name, r.rules])).toEqual([
       [
         'vault-aibom-vault-controller',
-        [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['vault-signer'], verbs: ['get'] }],
+        [
+          {
+            apiGroups: [''],
+            resources: ['secrets'],
+            resourceNames: ['vault-signer'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
       ],
       [
         'vault-aibom-vault-api',
-        [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['vault-signer'], verbs: ['get'] }],
+        [
+          {
+            apiGroups: [''],
+            resources: ['secrets'],
+            resourceNames: ['vault-signer'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
       ],
     ]);
     const inRelease = only<V1Role>(objects, 'Role').filter((r) => r.metadata?.namespace === 'infra');

@@ -180,6 +180,14 @@ the same configuration; only the listen ports differ (set per container).
 - name: SCITT_LOG_ISSUER
   value: {{ .Values.transparency.logIssuer | quote }}
 {{- end }}
+{{- if .Values.tsa.url }}
+- name: TSA_URL
+  value: {{ .Values.tsa.url | quote }}
+- name: TSA_TRUST_ANCHORS
+  value: /etc/aibom-vault/tsa/ca.crt
+- name: TSA_DEADLINE_MS
+  value: {{ .Values.tsa.deadlineMs | quote }}
+{{- end }}
 - name: LEADER_ELECTION_LEASE
   value: {{ include "aibom-vault.leaseName" . | quote }}
 {{- if .Values.controller.watchNamespace }}
@@ -192,4 +200,9 @@ the same configuration; only the listen ports differ (set per container).
 # readOnlyRootFilesystem: the only writable path is an in-memory /tmp.
 - name: tmp
   mountPath: /tmp
+{{- if .Values.tsa.url }}
+- name: tsa-trust-anchors
+  mountPath: /etc/aibom-vault/tsa
+  readOnly: true
+{{- end }}
 {{- end }}

@@ -5,6 +5,9 @@ Checks across values that a JSON Schema cannot express; each failure names the v
 {{- if and (eq .Values.transparency.backend "scrapi") (not .Values.transparency.url) }}
 {{- fail "transparency.url (SCITT_URL) is required when transparency.backend is scrapi" }}
 {{- end }}
+{{- if and .Values.tsa.url (not .Values.tsa.caConfigMap) }}
+{{- fail "tsa.caConfigMap (the ConfigMap with the TSA's ca.crt, TSA_TRUST_ANCHORS) is required when tsa.url is set" }}
+{{- end }}
 {{- if and .Values.s3.accessKey .Values.s3.secretKey (not .Values.s3.endpoint) }}
 {{- fail "s3.endpoint is required when the chart creates the S3 Secret from s3.accessKey/s3.secretKey" }}
 {{- end }}

@@ -86,6 +86,8 @@ function humanCause(reason: FailureReason, err: unknown): string {
       return `the object store is unavailable: ${msg}`;
     case Reasons.SignerUnavailable:
       return `no signer could be loaded: ${msg}`;
+    case Reasons.TimestampUnavailable:
+      return `no RFC 3161 time-stamp could be obtained: ${msg}`;
     default:
       return msg;
   }

@@ -38,6 +38,7 @@ describe('every typed error of the formats, signing, HTTP, CLI, config and kube 
     const { CliError } = await import('../../../src/cli/command.ts');
     const { ApiError } = await import('../../../src/cli/client.ts');
     const { KubeApiError } = await import('../../../src/controller/runtime/kube.ts');
+    const { TimestampError } = await import('../../../src/timestamp/errors.ts');
     const cause = new Error('underneath');
     const cases: [BaseError<string | number>, string, string | number][] = [
       [new AttestError('PREDICATE_INVALID', 'm', { cause }), 'AttestError', 'PREDICATE_INVALID'],
@@ -57,6 +58,7 @@ describe('every typed error of the formats, signing, HTTP, CLI, config and kube 
       [new CliError('m'), 'CliError', 'FAILED'],
       [new ApiError(403, 'FORBIDDEN', 'm'), 'ApiError', 'API'],
       [new KubeApiError(409, { reason: 'Conflict', code: 409 }), 'KubeApiError', 409],
+      [new TimestampError('IMPRINT_MISMATCH', 'm', { cause }), 'TimestampError', 'IMPRINT_MISMATCH'],
     ];
     for (const [err, name, code] of cases) {
       expect(err, name).toBeInstanceOf(BaseError);

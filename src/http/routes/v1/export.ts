@@ -10,7 +10,7 @@ import { signatureMetadata, type KeySigner } from '../../../signing/index.ts';
 import type { AttestationFilter, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
-import { loadGuardedArtifact } from '../../export-guard.ts';
+import { guardStoredArtifact } from '../../export-guard.ts';
 import { exportSource } from '../../export-source.ts';
 import { ProblemError } from '../../problem.ts';
 import { resolveCapabilityFilter } from '../../capability-filter.ts';
@@ -26,8 +26,10 @@ export interface ExportRouteDeps {
   readonly listNamespaces: () => Promise<string[]>;
   readonly requireSignedExports: boolean;
   readonly trustAnchors: readonly X509Certificate[];
+  /** Roots of trusted TSAs: a time-stamped manifest is judged at its time-stamp. */
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
   /** Signs each bundle's own C2PA manifest (the service signer); without it exports answer 503. */
-  readonly signer?: KeySigner;
+  readonly signer?: KeySigner | (() => KeySigner);
   /** The transparency logs' keys (and chains) whose receipts a bundle may hold. */
   readonly logKeys: () => Promise<{ key: LogKey; chainPem?: string }[]>;
   /** Records the service's own keys in the key store before anything signed by them leaves. */
@@ -147,7 +149,8 @@ async function streamExport(
   reply: FastifyReply,
   plan: StreamPlan,
 ): Promise<FastifyReply> {
-  const configured = deps.signer;
+  // The signer of this moment (it may have been renewed since start), for the whole bundle.
+  const configured = typeof deps.signer === 'function' ? deps.signer() : deps.signer;
   if (configured?.certificateChain === undefined) {
     throw new ProblemError(
       503,
@@ -179,17 +182,14 @@ async function streamExport(
     for await (const r of deps.vault.attestations.stream({ ...plan.filter, kind: 'aibom' }, { until })) {
       const artifact = r.runId !== null ? await deps.vault.artifacts.get(r.runId, 'aibom') : null;
       if (artifact === null) continue;
-      await loadGuardedArtifact(deps.blobs, artifact.metadata as { key: string }, {
-        required: true,
-        trustAnchors: deps.trustAnchors,
-      });
+      await guardStoredArtifact(deps, artifact, req.user?.username ?? 'unknown', true);
     }
   }
   const signer: KeySigner = configured;
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
-  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt });
   const actor = req.user?.username ?? 'unknown';
+  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt, actor });
   const exportId = req.id;
   const audit = (entry: Parameters<Vault['audit']['record']>[0]) => deps.vault.audit.record(entry);
   const beforeSegment = async (s: SegmentReport): Promise<void> => {

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../../../blob/store.ts';
 import { C2PA_MEDIA_TYPE } from '../../../c2pa/index.ts';
 import { currentMetadata } from '../../../recorder/index.ts';
-import { loadGuardedArtifact } from '../../export-guard.ts';
+import { guardStoredArtifact } from '../../export-guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
@@ -19,6 +19,8 @@ export interface RunRouteDeps {
   readonly requireSignedExports: boolean;
   /** CA certificates a C2PA manifest must chain to before an artifact may leave. */
   readonly trustAnchors: readonly X509Certificate[];
+  /** Roots of trusted TSAs: a time-stamped manifest is judged at its time-stamp. */
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
 }
 
 const free = { type: 'object', additionalProperties: true } as const;
@@ -76,35 +78,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     const run = await visibleRun(deps, req, params.id);
     const record = await deps.vault.artifacts.get(run.id, params.kind);
     if (!record) throw new ProblemError(404, 'NOT_FOUND', `the run has no ${params.kind} yet`);
-    // The manifest in force: the record's, or that of its latest repair.
-    const meta = currentMetadata(record) as {
-      key: string;
-      attestation_ids?: string[];
-      c2pa_manifest?: { key?: string; digest?: string };
-    };
-    const artifact = await loadGuardedArtifact(deps.blobs, meta, {
-      required: deps.requireSignedExports,
-      trustAnchors: deps.trustAnchors,
-      repair: async (problem) => {
-        // A request that failed for good over this same manifest is the answer; asking again
-        // would fail again (the bytes no longer match the record).
-        const last = record.repairs.at(-1);
-        if (last?.state === 'failed' && last.replacesDigest === problem.digest) return last;
-        const { repair } = await deps.vault.manifestRepairs.request({
-          runId: run.id,
-          kind: params.kind,
-          namespace: run.namespace,
-          reason: problem.reason,
-          detail: problem.detail,
-          replacesKey: problem.key,
-          replacesDigest: problem.digest,
-          requestedBy: req.user?.username ?? 'unknown',
-          object: record.objectKey,
-          attestationIds: meta.attestation_ids ?? [],
-        });
-        return repair;
-      },
-    });
+    const artifact = await guardStoredArtifact(deps, record, req.user?.username ?? 'unknown');
     return { run, record, artifact };
   };
 
@@ -133,6 +107,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
         .header('digest', `sha-256=${Buffer.from(record.digest.slice(7), 'hex').toString('base64')}`)
         .header('link', `<${manifestUrl}>; rel="c2pa-manifest"; type="${C2PA_MEDIA_TYPE}"`)
         .header('x-c2pa-manifest-digest', artifact.manifestDigest ?? '')
+        .header('x-c2pa-validated-at', artifact.validatedAt)
         .send(artifact.bytes);
     },
   );
