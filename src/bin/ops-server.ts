@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { DependenciesUnavailable } from '../health/dependencies.ts';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { Logger } from '../log/index.ts';
 
@@ -38,12 +39,19 @@ export async function startOpsServer(opts: OpsOptions): Promise<OpsServer> {
     } else if (req.url === '/healthz') {
       send(200, 'text/plain', 'ok');
     } else if (req.url === '/readyz') {
-      // Unauthenticated: ready or not, never why (the reason may name internal addresses).
+      // Unauthenticated: ready or not, and which dependency is down by name; never why or where
+      // (the underlying error may name internal addresses: it goes to the log).
       (opts.ready ?? (() => Promise.resolve()))().then(
         () => send(200, 'text/plain', 'ok'),
         (err: unknown) => {
           opts.logger.warn({ err }, 'not ready');
-          send(503, 'text/plain', 'not ready');
+          send(
+            503,
+            'text/plain',
+            err instanceof DependenciesUnavailable
+              ? `not ready: ${err.dependencies.join(', ')} unavailable`
+              : 'not ready',
+          );
         },
       );
     } else {

@@ -87,6 +87,20 @@ export class DependencyHealth {
       }),
     );
     const down = this.down();
-    if (down.length > 0) throw new Error(`unavailable: ${down.map((d) => LABELS[d]).join(', ')}`);
+    if (down.length > 0) throw new DependenciesUnavailable(down.map((d) => LABELS[d]));
+  }
+}
+
+/**
+ * Not ready because of these dependencies. Their names (`the object store`, …) may be shown to
+ * anyone, unauthenticated /readyz included: they say what is down, never where it is (the
+ * addresses and the underlying errors go to the log only).
+ */
+export class DependenciesUnavailable extends Error {
+  readonly dependencies: readonly string[];
+  constructor(dependencies: readonly string[]) {
+    super(`unavailable: ${dependencies.join(', ')}`);
+    this.name = 'DependenciesUnavailable';
+    this.dependencies = dependencies;
   }
 }

@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import type { BlobStore } from '../blob/store.ts';
 import { Histogram, type Registry } from 'prom-client';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { DependenciesUnavailable } from '../health/dependencies.ts';
 import type { Logger } from '../log/index.ts';
 import { CLAIM_GENERATOR } from '../recorder/aibom.ts';
 import type { Vault } from '../vault/index.ts';
@@ -183,7 +184,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return { status: 'ready' };
     } catch (err) {
       req.log.warn({ err }, 'not ready');
-      return reply.code(503).send({ status: 'not ready' });
+      // What is down, by name, never why or where (the error may name internal addresses).
+      return reply
+        .code(503)
+        .send(
+          err instanceof DependenciesUnavailable
+            ? { status: 'not ready', unavailable: err.dependencies }
+            : { status: 'not ready' },
+        );
     }
   });
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, () => app.swagger());

@@ -82,10 +82,10 @@ describe('GET /v1/attestations/{id}', () => {
         capability: runA.stored[0]!.subjects[0],
         step: `step:${runA.runId}:summarise`,
         root: null,
-        links: [{ scope: 'model:invoke', granted_by: 'team-lead', approved_by: 'security' }],
+        links: [{ scope: 'model:invoke', granted_by: 'team:lead', approved_by: 'user:security' }],
         scope: 'model:invoke',
-        granted_by: 'team-lead',
-        approved_by: 'security',
+        granted_by: 'team:lead',
+        approved_by: 'user:security',
       },
     ]);
   });

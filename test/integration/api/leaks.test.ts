@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { pino } from 'pino';
+import { DependenciesUnavailable } from '../../../src/health/dependencies.ts';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { generateDevPki, type DevPki } from '../../../hack/dev-pki.ts';
 import { freePort } from '../../../hack/stack/proc.ts';
@@ -210,7 +211,7 @@ describe('readiness', () => {
     return err;
   };
 
-  it('/readyz of the API and of the ops server says not ready, and not why', async () => {
+  it('/readyz of the API and of the ops server says not ready, names a dependency known down, and never why', async () => {
     const err = await deadPostgres();
     const failing = await stackApp(vault, [], { ready: () => Promise.reject(err) });
     try {
@@ -220,6 +221,17 @@ describe('readiness', () => {
       expect(res.body).not.toMatch(/127\.0\.0\.1|ECONNREFUSED/);
     } finally {
       await failing.close();
+    }
+    // A dependency known to be down is named (what, never where).
+    const named = await stackApp(vault, [], {
+      ready: () => Promise.reject(new DependenciesUnavailable(['the object store'])),
+    });
+    try {
+      const res = await named.inject({ url: '/readyz' });
+      expect(res.statusCode).toBe(503);
+      expect(res.json()).toEqual({ status: 'not ready', unavailable: ['the object store'] });
+    } finally {
+      await named.close();
     }
     const ops = await startOpsServer({
       logger: pino({ level: 'silent' }),
