@@ -7,6 +7,9 @@
  * `startApiServer` is the parent side; the same file is the worker's entry point.
  */
 import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { BenchContext } from './common.ts';
 
@@ -29,11 +32,35 @@ export interface ApiServerOptions {
   readonly signer?: { 'tls.crt': string; 'tls.key': string; 'ca.crt': string };
 }
 
+type ToWorker =
+  | 'cpu'
+  | 'close'
+  | { type: 'serve'; bytes: Uint8Array; chunkSize: number }
+  | { type: 'passes'; namespaces: string[] };
+
 type FromWorker =
-  { type: 'listening'; url: string } | { type: 'closed' } | { type: 'error'; message: string };
+  | { type: 'listening'; url: string }
+  | { type: 'closed' }
+  | { type: 'error'; message: string }
+  | { type: 'cpu'; micros: number }
+  | { type: 'serving'; url: string }
+  | { type: 'passes'; rows: number };
 
 export interface ApiServer {
   readonly url: string;
+  /** CPU time (user + system, µs) the server's thread has used so far (process.threadCpuUsage). */
+  cpuMicros(): Promise<number>;
+  /**
+   * Serves a copy of `bytes` at GET <returned url> from the worker's memory, on a plain node:http
+   * server in the same thread, in `chunkSize` pieces as the export route streams them: what moving
+   * those bytes over HTTP costs without producing them (the export benchmark's transport floor).
+   */
+  serveBytes(bytes: Uint8Array, chunkSize: number): Promise<string>;
+  /**
+   * Reads what an export of `namespaces` reads, in the worker: both keyset passes (records, then
+   * envelopes, reading ahead), rows decoded by node-postgres, nothing else done with them.
+   */
+  readPasses(namespaces: string[]): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -56,7 +83,28 @@ export async function startApiServer(ctx: BenchContext, options: ApiServerOption
     await close();
     throw new Error(`API server failed to start: ${first.type === 'error' ? first.message : first.type}`);
   }
-  return { url: first.url, close };
+  /** Sends `msg` and resolves with the worker's first answer of `type` (rejects on its error). */
+  const ask = <T extends FromWorker['type']>(
+    msg: ToWorker,
+    type: T,
+  ): Promise<Extract<FromWorker, { type: T }>> =>
+    new Promise((resolve, reject) => {
+      const onMessage = (answer: FromWorker): void => {
+        if (answer.type !== type && answer.type !== 'error') return;
+        worker.off('message', onMessage);
+        if (answer.type === 'error') reject(new Error(`API server worker: ${answer.message}`));
+        else resolve(answer as Extract<FromWorker, { type: T }>);
+      };
+      worker.on('message', onMessage);
+      worker.postMessage(msg);
+    });
+  return {
+    url: first.url,
+    cpuMicros: async () => (await ask('cpu', 'cpu')).micros,
+    serveBytes: async (bytes, chunkSize) => (await ask({ type: 'serve', bytes, chunkSize }, 'serving')).url,
+    readPasses: async (namespaces) => (await ask({ type: 'passes', namespaces }, 'passes')).rows,
+    close,
+  };
 }
 
 async function workerMain(options: ApiServerOptions): Promise<void> {
@@ -114,14 +162,54 @@ async function workerMain(options: ApiServerOptions): Promise<void> {
     },
   });
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
-  port.on('message', (msg) => {
-    if (msg !== 'close') return;
+  let floor: Server | undefined;
+  port.on('message', (msg: ToWorker) => {
+    if (msg === 'cpu') {
+      const { user, system } = process.threadCpuUsage();
+      port.postMessage({ type: 'cpu', micros: user + system } satisfies FromWorker);
+      return;
+    }
+    if (msg === 'close') {
+      void (async () => {
+        floor?.closeAllConnections();
+        floor?.close();
+        await app.close();
+        await pool.end();
+        port.postMessage({ type: 'closed' } satisfies FromWorker);
+        port.close();
+      })();
+      return;
+    }
+    if (msg.type === 'serve') {
+      const bytes = Buffer.from(msg.bytes.buffer, msg.bytes.byteOffset, msg.bytes.byteLength);
+      const chunks = function* (): Generator<Buffer> {
+        for (let at = 0; at < bytes.length; at += msg.chunkSize) yield bytes.subarray(at, at + msg.chunkSize);
+      };
+      floor?.close();
+      const server = createServer((_req, res) => {
+        res.setHeader('content-type', 'application/x-tar');
+        Readable.from(chunks(), { objectMode: false, highWaterMark: msg.chunkSize }).pipe(res);
+      });
+      floor = server;
+      server.listen(0, '127.0.0.1', () => {
+        const { port: p } = server.address() as AddressInfo;
+        port.postMessage({ type: 'serving', url: `http://127.0.0.1:${p}/` } satisfies FromWorker);
+      });
+      return;
+    }
+    const filter = { namespaces: msg.namespaces };
     void (async () => {
-      await app.close();
-      await pool.end();
-      port.postMessage({ type: 'closed' } satisfies FromWorker);
-      port.close();
-    })();
+      const { until } = await vault.attestations.selectionSize(filter, 100_000_000);
+      let rows = 0;
+      const options = { until, batchSize: 1000, readAhead: true };
+      for await (const r of vault.attestations.stream(filter, options)) rows += r.seq > 0 ? 1 : 0;
+      for await (const e of vault.attestations.streamEnvelopes(filter, options)) {
+        rows += e.payload.length > 0 ? 1 : 0;
+      }
+      port.postMessage({ type: 'passes', rows } satisfies FromWorker);
+    })().catch((err: unknown) => {
+      port.postMessage({ type: 'error', message: String((err as Error).stack ?? err) } satisfies FromWorker);
+    });
   });
   port.postMessage({ type: 'listening', url: address } satisfies FromWorker);
 }

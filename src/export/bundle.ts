@@ -13,7 +13,7 @@ import {
   type SegmentIndex,
 } from './layout.ts';
 import { sigstoreBundle } from './sigstore.ts';
-import { END_OF_ARCHIVE, tarHeader, tarPadding } from './tar.ts';
+import { BLOCK, END_OF_ARCHIVE, writeTarHeader } from './tar.ts';
 
 /**
  * The export bundle writer (layout: docs/export.md; choices: docs/adr/0009-export-bundle.md). Pure
@@ -21,7 +21,8 @@ import { END_OF_ARCHIVE, tarHeader, tarPadding } from './tar.ts';
  * archive leaves as a stream of chunks, so memory holds one segment whatever the size of the
  * selection. The same inputs give the same bytes: fixed headers (tar.ts), fixed entry order,
  * canonical serialisations, and a bundle manifest signed deterministically (RFC 6979 / Ed25519)
- * with labels and time derived from the content.
+ * with labels and time derived from the content; how the bytes are chunked changes none of them.
+ * Its cost per record is measured by bench/export.ts (docs/bench.md).
  */
 
 /** The key material of a record's signer, as the bundle ships it. */
@@ -41,8 +42,11 @@ export interface ExportItem {
   readonly namespace: string;
   /** The stored DSSE envelope. */
   readonly envelope: DsseEnvelope;
-  /** The API body of the record (GET /v1/attestations/{id}), written as envelope.json. */
-  readonly view: object;
+  /**
+   * The API body of the record (GET /v1/attestations/{id}), written as envelope.json; a function
+   * is called once, when that entry is written (so a segment's views are never all in memory).
+   */
+  readonly view: object | (() => object);
   /** Null when the vault has no material for the record's key (verify reports it). */
   readonly signer: ItemSigner | null;
   /** Published SCITT: the signed statement and its receipt. */
@@ -81,6 +85,9 @@ export interface FinalReport {
   readonly bytes: number;
 }
 
+/** Default {@link BundleInput.chunkSize}: few large socket writes, little memory per export. */
+export const DEFAULT_CHUNK_SIZE = 1024 * 1024;
+
 export interface BundleInput {
   readonly segments: AsyncIterable<ExportSegment>;
   /** The same records' envelopes again, in the same order (the `.intoto.jsonl` pass). */
@@ -96,60 +103,244 @@ export interface BundleInput {
   readonly beforeSegment?: (report: SegmentReport) => Promise<void>;
   /** Called before the last entry (the bundle manifest) is released. */
   readonly beforeEnd?: (report: FinalReport) => Promise<void>;
-  /** Bytes gathered before a chunk is yielded; default 256 KiB. */
+  /** Size of the chunks the archive is written into and released in; default 1 MiB. */
   readonly chunkSize?: number;
+}
+
+/** Printable ASCII without `"` and `\`: JSON.stringify only adds the quotes (base64, ids, media types). */
+const JSON_PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** `JSON.stringify(s)`; a string that needs no escaping skips V8's escaping pass (half the cost). */
+function jsonString(s: string): string {
+  return JSON_PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
+}
+
+/** UTF-8 length of `JSON.stringify(s)`. */
+function jsonStringBytes(s: string): number {
+  return JSON_PLAIN.test(s) ? s.length + 2 : Buffer.byteLength(JSON.stringify(s), 'utf8');
+}
+
+/** The envelope has the shape the `.intoto.jsonl` line is written from (strings where strings belong). */
+function plainEnvelope(envelope: DsseEnvelope): boolean {
+  if (typeof envelope.payload !== 'string' || typeof envelope.payloadType !== 'string') return false;
+  if (!Array.isArray(envelope.signatures)) return false;
+  for (const s of envelope.signatures) {
+    if (typeof s !== 'object' || s === null || typeof s.keyid !== 'string' || typeof s.sig !== 'string') {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** A line of the `.intoto.jsonl`: the DSSE envelope exactly as stored (its digest is the record's). */
 export function intotoLine(envelope: DsseEnvelope): string {
-  return `${JSON.stringify({
-    payload: envelope.payload,
-    payloadType: envelope.payloadType,
-    signatures: envelope.signatures.map((s) => ({ keyid: s.keyid, sig: s.sig })),
-  })}\n`;
+  if (!plainEnvelope(envelope)) {
+    // Whatever the vault holds, the line is this serialisation of it; the fast path below gives
+    // the same bytes for the shape every stored envelope has.
+    return `${JSON.stringify({
+      payload: envelope.payload,
+      payloadType: envelope.payloadType,
+      signatures: envelope.signatures.map((s) => ({ keyid: s.keyid, sig: s.sig })),
+    })}\n`;
+  }
+  let sigs = '';
+  for (const s of envelope.signatures) {
+    sigs += `${sigs === '' ? '' : ','}{"keyid":${jsonString(s.keyid)},"sig":${jsonString(s.sig)}}`;
+  }
+  return `{"payload":${jsonString(envelope.payload)},"payloadType":${jsonString(envelope.payloadType)},"signatures":[${sigs}]}\n`;
 }
 
-/** Compact JSON plus a newline: how every JSON entry of a bundle is written. */
-export function jsonEntry(value: unknown): Buffer {
-  return Buffer.from(`${JSON.stringify(value)}\n`, 'utf8');
+/** `Buffer.byteLength(intotoLine(envelope))`, without building the line (the first pass only sums sizes). */
+export function intotoLineBytes(envelope: DsseEnvelope): number {
+  if (!plainEnvelope(envelope)) return Buffer.byteLength(intotoLine(envelope), 'utf8');
+  // {"payload":P,"payloadType":T,"signatures":[S,S]}\n with S = {"keyid":K,"sig":G}
+  let n = 44 + jsonStringBytes(envelope.payload) + jsonStringBytes(envelope.payloadType);
+  for (let i = 0; i < envelope.signatures.length; i++) {
+    const s = envelope.signatures[i]!;
+    n += (i > 0 ? 1 : 0) + 17 + jsonStringBytes(s.keyid) + jsonStringBytes(s.sig);
+  }
+  return n;
 }
 
 export class BundleError extends Error {}
 
-/** Collects entries into chunks and keeps the two running digests (entry, archive prefix). */
+/** Content bytes plus the zeros that pad them to a whole block. */
+function padded(size: number): number {
+  return size + ((BLOCK - (size % BLOCK)) % BLOCK);
+}
+
+/**
+ * The archive as it is written. Entries go straight into chunks of `chunkSize` bytes (header,
+ * content and padding in place: no buffer per entry, no concatenation); an entry's SHA-256 is taken
+ * from the chunk right after its bytes are written, and a chunk is hashed into the archive prefix
+ * once, when it is closed: every byte is hashed twice (its entry's digest, the prefix the bundle
+ * manifest signs), which the format requires, and copied once. Closed chunks wait in `ready`
+ * until the writer releases them; contents larger than a chunk are passed on as they are.
+ */
 class Archive {
-  private parts: Buffer[] = [];
-  private pending = 0;
+  private chunk: Buffer;
+  private used = 0;
+  private ready: Buffer[] = [];
+  /** Bytes in closed chunks (released or ready). */
+  private closed = 0;
   readonly prefix: Hash = createHash('sha256');
-  total = 0;
   entries: IndexEntry[] = [];
+  /** The entry being streamed (the `.intoto.jsonl`): its digest so far, from `from` in the chunk. */
+  private streamed: { path: string; size: number; written: number; hash: Hash; from: number } | null = null;
 
-  add(path: string, content: Buffer): void {
-    this.push(tarHeader(path, content.length));
-    this.push(content);
-    this.push(tarPadding(content.length));
-    this.entries.push({ path, size: content.length, sha256: hash('sha256', content) });
+  private readonly chunkSize: number;
+
+  constructor(chunkSize: number) {
+    if (!Number.isSafeInteger(chunkSize) || chunkSize < BLOCK) {
+      throw new RangeError(`chunkSize must be at least ${BLOCK} bytes`);
+    }
+    this.chunkSize = chunkSize;
+    this.chunk = Buffer.allocUnsafeSlow(chunkSize);
   }
 
-  push(bytes: Buffer): void {
-    if (bytes.length === 0) return;
-    this.parts.push(bytes);
-    this.pending += bytes.length;
+  /** Bytes written so far. */
+  get total(): number {
+    return this.closed + this.used;
   }
 
-  get buffered(): number {
-    return this.pending;
+  get hasReady(): boolean {
+    return this.ready.length > 0;
   }
 
-  /** The gathered bytes, hashed into the prefix. */
-  drain(): Buffer | null {
-    if (this.pending === 0) return null;
-    const chunk = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.pending);
-    this.parts = [];
-    this.pending = 0;
-    this.prefix.update(chunk);
-    this.total += chunk.length;
-    return chunk;
+  private room(): number {
+    return this.chunk.length - this.used;
+  }
+
+  /** Closes the current chunk (it is hashed into the prefix and becomes ready) and starts another. */
+  close(): void {
+    if (this.used === 0) return;
+    const done = this.chunk.subarray(0, this.used);
+    if (this.streamed !== null) {
+      this.streamed.hash.update(done.subarray(this.streamed.from));
+      this.streamed.from = 0;
+    }
+    this.prefix.update(done);
+    this.ready.push(done);
+    this.closed += done.length;
+    this.chunk = Buffer.allocUnsafeSlow(this.chunkSize);
+    this.used = 0;
+  }
+
+  /** Bytes the archive does not copy (a content larger than a chunk), after the current chunk. */
+  private pass(bytes: Buffer): void {
+    this.close();
+    this.prefix.update(bytes);
+    this.ready.push(bytes);
+    this.closed += bytes.length;
+  }
+
+  private zeros(n: number): void {
+    while (n > 0) {
+      if (this.room() === 0) this.close();
+      const k = Math.min(n, this.room());
+      this.chunk.fill(0, this.used, this.used + k);
+      this.used += k;
+      n -= k;
+    }
+  }
+
+  private header(path: string, size: number): void {
+    if (this.room() < BLOCK) this.close();
+    writeTarHeader(this.chunk, this.used, path, size);
+    this.used += BLOCK;
+  }
+
+  private record(path: string, size: number, sha256: string): IndexEntry {
+    const entry = { path, size, sha256 };
+    this.entries.push(entry);
+    return entry;
+  }
+
+  addBytes(path: string, content: Buffer): IndexEntry {
+    const size = content.length;
+    const whole = BLOCK + padded(size);
+    if (whole > this.room() && whole <= this.chunkSize) this.close();
+    if (whole <= this.room()) {
+      writeTarHeader(this.chunk, this.used, path, size);
+      content.copy(this.chunk, this.used + BLOCK);
+      this.used += BLOCK + size;
+      this.zeros(padded(size) - size);
+    } else {
+      this.header(path, size);
+      this.pass(content);
+      this.zeros(padded(size) - size);
+    }
+    return this.record(path, size, hash('sha256', content));
+  }
+
+  /** An entry of text (JSON, PEM) in UTF-8, with a final newline when asked. */
+  addText(path: string, text: string, newline = false): IndexEntry {
+    const extra = newline ? 1 : 0;
+    // At most 3 UTF-8 bytes per UTF-16 unit: the exact length only when that bound does not fit.
+    if (2 * BLOCK + 3 * text.length + extra > this.room()) {
+      const exact = BLOCK + padded(Buffer.byteLength(text, 'utf8') + extra);
+      if (exact > this.chunkSize) {
+        return this.addBytes(path, Buffer.from(newline ? `${text}\n` : text, 'utf8'));
+      }
+      if (exact > this.room()) this.close();
+    }
+    const start = this.used + BLOCK;
+    let size = this.chunk.write(text, start, 'utf8');
+    if (newline) this.chunk[start + size++] = 0x0a;
+    writeTarHeader(this.chunk, this.used, path, size);
+    const entry = this.record(path, size, hash('sha256', this.chunk.subarray(start, start + size)));
+    this.used = start + size;
+    this.zeros(padded(size) - size);
+    return entry;
+  }
+
+  /** Starts an entry of `size` bytes whose content arrives piece by piece ({@link streamText}). */
+  beginStream(path: string, size: number): void {
+    this.header(path, size);
+    this.streamed = { path, size, written: 0, hash: createHash('sha256'), from: this.used };
+  }
+
+  streamText(text: string): void {
+    const s = this.streamed!;
+    if (3 * text.length <= this.room()) {
+      const n = this.chunk.write(text, this.used, 'utf8');
+      this.used += n;
+      s.written += n;
+      return;
+    }
+    // Across chunks: the bytes are split wherever the chunk ends (they are one entry's content).
+    const bytes = Buffer.from(text, 'utf8');
+    for (let at = 0; at < bytes.length;) {
+      if (this.room() === 0) this.close();
+      const k = Math.min(this.room(), bytes.length - at);
+      bytes.copy(this.chunk, this.used, at, at + k);
+      this.used += k;
+      at += k;
+    }
+    s.written += bytes.length;
+  }
+
+  /** Ends the streamed entry; throws BundleError when it is not the size its header announced. */
+  endStream(): IndexEntry {
+    const s = this.streamed!;
+    this.streamed = null;
+    s.hash.update(this.chunk.subarray(s.from, this.used));
+    if (s.written !== s.size) {
+      throw new BundleError(`${s.path}: ${s.written} bytes written, ${s.size} announced`);
+    }
+    this.zeros(padded(s.size) - s.size);
+    return this.record(s.path, s.size, s.hash.digest('hex'));
+  }
+
+  addEnd(): void {
+    this.zeros(END_OF_ARCHIVE.length);
+  }
+
+  /** The closed chunks, in order, to be released. */
+  takeReady(): Buffer[] {
+    const out = this.ready;
+    this.ready = [];
+    return out;
   }
 
   takeEntries(): IndexEntry[] {
@@ -161,19 +352,22 @@ class Archive {
 
 /** Streams the bundle. Throws BundleError if the sources disagree between passes. */
 export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, void, undefined> {
-  const chunkSize = input.chunkSize ?? 256 * 1024;
-  const out = new Archive();
-  const flushIfFull = function* (): Generator<Buffer> {
-    if (out.buffered >= chunkSize) {
-      const c = out.drain();
-      if (c) yield c;
+  const out = new Archive(input.chunkSize ?? DEFAULT_CHUNK_SIZE);
+  // Write-ahead: the audit rows of a segment are being written while its bytes are prepared, and
+  // no byte of it is released before they are (`release` waits for them).
+  let audited: Promise<void> | undefined;
+  const release = async function* (): AsyncGenerator<Buffer> {
+    if (audited !== undefined) {
+      await audited;
+      audited = undefined;
     }
+    for (const c of out.takeReady()) yield c;
   };
 
   // Log keys first: a verifier holds them before the first receipt.
-  out.add(Paths.logKeys, encodeKeySet(input.logKeys.map((k) => k.key)));
+  out.addBytes(Paths.logKeys, encodeKeySet(input.logKeys.map((k) => k.key)));
   for (const k of input.logKeys) {
-    if (k.chainPem !== undefined) out.add(Paths.logCert(k.key.kid.toString('hex')), Buffer.from(k.chainPem));
+    if (k.chainPem !== undefined) out.addText(Paths.logCert(k.key.kid.toString('hex')), k.chainPem);
   }
 
   const shipped = new Set<string>();
@@ -191,36 +385,50 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
     const n = segments.length + 1;
     const manifestDigests: string[] = [];
     for (const item of segment.items) {
+      const d = item.aibom?.manifestDigest;
+      if (d !== undefined && d !== null) manifestDigests.push(d);
+    }
+    if (audited !== undefined) await audited; // one segment's rows after the other's
+    if (input.beforeSegment !== undefined) {
+      audited = input.beforeSegment({ segment: n, items: segment.items, manifestDigests });
+      // Awaited before the segment's first byte leaves; a failure then ends the stream.
+      audited.catch(() => undefined);
+    }
+    for (const item of segment.items) {
       const s = item.signer;
       if (s !== null && !shipped.has(s.ref)) {
         shipped.add(s.ref);
-        out.add(s.certificate !== undefined ? Paths.cert(s.ref) : Paths.key(s.ref), Buffer.from(s.pem));
+        out.addText(s.certificate !== undefined ? Paths.cert(s.ref) : Paths.key(s.ref), s.pem);
       }
-      out.add(Paths.envelope(item.id), jsonEntry(item.view));
+      const view: object = typeof item.view === 'function' ? (item.view as () => object)() : item.view;
+      out.addText(Paths.envelope(item.id), JSON.stringify(view), true);
       if (s !== null) {
         // A public-key hint (the key id), not the certificate: cosign verifies a certificate bundle
         // only with a Fulcio-style identity (a SAN and an OIDC issuer), which service signers do not
         // have; with the hint, `--key` takes the key the key-distribution endpoint serves (ADR 0009).
-        out.add(Paths.sigstore(item.id), jsonEntry(sigstoreBundle(item.envelope, { keyId: s.keyId })));
+        out.addText(
+          Paths.sigstore(item.id),
+          JSON.stringify(sigstoreBundle(item.envelope, { keyId: s.keyId })),
+          true,
+        );
       }
       if (item.scitt !== undefined) {
-        out.add(Paths.statement(item.id), item.scitt.statement);
-        out.add(Paths.receipt(item.id), item.scitt.receipt);
+        out.addBytes(Paths.statement(item.id), item.scitt.statement);
+        out.addBytes(Paths.receipt(item.id), item.scitt.receipt);
         receipts++;
       }
       if (item.aibom !== undefined) {
         const a = item.aibom;
-        out.add(Paths.aibom(a.runId), a.bytes);
-        out.add(Paths.aibomManifest(a.runId), a.manifest);
-        out.add(Paths.aibomMetadata(a.runId), jsonEntry(a.metadata));
-        if (a.manifestDigest !== null) manifestDigests.push(a.manifestDigest);
+        out.addBytes(Paths.aibom(a.runId), a.bytes);
+        out.addBytes(Paths.aibomManifest(a.runId), a.manifest);
+        out.addText(Paths.aibomMetadata(a.runId), JSON.stringify(a.metadata), true);
         runs++;
       }
-      jsonlSize += Buffer.byteLength(intotoLine(item.envelope));
+      jsonlSize += intotoLineBytes(item.envelope);
       firstId ??= item.id;
       last = item;
       count++;
-      yield* flushIfFull();
+      if (out.hasReady) yield* release();
     }
     enqueued += segment.scittEnqueued.length;
     const index: SegmentIndex = {
@@ -228,52 +436,21 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
       entries: out.takeEntries(),
       scitt_enqueued: [...segment.scittEnqueued],
     };
-    const body = jsonEntry(index);
-    out.add(Paths.segment(n), body);
+    const entry = out.addText(Paths.segment(n), JSON.stringify(index), true);
     out.takeEntries();
-    segments.push({
-      path: Paths.segment(n),
-      size: body.length,
-      sha256: hash('sha256', body),
-      attestations: segment.items.length,
-    });
-    // Write-ahead: what this segment lets out is in the audit log before it leaves.
-    await input.beforeSegment?.({ segment: n, items: segment.items, manifestDigests });
-    const c = out.drain();
-    if (c) yield c;
+    segments.push({ ...entry, attestations: segment.items.length });
   }
   if (last === undefined || firstId === undefined) throw new BundleError('the selection is empty');
 
   // Second pass: every envelope, one per line. Its size was summed on the first pass; records are
   // immutable and the passes share `until`, so a difference is a bug, never a partial file.
-  out.push(tarHeader(Paths.intotoJsonl, jsonlSize));
-  const jsonlHash = createHash('sha256');
-  let written = 0;
-  let lines: string[] = [];
-  let linesBytes = 0;
-  const flushLines = (): void => {
-    const b = Buffer.from(lines.join(''), 'utf8');
-    jsonlHash.update(b);
-    out.push(b);
-    written += b.length;
-    lines = [];
-    linesBytes = 0;
-  };
+  out.beginStream(Paths.intotoJsonl, jsonlSize);
   for await (const envelope of input.envelopes()) {
-    const line = intotoLine(envelope);
-    lines.push(line);
-    linesBytes += line.length;
-    if (linesBytes >= chunkSize) {
-      flushLines();
-      yield* flushIfFull();
-    }
+    out.streamText(intotoLine(envelope));
+    if (out.hasReady) yield* release();
   }
-  flushLines();
-  if (written !== jsonlSize) {
-    throw new BundleError(`the envelope pass wrote ${written} bytes, the record pass counted ${jsonlSize}`);
-  }
-  out.push(tarPadding(jsonlSize));
-  const tail: IndexEntry[] = [{ path: Paths.intotoJsonl, size: jsonlSize, sha256: jsonlHash.digest('hex') }];
+  const tail: IndexEntry[] = [out.endStream()];
+  out.takeEntries();
 
   const index: BundleIndex = {
     format: EXPORT_FORMAT,
@@ -288,17 +465,14 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
     entries: tail,
     scitt_enqueued: enqueued,
   };
-  const indexBody = jsonEntry(index);
-  out.add(Paths.index, indexBody);
+  const indexEntry = out.addText(Paths.index, JSON.stringify(index), true);
   out.takeEntries();
-  {
-    const c = out.drain();
-    if (c) yield c;
-  }
+  out.close();
+  yield* release();
 
   // The bundle manifest: over every byte before its own header; labels and time from the content.
   const prefixDigest = out.prefix.copy().digest();
-  const indexDigest = hash('sha256', indexBody, 'buffer');
+  const indexDigest = Buffer.from(indexEntry.sha256, 'hex');
   const manifest = buildManifest({
     asset: Buffer.alloc(0),
     assetSha256: prefixDigest,
@@ -312,12 +486,7 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
     manifestLabel: `urn:uuid:${uuidFromDigest(indexDigest)}`,
     time: last.createdAt,
   });
-  const total =
-    out.total +
-    512 +
-    manifest.store.length +
-    tarPadding(manifest.store.length).length +
-    END_OF_ARCHIVE.length;
+  const total = out.total + BLOCK + padded(manifest.store.length) + END_OF_ARCHIVE.length;
   await input.beforeEnd?.({
     attestations: count,
     indexDigest: `sha256:${indexDigest.toString('hex')}`,
@@ -325,10 +494,8 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
     manifestLabel: manifest.manifestLabel,
     bytes: total,
   });
-  out.push(tarHeader(Paths.manifest, manifest.store.length));
-  out.push(manifest.store);
-  out.push(tarPadding(manifest.store.length));
-  out.push(END_OF_ARCHIVE);
-  const c = out.drain();
-  if (c) yield c;
+  out.addBytes(Paths.manifest, manifest.store);
+  out.addEnd();
+  out.close();
+  yield* release();
 }

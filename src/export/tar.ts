@@ -27,26 +27,36 @@ export class TarHeaderError extends Error {
   }
 }
 
-/** Every character in '!'..'~' (a loop: the regex cost 2 µs a path, a third of a header). */
-function isPrintableAscii(path: string): boolean {
-  if (path.length === 0) return false;
+/**
+ * Sum of the character codes of `path` when every character is in '!'..'~', else -1 (a loop: the
+ * regex cost 2 µs a path, a third of a header; the sum is the path's share of the header checksum).
+ */
+function printableAsciiSum(path: string): number {
+  if (path.length === 0) return -1;
+  let sum = 0;
   for (let i = 0; i < path.length; i++) {
     const c = path.charCodeAt(i);
-    if (c < 0x21 || c > 0x7e) return false;
+    if (c < 0x21 || c > 0x7e) return -1;
+    sum += c;
   }
-  return true;
+  return sum;
 }
 
-/** Splits a path into ustar `prefix` (≤ 155) and `name` (≤ 100) at a slash; ASCII only. */
-function splitPath(path: string): { name: string; prefix: string } {
+/**
+ * Splits a path into ustar `prefix` (≤ 155) and `name` (≤ 100) at a slash; ASCII only. `sum` is the
+ * sum of the bytes both fields hold (the checksum's share of the path).
+ */
+function splitPath(path: string): { name: string; prefix: string; sum: number } {
   const dotdot = path === '..' || path.startsWith('../') || path.endsWith('/..') || path.includes('/../');
-  if (!isPrintableAscii(path) || path.startsWith('/') || dotdot) {
+  const sum = printableAsciiSum(path);
+  if (sum < 0 || path.startsWith('/') || dotdot) {
     throw new TarPathError(`tar path "${path}" must be relative printable ASCII without ".."`);
   }
-  if (path.length <= 100) return { name: path, prefix: '' };
+  if (path.length <= 100) return { name: path, prefix: '', sum };
   for (let i = path.length - 101; i < path.length; i++) {
     if (i > 0 && path[i] === '/' && i <= 155 && path.length - i - 1 <= 100) {
-      return { name: path.slice(i + 1), prefix: path.slice(0, i) };
+      // The slash between prefix and name is not stored.
+      return { name: path.slice(i + 1), prefix: path.slice(0, i), sum: sum - 0x2f };
     }
   }
   throw new TarPathError(`tar path "${path}" is too long for ustar`);
@@ -57,35 +67,59 @@ function writeOctal(block: Buffer, offset: number, width: number, value: number)
   block[offset + width - 1] = 0;
 }
 
-/** The 512-byte ustar header of a regular file `path` of `size` bytes (deterministic). */
-export function tarHeader(path: string, size: number): Buffer {
-  if (!Number.isSafeInteger(size) || size < 0) throw new RangeError(`tar entry size ${size}`);
-  const { name, prefix } = splitPath(path);
+/**
+ * The fields every header shares (mode, owner, group, mtime, type, magic, version; name, prefix
+ * and size empty, checksum as spaces), and the sum of its bytes: a header is this block copied,
+ * plus name, prefix and size, and a checksum of `TEMPLATE_SUM` + their bytes.
+ */
+const TEMPLATE = (() => {
   const h = Buffer.alloc(BLOCK);
-  h.write(name, 0, 100, 'ascii');
   writeOctal(h, 100, 8, 0o644);
   writeOctal(h, 108, 8, 0);
   writeOctal(h, 116, 8, 0);
-  if (size <= MAX_OCTAL_SIZE) {
-    writeOctal(h, 124, 12, size);
-  } else {
-    // GNU base-256 for sizes beyond 8 GiB (one .intoto.jsonl of millions of envelopes).
-    h[124] = 0x80;
-    let v = BigInt(size);
-    for (let i = 135; i > 124; i--) {
-      h[i] = Number(v & 0xffn);
-      v >>= 8n;
-    }
-  }
+  h.fill(0, 124, 136); // size: per entry
   writeOctal(h, 136, 12, 0);
   h.fill(0x20, 148, 156); // checksum field counts as spaces
   h[156] = 0x30; // '0': regular file
   h.write('ustar\0', 257, 6, 'ascii');
   h.write('00', 263, 2, 'ascii');
-  if (prefix !== '') h.write(prefix, 345, 155, 'ascii');
-  let sum = 0;
-  for (let i = 0; i < BLOCK; i++) sum += h[i]!;
-  h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 8, 'ascii');
+  return h;
+})();
+const TEMPLATE_SUM = TEMPLATE.reduce((a, b) => a + b, 0);
+
+/**
+ * Writes the 512-byte ustar header of a regular file `path` of `size` bytes (deterministic) into
+ * `target` at `offset`, every byte of the block (the target need not be zeroed).
+ */
+export function writeTarHeader(target: Buffer, offset: number, path: string, size: number): void {
+  if (!Number.isSafeInteger(size) || size < 0) throw new RangeError(`tar entry size ${size}`);
+  if (offset < 0 || offset + BLOCK > target.length) throw new RangeError('tar header outside its buffer');
+  const { name, prefix, sum: pathSum } = splitPath(path);
+  TEMPLATE.copy(target, offset);
+  target.write(name, offset, 'latin1');
+  if (prefix !== '') target.write(prefix, offset + 345, 'latin1');
+  let sum = TEMPLATE_SUM + pathSum;
+  if (size <= MAX_OCTAL_SIZE) {
+    const digits = size.toString(8).padStart(11, '0');
+    target.write(digits, offset + 124, 'latin1');
+    for (let i = 0; i < 11; i++) sum += digits.charCodeAt(i);
+  } else {
+    // GNU base-256 for sizes beyond 8 GiB (one .intoto.jsonl of millions of envelopes).
+    target[offset + 124] = 0x80;
+    let v = BigInt(size);
+    for (let i = 135; i > 124; i--) {
+      target[offset + i] = Number(v & 0xffn);
+      v >>= 8n;
+    }
+    for (let i = 124; i < 136; i++) sum += target[offset + i]!;
+  }
+  target.write(`${sum.toString(8).padStart(6, '0')}\0 `, offset + 148, 'latin1');
+}
+
+/** The 512-byte ustar header of a regular file `path` of `size` bytes (deterministic). */
+export function tarHeader(path: string, size: number): Buffer {
+  const h = Buffer.allocUnsafe(BLOCK);
+  writeTarHeader(h, 0, path, size);
   return h;
 }
 

@@ -11,7 +11,8 @@ import { guardStoredArtifact, type ArtifactGuardDeps } from './export-guard.ts';
  * Where an export's records and everything they reference come from: the vault (records, SCITT
  * jobs, signer chains, AIBOM metadata records) and the object store (AIBOM blobs and sidecars).
  * Two passes over the same selection (`until` fixed by the caller): segments of records with their
- * material, then the bare envelopes for the `.intoto.jsonl`.
+ * material, then the bare envelopes for the `.intoto.jsonl`. Both read the next batch from
+ * PostgreSQL while the writer works through the current one.
  */
 export interface ExportSourceDeps extends ArtifactGuardDeps {
   readonly vault: Pick<
@@ -108,7 +109,8 @@ export function exportSource(
         createdAt: record.createdAt,
         namespace: record.namespace,
         envelope: record.envelope,
-        view: viewOf(record, job),
+        // Built when its entry is written: a segment's views never live all at once.
+        view: () => viewOf(record, job),
         signer: await signerOf(record),
         ...(published !== undefined ? { scitt: published } : {}),
         ...(aibom !== undefined ? { aibom } : {}),
@@ -123,6 +125,7 @@ export function exportSource(
       for await (const r of deps.vault.attestations.stream(filter, {
         until: options.until,
         batchSize: size,
+        readAhead: true,
       })) {
         batch.push(r);
         if (batch.length === size) {
@@ -133,6 +136,10 @@ export function exportSource(
       if (batch.length > 0) yield await segmentOf(batch);
     },
     envelopes: (): AsyncGenerator<DsseEnvelope> =>
-      deps.vault.attestations.streamEnvelopes(filter, { until: options.until, batchSize: size }),
+      deps.vault.attestations.streamEnvelopes(filter, {
+        until: options.until,
+        batchSize: size,
+        readAhead: true,
+      }),
   };
 }

@@ -151,13 +151,39 @@ export async function* streamAttestations(
   if (filter.namespaces.length === 0) return;
   const until = options.until !== undefined ? options.until : await headId(pool);
   if (until === null) return;
-  let after: string | null = null;
-  for (;;) {
-    const rows = await selectBatch(pool, filter, after, until, batchSize);
-    for (const r of rows) yield toStored(r);
+  yield* batches(
+    (after) => selectBatch(pool, filter, after, until, batchSize),
+    batchSize,
+    options.readAhead === true,
+    toStored,
+  );
+}
+
+/**
+ * Keyset batches in id order, each row mapped by `map`. With `readAhead`, the query for the next
+ * batch is sent as soon as a full batch has arrived, so PostgreSQL produces it while the caller
+ * works through this one (two batches in memory instead of one).
+ */
+async function* batches<R extends { id: string }, T>(
+  fetch: (after: string | null) => Promise<R[]>,
+  batchSize: number,
+  readAhead: boolean,
+  map: (row: R) => T,
+): AsyncGenerator<T, void, undefined> {
+  let pending: Promise<R[]> | null = fetch(null);
+  while (pending !== null) {
+    const rows: R[] = await pending;
     const last = rows.at(-1);
-    if (last === undefined || rows.length < batchSize) return;
-    after = last.id;
+    pending = null;
+    const next = (): Promise<R[]> | null =>
+      last !== undefined && rows.length >= batchSize ? fetch(last.id) : null;
+    if (readAhead) {
+      pending = next();
+      // Awaited on the next turn; if the caller stops first, its failure is of no interest.
+      pending?.catch(() => undefined);
+    }
+    for (const r of rows) yield map(r);
+    if (!readAhead) pending = next();
   }
 }
 
@@ -169,6 +195,8 @@ export interface StreamOptions {
    * records: stored records never change and later ones have greater ids.
    */
   readonly until?: string | null;
+  /** Fetch the next batch while the caller consumes this one (an export's passes). */
+  readonly readAhead?: boolean;
 }
 
 /** Id of the newest record (null while the vault is empty). */
@@ -213,15 +241,16 @@ export async function* streamEnvelopes(
   validateFilter(filter);
   const batchSize = options.batchSize ?? STREAM_BATCH;
   if (filter.namespaces.length === 0 || options.until === null) return;
-  let after: string | null = null;
-  for (;;) {
-    const { name, text, values } = buildSelect(filter, after, options.until, batchSize, 'id, envelope');
-    const { rows } = await pool.query<{ id: string; envelope: DsseEnvelope }>({ name, text, values });
-    for (const r of rows) yield r.envelope;
-    const last = rows.at(-1);
-    if (last === undefined || rows.length < batchSize) return;
-    after = last.id;
-  }
+  const until = options.until;
+  yield* batches(
+    async (after) => {
+      const { name, text, values } = buildSelect(filter, after, until, batchSize, 'id, envelope');
+      return (await pool.query<{ id: string; envelope: DsseEnvelope }>({ name, text, values })).rows;
+    },
+    batchSize,
+    options.readAhead === true,
+    (r) => r.envelope,
+  );
 }
 
 function pageLimit(limit: number | undefined): number {

@@ -281,3 +281,45 @@ describe('vault queries', () => {
       await expect(t.vault.attestations.query(f)).rejects.toMatchObject({ code: 'INVALID_INPUT' });
   });
 });
+
+describe('vault reads of array columns', () => {
+  let t: TestVault;
+  beforeAll(async () => {
+    t = await setupVault('arrays');
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('return text[] columns exactly as written, whatever their elements hold', async () => {
+    // Elements that text[] literals quote or escape, and that JSON escapes (reads use to_json);
+    // empty strings are refused on append.
+    const odd = ['a,b', 'c"d', 'e\\f', '{x}', 'NULL', ' sp ', 'é ✓ 😀', 'tab\there', 'new\nline', '\u0001'];
+    const [written] = await t.vault.attestations.append([
+      attestation({
+        namespace: 'odd',
+        subjects: odd,
+        artifactDigests: [`sha256:${'3'.repeat(64)}`, ...odd],
+        capabilityTokenIds: [...odd].reverse(),
+      }),
+    ]);
+    const expected = {
+      subjects: odd,
+      artifactDigests: [`sha256:${'3'.repeat(64)}`, ...odd],
+      capabilityTokenIds: [...odd].reverse(),
+    };
+    const id = written!.id;
+    const reads: StoredAttestation[] = [
+      written!,
+      (await t.vault.attestations.get(id))!,
+      (await t.vault.attestations.getMany([id])).get(id)!,
+      ...(await t.vault.attestations.query({ namespaces: ['odd'] })).items,
+    ];
+    for (const readAhead of [false, true]) {
+      for await (const s of t.vault.attestations.stream({ namespaces: ['odd'] }, { readAhead }))
+        reads.push(s);
+    }
+    expect(reads).toHaveLength(6);
+    for (const r of reads) expect(r).toMatchObject(expected);
+  });
+});

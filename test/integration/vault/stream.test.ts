@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -62,6 +63,49 @@ describe('vault streaming export', () => {
       count += 1;
     }
     expect(count).toBe(ROWS / 2);
+  });
+
+  it('yields the same rows and envelopes when it reads ahead, in flat memory', async () => {
+    // The export's passes fetch the next batch while the current one is consumed.
+    const filter = { namespaces: ['odd', 'even'] };
+    const { count: total, until } = await t.vault.attestations.selectionSize(filter, 2 * ROWS);
+    const ids = async (readAhead: boolean, batchSize: number) => {
+      const out: string[] = [];
+      for await (const s of t.vault.attestations.stream(filter, { until, batchSize, readAhead }))
+        out.push(s.id);
+      return out;
+    };
+    const plain = await ids(false, 777);
+    expect(plain).toHaveLength(total);
+    expect(total).toBeGreaterThanOrEqual(ROWS);
+    expect(await ids(true, 777)).toEqual(plain);
+    // A last batch shorter than the others, and one exactly full (an empty read ends the stream).
+    expect(await ids(true, 1000)).toEqual(plain);
+
+    const envelopes = async (readAhead: boolean) => {
+      const h = createHash('sha256');
+      let n = 0;
+      for await (const e of t.vault.attestations.streamEnvelopes(filter, {
+        until,
+        batchSize: 1000,
+        readAhead,
+      })) {
+        h.update(digestOf(e));
+        n += 1;
+      }
+      return { n, digest: h.digest('hex') };
+    };
+    expect(await envelopes(true)).toEqual(await envelopes(false));
+
+    const baseline = retainedHeap();
+    let peak = baseline;
+    let count = 0;
+    for await (const s of t.vault.attestations.stream(filter, { until, batchSize: BATCH, readAhead: true })) {
+      count += s.seq > 0 ? 1 : 0;
+      if (count % (10 * BATCH) === 0) peak = Math.max(peak, retainedHeap());
+    }
+    expect(count).toBe(total);
+    expect(peak - baseline).toBeLessThan(64 * MiB);
   });
 
   it('verifies the whole chain in flat memory', async () => {

@@ -4,7 +4,12 @@ import type { X509Certificate } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../../../blob/store.ts';
 import type { LogKey } from '../../../cose/key.ts';
-import { writeBundle, type FinalReport, type SegmentReport } from '../../../export/bundle.ts';
+import {
+  DEFAULT_CHUNK_SIZE,
+  writeBundle,
+  type FinalReport,
+  type SegmentReport,
+} from '../../../export/bundle.ts';
 import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from '../../../export/layout.ts';
 import { signatureMetadata, type KeySigner } from '../../../signing/index.ts';
 import type { AttestationFilter, Vault } from '../../../vault/index.ts';
@@ -269,7 +274,8 @@ async function streamExport(
       }
     }
   }
-  const tar = Readable.from(bytes(), { objectMode: false, highWaterMark: 1 });
+  // One chunk is prepared while the previous one is being sent (bounded: one chunk per export).
+  const tar = Readable.from(bytes(), { objectMode: false, highWaterMark: DEFAULT_CHUNK_SIZE });
   const body = plan.gzip ? pipeline(tar, createGzip(), () => undefined) : tar;
   return reply
     .type(plan.gzip ? TAR_GZIP_MEDIA_TYPE : TAR_MEDIA_TYPE)
