@@ -110,6 +110,9 @@ export function exportSource(
         envelope: record.envelope,
         view: viewOf(record, job),
         signer: await signerOf(record),
+        ...(record.timestamp !== undefined
+          ? { timestamp: { signedTimestamp: record.timestamp.response.toString('base64') } }
+          : {}),
         ...(published !== undefined ? { scitt: published } : {}),
         ...(aibom !== undefined ? { aibom } : {}),
       });
