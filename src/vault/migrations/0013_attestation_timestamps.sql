@@ -17,8 +17,23 @@ $$;
 
 -- One time-stamp per record, kept for as long as the vault: what verifiers judge the signer's
 -- certificate at, years after it expired.
+-- Both tables reference attestations(id) through the insert-time check below, not a declarative
+-- FOREIGN KEY (as transparency_jobs, 0005): attestations never change, so the check is the same
+-- guarantee, and a foreign key would make `TRUNCATE attestations` fail with 0A000 before the
+-- append-only trigger refuses it with 23001.
+CREATE FUNCTION attestation_reference() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM attestations a WHERE a.id = NEW.attestation_id) THEN
+    RAISE EXCEPTION 'attestation % does not exist', NEW.attestation_id
+      USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NEW;
+END
+$$;
+
 CREATE TABLE attestation_timestamps (
-  attestation_id uuid PRIMARY KEY REFERENCES attestations (id),
+  attestation_id uuid PRIMARY KEY,
   -- TSTInfo genTime: when the TSA saw the signature.
   gen_time timestamptz NOT NULL,
   -- Subject of the TSA certificate, one line.
@@ -35,9 +50,12 @@ CREATE TABLE attestation_timestamps (
 CREATE TRIGGER attestation_timestamps_append_only
   BEFORE UPDATE OR DELETE OR TRUNCATE ON attestation_timestamps
   FOR EACH STATEMENT EXECUTE FUNCTION vault_reject_change();
+CREATE TRIGGER attestation_timestamps_reference
+  BEFORE INSERT ON attestation_timestamps
+  FOR EACH ROW EXECUTE FUNCTION attestation_reference();
 
 CREATE TABLE timestamp_jobs (
-  attestation_id uuid PRIMARY KEY REFERENCES attestations (id),
+  attestation_id uuid PRIMARY KEY,
   -- queued → done (time-stamp stored), or failed (the signer's certificate expired first).
   state text NOT NULL DEFAULT 'queued',
   -- Claims so far (the current one included while leased).
@@ -51,6 +69,10 @@ CREATE TABLE timestamp_jobs (
   CONSTRAINT timestamp_jobs_state CHECK (state IN ('queued', 'done', 'failed')),
   CONSTRAINT timestamp_jobs_attempts CHECK (attempts >= 0)
 );
+
+CREATE TRIGGER timestamp_jobs_reference
+  BEFORE INSERT ON timestamp_jobs
+  FOR EACH ROW EXECUTE FUNCTION attestation_reference();
 
 -- The claim's scan: due queued jobs in due order.
 CREATE INDEX timestamp_jobs_due ON timestamp_jobs (next_attempt_at, attestation_id) WHERE state = 'queued';

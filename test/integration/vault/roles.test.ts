@@ -241,6 +241,8 @@ describe('database roles', () => {
     ]) {
       expect(await sqlstate(t.pool.query(sql)), sql).toBe(SQLSTATE_INSUFFICIENT_PRIVILEGE);
     }
+    // A job names a stored record (checked on insert, 23503), or nothing is queued.
+    expect(await sqlstate(t.vault.timestamps.enqueue([crypto.randomUUID()]))).toBe('23503');
     const [job] = await t.vault.timestamps.claim(10, 60_000);
     expect(job?.attestationId).toBe(id);
     const stamp = { genTime: new Date(), tsa: 'CN=test', serial: '01', response };
