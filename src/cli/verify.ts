@@ -74,17 +74,21 @@ export async function trustFrom(values: {
 }
 
 /**
- * Roots of the TSAs whose time-stamps are believed: --tsa-trust-anchor, else TSA_TRUST_ANCHORS,
- * else the trust bundle's (the service's TSA, as GET /v1/keys names it); none: time-stamps are not
- * checked and certificates are judged now.
+ * Roots of the TSAs whose time-stamps are believed: --tsa-trust-anchor, else the trust bundle's
+ * (--trust-bundle: the service's TSA, as GET /v1/keys names it), else TSA_TRUST_ANCHORS; none:
+ * time-stamps are not checked and certificates are judged now. What is given on the command line
+ * wins over the environment.
  */
 async function tsaAnchorsFrom(
   values: { 'tsa-trust-anchor'?: string | undefined },
   bundle: TrustBundle | undefined,
 ): Promise<X509Certificate[]> {
-  const path = values['tsa-trust-anchor'] ?? loadConfig('cli').TSA_TRUST_ANCHORS;
+  const flag = values['tsa-trust-anchor'];
+  if (flag === undefined && bundle !== undefined && bundle.tsaAnchors.length > 0)
+    return [...bundle.tsaAnchors];
+  const path = flag ?? loadConfig('cli').TSA_TRUST_ANCHORS;
   if (path !== undefined) return certsFromPem(await readPem(path, 'TSA trust anchor'), path);
-  return [...(bundle?.tsaAnchors ?? [])];
+  return [];
 }
 
 /** What `verify` says of the time a record's certificates were judged at. */
@@ -163,7 +167,9 @@ async function verifyBundleFile(
   },
   bundle: TrustBundle | undefined,
 ): Promise<boolean> {
-  const anchorPath = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
+  // --trust-anchor, else the trust bundle's CAs, else SERVICE_TRUST_ANCHOR.
+  const anchorPath =
+    values['trust-anchor'] ?? (bundle === undefined ? loadConfig('cli').SERVICE_TRUST_ANCHOR : undefined);
   if (anchorPath === undefined && bundle === undefined) {
     throw new CliError(
       'verifying a bundle needs --trust-anchor <ca.pem> or --trust-bundle <trust-bundle.json> (service-ctl keys fetch saves both)',

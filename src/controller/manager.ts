@@ -395,7 +395,7 @@ export function startController(deps: ControllerDeps): RunningController {
       signers: deps.vault.signers,
       tsa: deps.timestamper,
       listener: deps.vault.listener,
-      logger: log,
+      logger: deps.logger,
       registry: deps.registry,
     })
       .run(stopping.signal)
