@@ -2,13 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../../src/cli/main.ts';
+import { logKeyOf } from '../../../src/cose/key.ts';
+import { writeBundle } from '../../../src/export/bundle.ts';
 import { signerEntry } from '../../../src/export/keys.ts';
+import { toApiEnvelope } from '../../../src/http/envelope.ts';
 import { ROTATION_GRACE_MS, signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import type { NewAttestation } from '../../../src/vault/index.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
-import { runRecords } from '../../helpers/records.ts';
+import { runRecords, storedRecord } from '../../helpers/records.ts';
 
 /**
  * `service-ctl verify --trust-bundle trust-bundle.json` (what `service-ctl keys fetch` saves): each
@@ -56,9 +60,9 @@ function apiRecord(n: NewAttestation, createdAt: Date): Record<string, unknown> 
   };
 }
 
-async function verify(name: string, records: object[]): Promise<{ code: number; out: string }> {
-  const file = join(dir, `${name}.json`);
-  await writeFile(file, JSON.stringify(records));
+async function verify(name: string, records: object[] | Buffer): Promise<{ code: number; out: string }> {
+  const file = join(dir, Buffer.isBuffer(records) ? `${name}.tar` : `${name}.json`);
+  await writeFile(file, Buffer.isBuffer(records) ? records : JSON.stringify(records));
   let out = '';
   const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
     out += String(chunk);
@@ -140,5 +144,48 @@ describe('service-ctl verify --trust-bundle', () => {
     expect(out).toMatch(
       /FAIL .* UNKNOWN_CERTIFICATE: certificate sha256:[0-9a-f]+ is not in the trust bundle/,
     );
+  });
+
+  it("an export bundle: the trust bundle's CAs, not SERVICE_TRUST_ANCHOR from the environment", async () => {
+    const items = runRecords(after, 'team-a').records.map((r, i) => {
+      const stored = storedRecord(r, i + 1, { createdAt: minutes(60 + i) });
+      const chain = after.certificateChain!;
+      return {
+        id: stored.id,
+        createdAt: stored.createdAt,
+        namespace: stored.namespace,
+        envelope: stored.envelope,
+        view: toApiEnvelope(stored),
+        signer: {
+          ref: stored.signature.cert_chain_ref!,
+          keyId: stored.signature.key_id,
+          pem: chain.map((c) => c.toString()).join(''),
+          certificate: chain[0]!,
+        },
+      };
+    });
+    const chunks: Buffer[] = [];
+    for await (const c of writeBundle({
+      segments: Readable.from([{ items, scittEnqueued: [] }]),
+      envelopes: () => Readable.from(items.map((i) => i.envelope)),
+      logKeys: [{ key: logKeyOf(after.publicKey) }],
+      service: { name: 'aibom-vault', version: 'test' },
+      selection: { namespaces: ['team-a'] },
+      signer: after.deterministic(),
+      claimGenerator: 'aibom-vault/0.1.0',
+    })) {
+      chunks.push(c);
+    }
+    // An unrelated CA in the environment: the trust bundle given on the command line wins.
+    const foreign = join(dir, 'foreign-ca.pem');
+    await writeFile(foreign, (await generateDevPki())['ca.crt']);
+    vi.stubEnv('SERVICE_TRUST_ANCHOR', foreign);
+    try {
+      const { code, out } = await verify('bundle', Buffer.concat(chunks));
+      expect(out).toContain('bundle verified (3 attestations');
+      expect(code).toBe(0);
+    } finally {
+      vi.unstubAllEnvs();
+    }
   });
 });
