@@ -1,4 +1,5 @@
 import { BaseError } from '../errors.ts';
+import type { TimestampErrorCode } from '../timestamp/errors.ts';
 
 /**
  * Typed failures (BaseError, src/errors.ts): callers and tests branch on `code`, the message is for
@@ -42,7 +43,23 @@ export type ProblemCode =
    * The record's vault labels (`namespace`, `kind`, `run_id`, `step_id`, `subjects`) disagree with
    * the labels signed in its statement: the record was relabelled after signing (ADR 0007).
    */
-  | 'LABEL_MISMATCH';
+  | 'LABEL_MISMATCH'
+  /**
+   * The record's RFC 3161 time-stamp (`signature.timestamp`) is refused: over other bytes than the
+   * signature (`TIMESTAMP_IMPRINT_MISMATCH`), from a TSA that does not chain to the TSA trust
+   * anchors (`TIMESTAMP_UNTRUSTED_TSA`), with a bad token signature, and so on (TimestampErrorCode);
+   * `TIMESTAMP_OUTSIDE_VALIDITY`: the signer's certificate was not valid at the time-stamp's time.
+   */
+  | `TIMESTAMP_${TimestampErrorCode}`
+  /**
+   * Judged against the signer history (the trust bundle's signers with their first use,
+   * src/signing/rotation.ts): the record names a certificate the service never used
+   * (UNKNOWN_CERTIFICATE), one of another key (KEY_MISMATCH), or was signed after its key had been
+   * rotated away, grace included (KEY_ROTATED).
+   */
+  | 'UNKNOWN_CERTIFICATE'
+  | 'KEY_MISMATCH'
+  | 'KEY_ROTATED';
 
 export interface Problem {
   code: ProblemCode;

@@ -93,4 +93,10 @@ export {
   type Statement,
   type Subject,
 } from './statement.ts';
-export { assertVerified, verifyRecord, type Trust, type VerificationResult } from './verify.ts';
+export {
+  assertVerified,
+  verifyRecord,
+  type RecordTimestampCheck,
+  type Trust,
+  type VerificationResult,
+} from './verify.ts';

@@ -1,6 +1,9 @@
 import { createPublicKey, type KeyObject, type X509Certificate } from 'node:crypto';
 import { validateChain } from '../signing/chain.ts';
 import { algorithmOf, keyIdOf, verifyWith } from '../signing/signer.ts';
+import { TimestampError } from '../timestamp/errors.ts';
+import { verifyTimestamp } from '../timestamp/rfc3161.ts';
+import { dsseSignatureBytes } from '../timestamp/sigstore.ts';
 import { DIGEST_PATTERN, envelopeDigest } from './digest.ts';
 import { decodeBase64Strict, IN_TOTO_PAYLOAD_TYPE, type DsseEnvelope } from './dsse.ts';
 import { VerificationError, type Problem } from './errors.ts';
@@ -11,8 +14,12 @@ import { expectedSubject } from './predicates/index.ts';
 import { isKnownPredicateType, predicateProblems, statementProblems } from './schemas.ts';
 import type { Statement } from './statement.ts';
 
-/** Whom to trust: raw public keys, or a certificate chain that must lead to one of the anchors. */
-export type Trust =
+/**
+ * Whom to trust: raw public keys, or a certificate chain that must lead to one of the anchors; and
+ * which time-stamping authorities, whose RFC 3161 time-stamp on a record (`signature.timestamp`)
+ * then sets the time the chain is judged at.
+ */
+export type Trust = (
   | { publicKeys: readonly KeyObject[] }
   | {
       /** Leaf first, then intermediates (the signer's `tls.crt`). */
@@ -20,12 +27,32 @@ export type Trust =
       /** Root CAs (`ca.crt`). */
       trustAnchors: readonly X509Certificate[];
       /**
-       * Time the chain must be valid at. Default now. Pass the attestation's creation time only
-       * when it is itself attested (a transparency receipt), otherwise a compromised expired key
-       * could backdate.
+       * Time the chain must be valid at when the record has no trusted time-stamp. Default now.
+       * Pass the attestation's creation time only when it is itself attested (a transparency
+       * receipt), otherwise a compromised expired key could backdate.
        */
       at?: Date;
-    };
+    }
+) & {
+  /**
+   * Roots of the TSAs whose time-stamps are believed (TSA_TRUST_ANCHORS). A record time-stamped by
+   * one has its certificate chain judged at the time-stamp's time, so it verifies after the
+   * certificate expired; a time-stamp that does not verify is a problem. Without anchors a
+   * time-stamp is not checked and the chain is judged at `at`.
+   */
+  tsaTrustAnchors?: readonly X509Certificate[];
+};
+
+/** A record's time-stamp as the verifier saw it. */
+export interface RecordTimestampCheck {
+  /** The token's genTime (trusted), or the record's unchecked `signature.timestamp.time`. */
+  time: Date;
+  tsa: string;
+  /** Verified against the TSA trust anchors, over this record's signature. */
+  trusted: boolean;
+  /** Why it is not trusted. */
+  reason?: string;
+}
 
 export interface VerificationResult {
   ok: boolean;
@@ -38,6 +65,10 @@ export interface VerificationResult {
   predicateType?: string;
   /** The decoded statement, when the payload parsed as one. */
   statement?: Statement;
+  /** With a certificate chain: the time it was judged at (the trusted time-stamp's, else `at` or now). */
+  checkedAt?: Date;
+  /** The record's RFC 3161 time-stamp, when it carries one. */
+  timestamp?: RecordTimestampCheck;
 }
 
 interface TrustedKey {
@@ -64,23 +95,39 @@ function envelopeShapeProblem(envelope: unknown): string | undefined {
   return undefined;
 }
 
-/** Resolves the trust option to keys, reporting chain problems. */
-function trustedKeys(trust: Trust, problems: Problem[]): TrustedKey[] {
+/**
+ * Resolves the trust option to keys, reporting chain problems. The chain is judged at `at`; when
+ * that is a trusted time-stamp's time, a chain outside its validity then is TIMESTAMP_OUTSIDE_VALIDITY.
+ */
+function trustedKeys(
+  trust: Trust,
+  problems: Problem[],
+  at: Date,
+  stamp: RecordTimestampCheck | undefined,
+): TrustedKey[] {
   let keys: readonly KeyObject[];
   if ('publicKeys' in trust) {
     keys = trust.publicKeys;
     if (keys.length === 0) problems.push({ code: 'UNTRUSTED_KEY', message: 'no trusted key was supplied' });
   } else {
     const leaf = trust.certificateChain[0];
-    const chain = validateChain(trust.certificateChain, trust.trustAnchors, trust.at ?? new Date());
+    const chain = validateChain(trust.certificateChain, trust.trustAnchors, at);
     if (!chain.ok) {
-      const code =
-        chain.failure === 'EXPIRED'
-          ? 'CERTIFICATE_EXPIRED'
-          : chain.failure === 'NOT_YET_VALID'
-            ? 'CERTIFICATE_NOT_YET_VALID'
-            : 'UNTRUSTED_KEY';
-      problems.push({ code, message: chain.message });
+      const timed = chain.failure === 'EXPIRED' || chain.failure === 'NOT_YET_VALID';
+      if (timed && stamp?.trusted === true) {
+        problems.push({
+          code: 'TIMESTAMP_OUTSIDE_VALIDITY',
+          message: `the signature was time-stamped at ${at.toISOString()} by ${stamp.tsa}: ${chain.message}`,
+        });
+      } else {
+        const code =
+          chain.failure === 'EXPIRED'
+            ? 'CERTIFICATE_EXPIRED'
+            : chain.failure === 'NOT_YET_VALID'
+              ? 'CERTIFICATE_NOT_YET_VALID'
+              : 'UNTRUSTED_KEY';
+        problems.push({ code, message: chain.message });
+      }
     }
     // The leaf key is still checked against the signature, so that a result lists a bad
     // signature too and not only the chain problem; ok stays false either way.
@@ -141,6 +188,52 @@ function checkSignatures(
     });
   }
   return undefined;
+}
+
+/**
+ * The record's `signature.timestamp` (docs/timestamps.md): with TSA trust anchors, its token must be
+ * over the raw bytes of the envelope's first signature, from a TSA chaining to an anchor, and its
+ * stated time must be the token's; then the token's genTime is the time the signer's chain is judged
+ * at. Problems are pushed with TIMESTAMP_<code>; a refused time-stamp sets no time.
+ */
+function checkTimestamp(
+  record: Record<string, unknown>,
+  envelope: DsseEnvelope,
+  trust: Trust,
+  problems: Problem[],
+): RecordTimestampCheck | undefined {
+  const sig = isObject(record.signature) ? record.signature : undefined;
+  const ts = sig !== undefined && isObject(sig.timestamp) ? sig.timestamp : undefined;
+  if (ts === undefined) return undefined;
+  const stated = typeof ts.time === 'string' ? new Date(ts.time) : new Date(NaN);
+  const tsa = typeof ts.tsa === 'string' ? ts.tsa : '?';
+  if (typeof ts.signed_timestamp !== 'string') {
+    problems.push({
+      code: 'TIMESTAMP_MALFORMED_TIMESTAMP',
+      message: 'signature.timestamp has no signed_timestamp',
+    });
+    return undefined;
+  }
+  const anchors = trust.tsaTrustAnchors ?? [];
+  if (anchors.length === 0) {
+    return { time: stated, tsa, trusted: false, reason: 'no TSA trust anchor was given' };
+  }
+  const der = decodeBase64Strict(ts.signed_timestamp);
+  try {
+    if (der === undefined) throw new TimestampError('MALFORMED_TIMESTAMP', 'signed_timestamp is not base64');
+    const v = verifyTimestamp(der, { data: dsseSignatureBytes(envelope), trustAnchors: anchors });
+    if (stated.getTime() !== v.genTime.getTime()) {
+      problems.push({
+        code: 'RECORD_MISMATCH',
+        message: `signature.timestamp.time ${String(ts.time)} is not the token's time ${v.genTime.toISOString()}`,
+      });
+    }
+    return { time: v.genTime, tsa: v.tsa, trusted: true };
+  } catch (err) {
+    if (!(err instanceof TimestampError)) throw err;
+    problems.push({ code: `TIMESTAMP_${err.code}`, message: `signature time-stamp: ${err.message}` });
+    return undefined;
+  }
 }
 
 /** Statement shape, predicate schema, subject consistency. */
@@ -255,9 +348,13 @@ export function verifyRecord(record: unknown, trust: Trust): VerificationResult 
     return { ok: false, problems };
   }
 
-  const keyId = checkSignatures(envelope, payload, trustedKeys(trust, problems), problems);
+  const stamp = checkTimestamp(record, envelope, trust, problems);
+  const at = stamp?.trusted === true ? stamp.time : (('at' in trust ? trust.at : undefined) ?? new Date());
+  const keyId = checkSignatures(envelope, payload, trustedKeys(trust, problems, at, stamp), problems);
   const result: VerificationResult = { ok: false, problems };
   if (keyId !== undefined) result.keyId = keyId;
+  if ('certificateChain' in trust) result.checkedAt = at;
+  if (stamp !== undefined) result.timestamp = stamp;
 
   if (envelope.payloadType !== IN_TOTO_PAYLOAD_TYPE) {
     problems.push({

@@ -11,6 +11,7 @@ import {
   type Signer,
 } from '../signing/index.ts';
 import { watchSignerSecret, type WatchedSigner } from '../signing/watch.ts';
+import { rememberSigner } from '../export/keys.ts';
 import { createTsaClient, type Timestamper } from '../timestamp/index.ts';
 import { s3BlobStore, type BlobStore } from '../blob/store.ts';
 import { ConfigError, type Config } from '../config/index.ts';
@@ -209,7 +210,10 @@ export async function signerFromSecret(config: Config, kc: KubeConfig, ref: stri
 
 /**
  * The transparency wiring both processes share (SERVICE_TRANSPARENCY_WRITER=1 or a sidecar serving
- * the local log): the log key from SCITT_LOG_SECRET (the service signer when unset).
+ * the local log): the log key from SCITT_LOG_SECRET (the service signer when unset). The log key
+ * is read once at start (a new one takes a restart: docs/timestamps.md) and is recorded in the key
+ * store before anything is served or signed with it, so receipts signed with it still verify
+ * through GET /v1/keys after it is replaced.
  */
 export async function transparencyFrom(
   config: Config,
@@ -222,6 +226,7 @@ export async function transparencyFrom(
     config.SCITT_LOG_SECRET !== undefined
       ? await signerFromSecret(config, kc, config.SCITT_LOG_SECRET)
       : source.current();
+  await rememberSigner(vault.signers, logSigner, { namespace: '', role: 'log' });
   return setupTransparency({
     vault,
     signer: liveSigner(source),

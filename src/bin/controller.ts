@@ -47,7 +47,7 @@ await runUntilSignal(logger, async () => {
     (namespace) => customers.signerOf(namespace),
   );
   const timestamper = await timestamperFrom(config);
-  if (timestamper) logger.info({ tsa: timestamper.url }, 'AIBOM signatures are time-stamped');
+  if (timestamper) logger.info({ tsa: timestamper.url }, 'AIBOM signatures and records are time-stamped');
   const transparency = config.SERVICE_TRANSPARENCY_WRITER
     ? await transparencyFrom(config, kc, vault, signer, logger)
     : undefined;

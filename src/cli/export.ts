@@ -7,6 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { parsePolicyPackRef } from '../policy/index.ts';
+import { tsaTrustedRoot } from '../timestamp/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, type Command } from './command.ts';
 import { apiOptions, clientFrom } from './options.ts';
@@ -173,13 +174,16 @@ export const auditLogCommand: Command = {
 
 interface TrustBundle {
   trust_anchors_pem: string;
+  tsa_trust_anchors_pem?: string;
   signers: { cert_chain_ref: string; key_id: string; chain_pem: string }[];
   log_keys: { cose_key_set: string };
 }
 
 /**
  * Fetches the trust bundle into `dir`: ca.pem, log-keys.cbor, certs/<cert_chain_ref hex>.pem (the
- * chains), keys/<key_id hex>.pem (their public keys, for `cosign --key`), trust-bundle.json.
+ * chains), keys/<key_id hex>.pem (their public keys, for `cosign --key`), trust-bundle.json; and,
+ * when the service time-stamps, tsa-ca.pem and trusted_root.json (a Sigstore trusted root naming
+ * the TSA, for `cosign … --use-signed-timestamps --trusted-root`).
  */
 export async function fetchTrust(client: ApiClient, dir: string): Promise<TrustBundle> {
   const bundle = await client.json<TrustBundle>('GET', '/v1/keys');
@@ -194,6 +198,14 @@ export async function fetchTrust(client: ApiClient, dir: string): Promise<TrustB
       : s.chain_pem;
     await writeFile(join(dir, 'keys', `${s.key_id.replace(/^sha256:/, '')}.pem`), key);
   }
+  const tsaPem = bundle.tsa_trust_anchors_pem ?? '';
+  if (tsaPem.includes('CERTIFICATE')) {
+    await writeFile(join(dir, 'tsa-ca.pem'), tsaPem);
+    const roots = tsaPem
+      .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!
+      .map((b) => new X509Certificate(b));
+    await writeFile(join(dir, 'trusted_root.json'), `${JSON.stringify(tsaTrustedRoot(roots), null, 2)}\n`);
+  }
   await writeFile(join(dir, 'trust-bundle.json'), `${JSON.stringify(bundle, null, 2)}\n`);
   return bundle;
 }
@@ -206,7 +218,8 @@ export const keysFetchCommand: Command = {
     const dir = values.out ?? 'trust';
     const bundle = await fetchTrust(clientFrom(values), dir);
     process.stdout.write(
-      `wrote ${dir}/ca.pem, ${dir}/log-keys.cbor, ${bundle.signers.length} signer chain(s) in ${dir}/certs/, ${dir}/trust-bundle.json\n`,
+      `wrote ${dir}/ca.pem, ${dir}/log-keys.cbor, ${bundle.signers.length} signer chain(s) in ${dir}/certs/, ${dir}/trust-bundle.json` +
+        `${(bundle.tsa_trust_anchors_pem ?? '').includes('CERTIFICATE') ? `, ${dir}/tsa-ca.pem, ${dir}/trusted_root.json` : ''}\n`,
     );
     return 0;
   },

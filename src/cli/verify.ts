@@ -3,13 +3,21 @@ import { createReadStream } from 'node:fs';
 import { open, readFile, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
 import { parseArgs } from 'node:util';
-import { readStream, StreamError, TRAILER_KEY, verifyRecord, type Trust } from '../attest/index.ts';
+import {
+  readStream,
+  StreamError,
+  TRAILER_KEY,
+  verifyRecord,
+  type Trust,
+  type VerificationResult,
+} from '../attest/index.ts';
 import { verifyCapabilities } from '../capability/verify.ts';
 import { loadConfig } from '../config/index.ts';
 import { verifyBundle } from '../export/verify.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
 import { loadLogKeys, receiptProblems } from './receipts.ts';
+import { loadTrustBundle, recordTrust, rotationProblem, type TrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, type Command } from './command.ts';
 import { apiOptions, clientFrom } from './options.ts';
@@ -63,6 +71,34 @@ export async function trustFrom(values: {
   const keys: KeyObject[] = [];
   for (const k of values.key) keys.push(...keysFromPem(await readPem(k, 'key'), k));
   return { publicKeys: keys };
+}
+
+/**
+ * Roots of the TSAs whose time-stamps are believed: --tsa-trust-anchor, else the trust bundle's
+ * (--trust-bundle: the service's TSA, as GET /v1/keys names it), else TSA_TRUST_ANCHORS; none:
+ * time-stamps are not checked and certificates are judged now. What is given on the command line
+ * wins over the environment.
+ */
+async function tsaAnchorsFrom(
+  values: { 'tsa-trust-anchor'?: string | undefined },
+  bundle: TrustBundle | undefined,
+): Promise<X509Certificate[]> {
+  const flag = values['tsa-trust-anchor'];
+  if (flag === undefined && bundle !== undefined && bundle.tsaAnchors.length > 0)
+    return [...bundle.tsaAnchors];
+  const path = flag ?? loadConfig('cli').TSA_TRUST_ANCHORS;
+  if (path !== undefined) return certsFromPem(await readPem(path, 'TSA trust anchor'), path);
+  return [];
+}
+
+/** What `verify` says of the time a record's certificates were judged at. */
+function timeNote(result: VerificationResult): string {
+  const t = result.timestamp;
+  if (t?.trusted === true) {
+    return `  certificates checked at ${t.time.toISOString()}, the time of its RFC 3161 time-stamp by ${t.tsa}`;
+  }
+  if (t !== undefined) return `  time-stamp not checked (${t.reason ?? 'untrusted'})`;
+  return '';
 }
 
 /** Names under which a file is always read as an NDJSON stream (its trailer required). */
@@ -129,30 +165,33 @@ async function verifyBundleFile(
     key?: string[] | undefined;
     json?: boolean | undefined;
   },
+  bundle: TrustBundle | undefined,
 ): Promise<boolean> {
-  const anchorPath = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
-  if (anchorPath === undefined) {
+  // --trust-anchor, else the trust bundle's CAs, else SERVICE_TRUST_ANCHOR.
+  const anchorPath =
+    values['trust-anchor'] ?? (bundle === undefined ? loadConfig('cli').SERVICE_TRUST_ANCHOR : undefined);
+  if (anchorPath === undefined && bundle === undefined) {
     throw new CliError(
-      'verifying a bundle needs --trust-anchor <ca.pem> (service-ctl keys fetch saves it)',
+      'verifying a bundle needs --trust-anchor <ca.pem> or --trust-bundle <trust-bundle.json> (service-ctl keys fetch saves both)',
       2,
     );
   }
-  const anchors = certsFromPem(await readPem(anchorPath, 'trust anchor'), anchorPath);
+  const anchors =
+    anchorPath !== undefined
+      ? certsFromPem(await readPem(anchorPath, 'trust anchor'), anchorPath)
+      : [...bundle!.anchors];
   const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : [];
   const publicKeys: KeyObject[] = [];
   for (const k of values.key ?? []) publicKeys.push(...keysFromPem(await readPem(k, 'key'), k));
   const file = createReadStream(path);
   const source = kind === 'gzip' ? file.pipe(createGunzip()) : file;
-  const tsaAnchorPath = values['tsa-trust-anchor'] ?? loadConfig('cli').TSA_TRUST_ANCHORS;
-  const tsaTrustAnchors =
-    tsaAnchorPath !== undefined
-      ? certsFromPem(await readPem(tsaAnchorPath, 'TSA trust anchor'), tsaAnchorPath)
-      : [];
+  const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
   const result = await verifyBundle(source, {
     trustAnchors: anchors,
     logKeys,
     publicKeys,
     tsaTrustAnchors,
+    ...(bundle !== undefined ? { signerHistory: bundle.signers } : {}),
   });
   for (const p of result.problems) {
     process.stdout.write(
@@ -164,7 +203,11 @@ async function verifyBundleFile(
   for (const line of result.chains) {
     process.stdout.write(values.json === true ? `${JSON.stringify({ chain: line })}\n` : `CHAIN ${line}\n`);
   }
-  const summary = `${result.attestations} attestations, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
+  const stamped =
+    result.timestamped > 0
+      ? ` (${result.timestamped} with certificates checked at the time of their RFC 3161 time-stamp)`
+      : '';
+  const summary = `${result.attestations} attestations${stamped}, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
   process.stdout.write(
     result.ok
       ? `OK    ${path}: bundle verified (${summary})\n`
@@ -184,7 +227,7 @@ async function isFile(path: string): Promise<boolean> {
 export const verifyCommand: Command = {
   path: ['verify'],
   summary:
-    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate; --aibom DIR; --chain (the whole vault against its signed checkpoints)',
+    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   async run(args) {
     const { values, positionals } = parseArgs({
       args: [...args],
@@ -196,6 +239,7 @@ export const verifyCommand: Command = {
         json: { type: 'boolean', default: false },
         aibom: { type: 'string' },
         'tsa-trust-anchor': { type: 'string' },
+        'trust-bundle': { type: 'string' },
         'log-keys': { type: 'string' },
         chain: { type: 'boolean', default: false },
         checkpoint: { type: 'string' },
@@ -228,10 +272,12 @@ export const verifyCommand: Command = {
     }
     if (positionals.length === 0) {
       throw new CliError(
-        'usage: service-ctl verify <envelope.json|records.ndjson|attestation-id>... --key PEM',
+        'usage: service-ctl verify <envelope.json|records.ndjson|attestation-id>... --key PEM | --cert-chain PEM --trust-anchor PEM | --trust-bundle trust-bundle.json',
         2,
       );
     }
+    const bundle =
+      values['trust-bundle'] !== undefined ? await loadTrustBundle(values['trust-bundle']) : undefined;
     const bundles: [string, 'tar' | 'gzip'][] = [];
     for (const p of positionals) {
       const kind = (await isFile(p)) ? await bundleKind(p) : null;
@@ -242,10 +288,15 @@ export const verifyCommand: Command = {
         throw new CliError('verify export bundles on their own (not mixed with envelope files or ids)', 2);
       }
       let ok = true;
-      for (const [p, kind] of bundles) ok = (await verifyBundleFile(p, kind, values)) && ok;
+      for (const [p, kind] of bundles) ok = (await verifyBundleFile(p, kind, values, bundle)) && ok;
       return ok ? 0 : 1;
     }
-    const trust = await trustFrom(values);
+    const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
+    const tsa = tsaTrustAnchors.length > 0 ? { tsaTrustAnchors } : {};
+    // With the trust bundle, each record gets the chain its cert_chain_ref names (rotations
+    // included); otherwise the one key or chain given.
+    const given: Trust | undefined =
+      bundle === undefined ? { ...(await trustFrom(values)), ...tsa } : undefined;
     const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : undefined;
     let client: ApiClient | undefined;
     const records: { source: string; record: unknown }[] = [];
@@ -262,7 +313,21 @@ export const verifyCommand: Command = {
     }
     let failed = 0;
     for (const { source, record } of records) {
-      const result = verifyRecord(record, trust);
+      const chosen = given !== undefined ? { trust: given } : recordTrust(record, bundle!, tsaTrustAnchors);
+      const trust: Trust = 'trust' in chosen ? chosen.trust : { publicKeys: [] };
+      const result: VerificationResult =
+        'trust' in chosen ? verifyRecord(record, trust) : { ok: false, problems: [chosen.problem] };
+      if (bundle !== undefined && 'trust' in chosen) {
+        const rotated = rotationProblem(
+          record,
+          bundle,
+          result.timestamp?.trusted === true ? result.timestamp.time : undefined,
+        );
+        if (rotated !== undefined) {
+          result.problems.push(rotated);
+          result.ok = false;
+        }
+      }
       // With --log-keys, the SCITT receipt is part of the verdict.
       if (logKeys) {
         for (const p of receiptProblems(record as Record<string, unknown>, logKeys)) {
@@ -272,7 +337,8 @@ export const verifyCommand: Command = {
         }
       }
       // Capability chains (capability and step records): signatures, attenuation, approvals, tokens.
-      const caps = await verifyCapabilities(record, trust);
+      const caps =
+        'trust' in chosen ? await verifyCapabilities(record, trust) : { ok: true, problems: [], lines: [] };
       for (const p of caps.problems) result.problems.push({ code: p.code as never, message: p.message });
       if (!caps.ok) result.ok = false;
       const id = (record as { id?: unknown }).id;
@@ -280,11 +346,20 @@ export const verifyCommand: Command = {
       if (!result.ok) failed++;
       if (values.json) {
         process.stdout.write(
-          `${JSON.stringify({ id: label, ok: result.ok, predicate_type: result.predicateType, key_id: result.keyId, chains: caps.lines, problems: result.problems })}\n`,
+          `${JSON.stringify({
+            id: label,
+            ok: result.ok,
+            predicate_type: result.predicateType,
+            key_id: result.keyId,
+            checked_at: result.checkedAt?.toISOString(),
+            timestamp: result.timestamp,
+            chains: caps.lines,
+            problems: result.problems,
+          })}\n`,
         );
       } else if (result.ok) {
         process.stdout.write(
-          `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${logKeys ? '  receipt ok' : ''}\n`,
+          `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${logKeys ? '  receipt ok' : ''}${timeNote(result)}\n`,
         );
         for (const line of caps.lines) process.stdout.write(`CHAIN ${label}  ${line}\n`);
       } else {

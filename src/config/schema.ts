@@ -263,17 +263,17 @@ export const schema = {
   },
   TSA_URL: {
     description:
-      'RFC 3161 time-stamping authority (POST application/timestamp-query) that time-stamps every AIBOM signature and C2PA manifest, so they verify after the signer certificate expires; unset: no time-stamps',
+      'RFC 3161 time-stamping authority (POST application/timestamp-query) that time-stamps every AIBOM signature and C2PA manifest, and every record signature right after it is stored, so they verify after the signer certificate expires; unset: no time-stamps',
     parse: url,
   },
   TSA_TRUST_ANCHORS: {
     description:
-      "PEM file of the root CA(s) the TSA's certificate must chain to; required with TSA_URL, and what the export guard and `service-ctl verify --aibom` trust time-stamps from",
+      "PEM file of the root CA(s) the TSA's certificate must chain to; required with TSA_URL, and what the export guard, GET /v1/keys and `service-ctl verify` trust time-stamps from",
     parse: str,
   },
   TSA_DEADLINE_MS: {
     description:
-      'how long one time-stamp may take, retries included; past it the AIBOM is retried later (reason TimestampUnavailable, docs/adr/0014)',
+      "how long one time-stamp may take, retries included; past it the AIBOM is retried later (reason TimestampUnavailable, docs/adr/0014) and a record's time-stamp job later (docs/adr/0015)",
     default: '15000',
     parse: intIn(100, 600_000),
   },

@@ -9,6 +9,7 @@ import type { Logger } from '../log/index.ts';
 import { createRecorder, RecordError, type Recorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { Timestamper } from '../timestamp/index.ts';
+import { createStamper } from '../timestamp/stamper.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
 import { REPAIR_CHANNEL, TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
@@ -44,7 +45,10 @@ export interface ControllerDeps {
   /** The runtime trust signer; a function when it follows its Secret (read once per AIBOM). */
   readonly runtimeSigner: KeySigner | (() => KeySigner);
   readonly envelopeSigner: (namespace: string) => Promise<Signer>;
-  /** TSA_URL: time-stamps on every AIBOM's C2PA manifest and runtime signature. */
+  /**
+   * TSA_URL: time-stamps on every AIBOM's C2PA manifest and runtime signature, and on every
+   * record's signature (the stamper runs in every replica: ADR 0015).
+   */
   readonly timestamper?: Timestamper;
   readonly logger: Logger;
   readonly registry: Registry;
@@ -381,6 +385,22 @@ export function startController(deps: ControllerDeps): RunningController {
       .run(stopping.signal)
       .catch((err: unknown) => log.error({ err }, 'transparency worker ended'));
   }
+  // The record stamper too (ADR 0015): jobs are claimed with SKIP LOCKED, and every replica hears
+  // of records stored by any of them.
+  let stamper: Promise<void> = Promise.resolve();
+  if (deps.timestamper) {
+    stamper = createStamper({
+      timestamps: deps.vault.timestamps,
+      attestations: deps.vault.attestations,
+      signers: deps.vault.signers,
+      tsa: deps.timestamper,
+      listener: deps.vault.listener,
+      logger: deps.logger,
+      registry: deps.registry,
+    })
+      .run(stopping.signal)
+      .catch((err: unknown) => log.error({ err }, 'record stamper ended'));
+  }
   return {
     ready: () =>
       elector.isLeader() && informer && !informer.hasSynced()
@@ -391,6 +411,7 @@ export function startController(deps: ControllerDeps): RunningController {
       stopping.abort(new Error('shutdown'));
       await running;
       await worker;
+      await stamper;
       // Pending event counts (series) are written before the process exits.
       await events.close();
     },

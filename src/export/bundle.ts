@@ -2,6 +2,7 @@ import { createHash, hash, type Hash, type X509Certificate } from 'node:crypto';
 import { buildManifest } from '../c2pa/index.ts';
 import { encodeKeySet, type LogKey } from '../cose/key.ts';
 import type { Signer } from '../signing/index.ts';
+import type { Rfc3161SignedTimestamp } from '../timestamp/sigstore.ts';
 import type { DsseEnvelope } from '../vault/index.ts';
 import {
   EXPORT_FORMAT,
@@ -49,6 +50,8 @@ export interface ExportItem {
   readonly view: object | (() => object);
   /** Null when the vault has no material for the record's key (verify reports it). */
   readonly signer: ItemSigner | null;
+  /** The record's RFC 3161 time-stamp (its Sigstore bundle carries it), when taken. */
+  readonly timestamp?: Rfc3161SignedTimestamp;
   /** Published SCITT: the signed statement and its receipt. */
   readonly scitt?: { readonly statement: Buffer; readonly receipt: Buffer };
   /** For the AIBOM record: the artifact it is about, as stored. */
@@ -406,9 +409,10 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
         // A public-key hint (the key id), not the certificate: cosign verifies a certificate bundle
         // only with a Fulcio-style identity (a SAN and an OIDC issuer), which service signers do not
         // have; with the hint, `--key` takes the key the key-distribution endpoint serves (ADR 0009).
+        const times = item.timestamp !== undefined ? [item.timestamp] : [];
         out.addText(
           Paths.sigstore(item.id),
-          JSON.stringify(sigstoreBundle(item.envelope, { keyId: s.keyId })),
+          JSON.stringify(sigstoreBundle(item.envelope, { keyId: s.keyId }, times)),
           true,
         );
       }

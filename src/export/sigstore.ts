@@ -1,4 +1,5 @@
 import type { X509Certificate } from 'node:crypto';
+import type { Rfc3161SignedTimestamp } from '../timestamp/sigstore.ts';
 import type { DsseEnvelope } from '../vault/index.ts';
 
 /** Media type of a Sigstore bundle v0.3 (protobuf-specs `Bundle`, JSON form). */
@@ -12,6 +13,9 @@ export const SIGSTORE_BUNDLE_V03 = 'application/vnd.dev.sigstore.bundle.v0.3+jso
  *   of the deprecated `x5chain`; intermediates and the root are the verifier's trust material, not
  *   the bundle's), or a public-key hint (the vault key id) for a signer without a certificate;
  * - no transparency-log entries: the vault's transparency is SCITT, shipped beside as COSE files;
+ * - the record's RFC 3161 time-stamp, when it has one, in
+ *   `timestampVerificationData.rfc3161Timestamps` (over the raw signature bytes, what sigstore-go
+ *   hashes), so `cosign … --use-signed-timestamps --trusted-root <root naming the TSA>` uses it;
  * - the envelope's signatures WITHOUT their `keyid`: cosign 3.1 finds no valid signature in a
  *   bundle whose DSSE signature carries a keyid that is not its own hint format (checked,
  *   /work/shared/NOTES.md); the signature bytes, payload and payload type are the stored ones.
@@ -24,14 +28,18 @@ export interface SigstoreBundle {
     certificate?: { rawBytes: string };
     publicKey?: { hint: string };
     tlogEntries: [];
-    timestampVerificationData: { rfc3161Timestamps: [] };
+    timestampVerificationData: { rfc3161Timestamps: Rfc3161SignedTimestamp[] };
   };
   dsseEnvelope: { payload: string; payloadType: string; signatures: { sig: string }[] };
 }
 
 export type SignerMaterial = { readonly certificate: X509Certificate } | { readonly keyId: string };
 
-export function sigstoreBundle(envelope: DsseEnvelope, signer: SignerMaterial): SigstoreBundle {
+export function sigstoreBundle(
+  envelope: DsseEnvelope,
+  signer: SignerMaterial,
+  timestamps: readonly Rfc3161SignedTimestamp[] = [],
+): SigstoreBundle {
   return {
     mediaType: SIGSTORE_BUNDLE_V03,
     verificationMaterial: {
@@ -39,7 +47,9 @@ export function sigstoreBundle(envelope: DsseEnvelope, signer: SignerMaterial): 
         ? { certificate: { rawBytes: signer.certificate.raw.toString('base64') } }
         : { publicKey: { hint: signer.keyId } }),
       tlogEntries: [],
-      timestampVerificationData: { rfc3161Timestamps: [] },
+      timestampVerificationData: {
+        rfc3161Timestamps: timestamps.map((t) => ({ signedTimestamp: t.signedTimestamp })),
+      },
     },
     dsseEnvelope: {
       payload: envelope.payload,
@@ -50,15 +60,18 @@ export function sigstoreBundle(envelope: DsseEnvelope, signer: SignerMaterial): 
 }
 
 /**
- * Why `bundle` is not the Sigstore form of `envelope` signed by `signer` (empty when it is): same
- * payload, payload type and signatures, and the verification material names the same signer.
+ * Why `bundle` is not the Sigstore form of `envelope` signed by `signer` with the record's
+ * `timestamps` (empty when it is): same payload, payload type and signatures, and the verification
+ * material names the same signer and carries the same time-stamps.
  */
 export function sigstoreBundleProblems(
   bundle: unknown,
   envelope: DsseEnvelope,
   signer: SignerMaterial,
+  timestamps: readonly Rfc3161SignedTimestamp[] = [],
 ): string[] {
-  const expected = JSON.stringify(sigstoreBundle(envelope, signer));
+  const canonical = sigstoreBundle(envelope, signer, timestamps);
+  const expected = JSON.stringify(canonical);
   let actual: string;
   try {
     actual = JSON.stringify(bundle);
@@ -69,14 +82,16 @@ export function sigstoreBundleProblems(
   const b = bundle as Partial<SigstoreBundle> | null;
   const problems: string[] = [];
   if (b?.mediaType !== SIGSTORE_BUNDLE_V03) problems.push(`mediaType is not ${SIGSTORE_BUNDLE_V03}`);
-  if (JSON.stringify(b?.dsseEnvelope) !== JSON.stringify(sigstoreBundle(envelope, signer).dsseEnvelope)) {
+  if (JSON.stringify(b?.dsseEnvelope) !== JSON.stringify(canonical.dsseEnvelope)) {
     problems.push('dsseEnvelope differs from the attestation envelope');
   }
-  if (
-    JSON.stringify(b?.verificationMaterial) !==
-    JSON.stringify(sigstoreBundle(envelope, signer).verificationMaterial)
-  ) {
+  const { timestampVerificationData: expectedTimes, ...expectedSigner } = canonical.verificationMaterial;
+  const { timestampVerificationData: actualTimes, ...actualSigner } = b?.verificationMaterial ?? {};
+  if (JSON.stringify(actualSigner) !== JSON.stringify(expectedSigner)) {
     problems.push("verificationMaterial does not name the record's signer");
+  }
+  if (JSON.stringify(actualTimes) !== JSON.stringify(expectedTimes)) {
+    problems.push("timestampVerificationData does not carry the record's RFC 3161 time-stamp");
   }
   if (problems.length === 0) problems.push('differs from the canonical bundle of this envelope');
   return problems;

@@ -4,7 +4,15 @@ import { envelopeDigest, verifyRecord, type Statement, type Trust } from '../att
 import { verifyAibomArtifact } from '../aibom/verify.ts';
 import { verifyManifest } from '../c2pa/index.ts';
 import { decodeKeySet, type LogKey } from '../cose/key.ts';
-import { keyIdOf, parseCertificates, certificateRef, validateChain } from '../signing/index.ts';
+import {
+  certificateRef,
+  keyIdOf,
+  parseCertificates,
+  resolveInKeyStore,
+  signedAtOf,
+  validateChain,
+  type ScopedCertificate,
+} from '../signing/index.ts';
 import { verifyReceipt } from '../transparency/receipt.ts';
 import { verifySignedStatement } from '../transparency/statement.ts';
 import type { DsseEnvelope } from '../vault/index.ts';
@@ -47,16 +55,24 @@ export interface VerifyBundleOptions {
   /** Time certificates are checked at; default now. */
   readonly at?: Date;
   /**
-   * Roots of trusted time-stamping authorities: AIBOM manifests and signatures time-stamped by one
-   * are judged at the time-stamp's time (they verify after the signer certificate expired).
+   * Roots of trusted time-stamping authorities: records, AIBOM manifests and signatures
+   * time-stamped by one are judged at the time-stamp's time (they verify after the signer
+   * certificate expired).
    */
   readonly tsaTrustAnchors?: readonly X509Certificate[];
+  /**
+   * Every signer the service used, with its first use (the trust bundle of `service-ctl keys
+   * fetch`): a record signed with a key that had been rotated away is KEY_ROTATED.
+   */
+  readonly signerHistory?: readonly ScopedCertificate[];
 }
 
 export interface VerifyBundleResult {
   readonly ok: boolean;
   readonly problems: BundleProblem[];
   readonly attestations: number;
+  /** Records whose certificates were judged at a trusted RFC 3161 time-stamp's time. */
+  readonly timestamped: number;
   readonly receipts: number;
   readonly runs: number;
   readonly entries: number;
@@ -80,6 +96,8 @@ interface OpenRecord {
   readonly record: Record<string, unknown>;
   readonly envelope: DsseEnvelope | undefined;
   readonly material: SignerMaterial | undefined;
+  /** The record's time-stamp, as its Sigstore bundle must carry it. */
+  readonly timestamps: { signedTimestamp: string }[];
   readonly statement: Statement | undefined;
   readonly published: { statement: Buffer; receipt: Buffer } | undefined;
   seen: Set<string>;
@@ -115,7 +133,10 @@ export async function verifyBundle(
   const tail: IndexEntry[] = [];
   let entriesSeen = 0;
 
-  /** Signer chains by cert_chain_ref hex: only those that validated against the anchors. */
+  /**
+   * Signer chains by cert_chain_ref hex: only those that lead to the anchors (valid now, or at some
+   * other time: each record's chain is judged at its own time, a trusted time-stamp's or now).
+   */
   const chains = new Map<string, X509Certificate[]>();
   const trustedKeys = new Map((options.publicKeys ?? []).map((k) => [hexOf(keyIdOf(k)), k]));
   let logKeys: LogKey[] = [...(options.logKeys ?? [])];
@@ -127,6 +148,7 @@ export async function verifyBundle(
   /** Who approved which step under which scope, one line per verified chain. */
   const chainLines: string[] = [];
   let attestations = 0;
+  let timestamped = 0;
   let receipts = 0;
   let runs = 0;
   let open: OpenRecord | undefined;
@@ -239,7 +261,12 @@ export async function verifyBundle(
         return {};
       }
       return {
-        trust: { certificateChain: chain, trustAnchors: anchors, at },
+        trust: {
+          certificateChain: chain,
+          trustAnchors: anchors,
+          at,
+          ...(options.tsaTrustAnchors !== undefined ? { tsaTrustAnchors: options.tsaTrustAnchors } : {}),
+        },
         material: { keyId: keyIdOf(chain[0]!.publicKey) },
       };
     }
@@ -249,10 +276,33 @@ export async function verifyBundle(
         fail(path, 'UNTRUSTED_KEY', `signed by a bare key ${keyId} that was not given as trusted (--key)`);
         return { material: { keyId } };
       }
-      return { trust: { publicKeys: [key] }, material: { keyId } };
+      return {
+        trust: {
+          publicKeys: [key],
+          ...(options.tsaTrustAnchors !== undefined ? { tsaTrustAnchors: options.tsaTrustAnchors } : {}),
+        },
+        material: { keyId },
+      };
     }
     fail(path, 'MALFORMED', 'the record has no signature metadata');
     return {};
+  };
+
+  /**
+   * With the signer history: the certificate the record names must be one the service used for
+   * that key, not rotated away before the record was signed (src/signing/rotation.ts).
+   */
+  const checkRotation = (record: Record<string, unknown>, path: string, stamped: Date | undefined): void => {
+    const history = options.signerHistory;
+    const sig = isObject(record.signature) ? record.signature : {};
+    if (history === undefined || typeof sig.cert_chain_ref !== 'string' || typeof sig.key_id !== 'string')
+      return;
+    const created = typeof record.created_at === 'string' ? new Date(record.created_at) : undefined;
+    const signedAt =
+      created !== undefined && Number.isFinite(created.getTime()) ? signedAtOf(created, stamped) : stamped;
+    if (signedAt === undefined) return;
+    const r = resolveInKeyStore(history, { keyId: sig.key_id, certChainRef: sig.cert_chain_ref }, signedAt);
+    if (!r.ok) fail(path, r.code, r.message);
   };
 
   const onEnvelope = (id: string, path: string, content: Buffer): void => {
@@ -273,6 +323,7 @@ export async function verifyBundle(
         record: {},
         envelope: undefined,
         material: undefined,
+        timestamps: [],
         statement: undefined,
         published: undefined,
         seen: new Set(['envelope.json']),
@@ -288,6 +339,8 @@ export async function verifyBundle(
       const result = verifyRecord(record, trust);
       for (const p of result.problems) fail(path, p.code, p.message);
       statement = result.statement;
+      if (result.timestamp?.trusted === true) timestamped++;
+      checkRotation(record, path, result.timestamp?.trusted === true ? result.timestamp.time : undefined);
     } else {
       // Still parse the statement for the checks below (not trusted: the record already failed).
       try {
@@ -313,12 +366,15 @@ export async function verifyBundle(
       t?.status === 'published' && typeof t.statement === 'string' && typeof t.receipt === 'string'
         ? { statement: Buffer.from(t.statement, 'base64'), receipt: Buffer.from(t.receipt, 'base64') }
         : undefined;
+    const sig = isObject(record.signature) ? record.signature : {};
+    const ts = isObject(sig.timestamp) ? sig.timestamp : {};
     open = {
       id,
       path,
       record,
       envelope: isObject(record.envelope) ? (record.envelope as unknown as DsseEnvelope) : undefined,
       material,
+      timestamps: typeof ts.signed_timestamp === 'string' ? [{ signedTimestamp: ts.signed_timestamp }] : [],
       statement,
       published,
       seen: new Set(['envelope.json']),
@@ -345,7 +401,7 @@ export async function verifyBundle(
         fail(path, 'MALFORMED', 'not JSON');
         return;
       }
-      for (const m of sigstoreBundleProblems(bundle, r.envelope, r.material))
+      for (const m of sigstoreBundleProblems(bundle, r.envelope, r.material, r.timestamps))
         fail(path, 'SIGSTORE_BUNDLE_MISMATCH', m);
       return;
     }
@@ -412,7 +468,10 @@ export async function verifyBundle(
     const named = role === 'signer' ? hexOf(certificateRef(leaf)) : hexOf(keyIdOf(leaf.publicKey));
     if (named !== hex) fail(path, 'RECORD_MISMATCH', `the leaf does not match the file name (${named})`);
     const valid = validateChain(chain, anchors, at);
-    if (!valid.ok) {
+    // A signer chain outside its validity now is kept: each record signed with it is judged at
+    // its own time (a trusted time-stamp's), and fails there when it has none.
+    const timed = !valid.ok && (valid.failure === 'EXPIRED' || valid.failure === 'NOT_YET_VALID');
+    if (!valid.ok && !(timed && role === 'signer')) {
       fail(path, 'UNTRUSTED_KEY', `${valid.message}`);
       return undefined;
     }
@@ -578,7 +637,16 @@ export async function verifyBundle(
     });
   } catch (err) {
     fail(err instanceof TarHeaderError ? err.path : ARCHIVE, 'MALFORMED_ARCHIVE', (err as Error).message);
-    return { ok: false, problems, attestations, receipts, runs, entries: entriesSeen, chains: chainLines };
+    return {
+      ok: false,
+      problems,
+      attestations,
+      timestamped,
+      receipts,
+      runs,
+      entries: entriesSeen,
+      chains: chainLines,
+    };
   }
   function handleEntry(header: ParsedHeader, content: Buffer, padding: Buffer): void {
     entriesSeen++;
@@ -650,6 +718,7 @@ export async function verifyBundle(
     ok: problems.length === 0,
     problems,
     attestations,
+    timestamped,
     receipts,
     runs,
     entries: entriesSeen,

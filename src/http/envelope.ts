@@ -59,7 +59,13 @@ export interface ApiEnvelopeFields {
   subjects: string[];
   capability_chain: unknown[] | null;
   capability_tokens?: { format: string; id: string; token: string }[];
-  signature: { algorithm: string; key_id: string; cert_chain_ref: string | null };
+  signature: {
+    algorithm: string;
+    key_id: string;
+    cert_chain_ref: string | null;
+    /** The RFC 3161 time-stamp of the signature, once taken (docs/timestamps.md). */
+    timestamp?: { time: string; tsa: string; signed_timestamp: string };
+  };
   digest: string;
   prev_digest: string;
   envelope: { payload: string; payloadType: string; signatures: { keyid: string; sig: string }[] };
@@ -205,6 +211,16 @@ export function toApiEnvelope(
       algorithm: a.signature.algorithm,
       key_id: a.signature.key_id,
       cert_chain_ref: a.signature.cert_chain_ref ?? null,
+      // Same shape as the AIBOM metadata's `signature.timestamp`; over `envelope.signatures[0].sig`.
+      ...(a.timestamp !== undefined
+        ? {
+            timestamp: {
+              time: a.timestamp.genTime.toISOString(),
+              tsa: a.timestamp.tsa,
+              signed_timestamp: a.timestamp.response.toString('base64'),
+            },
+          }
+        : {}),
     },
     digest: a.digest,
     prev_digest: a.prevDigest,

@@ -112,6 +112,9 @@ export function exportSource(
         // Built when its entry is written: a segment's views never live all at once.
         view: () => viewOf(record, job),
         signer: await signerOf(record),
+        ...(record.timestamp !== undefined
+          ? { timestamp: { signedTimestamp: record.timestamp.response.toString('base64') } }
+          : {}),
         ...(published !== undefined ? { scitt: published } : {}),
         ...(aibom !== undefined ? { aibom } : {}),
       });

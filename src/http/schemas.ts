@@ -154,6 +154,21 @@ export const envelopeSchema = {
         algorithm: { type: 'string' },
         key_id: { type: 'string' },
         cert_chain_ref: { type: ['string', 'null'] },
+        timestamp: {
+          type: 'object',
+          description:
+            'RFC 3161 time-stamp over the raw bytes of envelope.signatures[0].sig, taken right after the record was stored (absent until then, and without a TSA); verifiers judge the certificate at its time',
+          required: ['time', 'tsa', 'signed_timestamp'],
+          properties: {
+            time: { type: 'string', format: 'date-time', description: 'genTime of the token' },
+            tsa: { type: 'string', description: 'subject of the TSA certificate' },
+            signed_timestamp: {
+              type: 'string',
+              description:
+                'base64 DER TimeStampResp (a Sigstore bundle’s rfc3161Timestamps[].signedTimestamp)',
+            },
+          },
+        },
       },
     },
     digest: { type: 'string', description: 'sha256 over the RFC 8785 canonical JSON of `envelope`' },

@@ -328,6 +328,9 @@ export async function recordAibom(
   const { created } = await because('VaultUnavailable', () =>
     appendOnce(deps.vault.claims, aibomKey(run.id), [record], {
       enqueueTransparency: deps.enqueueTransparency === true,
+      // The AIBOM attestation's DSSE signature is time-stamped after it is stored, like every
+      // record's (ADR 0015); the AIBOM's own signatures were time-stamped above (ADR 0014).
+      enqueueTimestamps: deps.timestamper !== undefined,
       artifact: (inserted) => ({
         runId: run.id,
         kind: 'aibom',

@@ -96,7 +96,11 @@ export interface RecorderDeps {
    * chain with its records. Off: chains are still recorded, without tokens.
    */
   readonly capabilityTokens?: boolean;
-  /** TSA_URL: RFC 3161 time-stamps on the AIBOM's C2PA manifest and runtime signature. */
+  /**
+   * TSA_URL: RFC 3161 time-stamps on the AIBOM's C2PA manifest and runtime signature (taken before
+   * the AIBOM is stored, ADR 0014), and a time-stamp job with every record (the controller's
+   * stamper takes those after the record is stored, ADR 0015).
+   */
   readonly timestamper?: Timestamper;
   readonly logger: Logger;
   readonly now?: () => Date;
@@ -164,6 +168,8 @@ export function createRecorder(deps: RecorderDeps): Recorder {
     const { ids, created } = await because('VaultUnavailable', () =>
       appendOnce(deps.vault.claims, batch.key, records, {
         enqueueTransparency,
+        // TSA_URL: each record's signature is time-stamped right after it is stored (ADR 0015).
+        enqueueTimestamps: deps.timestamper !== undefined,
         ...(capabilities.length > 0 && stepDigest !== undefined
           ? {
               grants: (inserted) => {

@@ -23,8 +23,11 @@ export {
   type TlsMaterial,
 } from './tls.ts';
 export {
+  resolveInKeyStore,
   resolveSignerCertificate,
   ROTATION_GRACE_MS,
+  signedAtOf,
   type KeyResolution,
   type KnownCertificate,
+  type ScopedCertificate,
 } from './rotation.ts';

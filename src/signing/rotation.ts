@@ -74,3 +74,37 @@ export function resolveSignerCertificate<C extends KnownCertificate>(
   }
   return { ok: true, certificate };
 }
+
+/** One entry of a whole key store (every signer of every scope, as the trust bundle lists them). */
+export interface ScopedCertificate extends KnownCertificate {
+  /** '' for the service's own keys; a tenant namespace for its customer-supplied key. */
+  readonly namespace: string;
+  readonly role: 'signer' | 'log';
+}
+
+/**
+ * {@link resolveSignerCertificate} over a whole key store: the history that decides a rotation is
+ * the one of the scope the named certificate belongs to (the service's keys, or one tenant's), so a
+ * tenant's first use of its own key never counts as the service's key being rotated away.
+ */
+export function resolveInKeyStore<C extends ScopedCertificate>(
+  store: readonly C[],
+  record: { readonly keyId: string; readonly certChainRef: string },
+  signedAt: Date,
+  graceMs: number = ROTATION_GRACE_MS,
+): KeyResolution<C> {
+  const signers = store.filter((c) => c.role === 'signer');
+  const named = signers.find((c) => c.certRef === record.certChainRef);
+  const scope = named === undefined ? signers : signers.filter((c) => c.namespace === named.namespace);
+  return resolveSignerCertificate(scope, record, signedAt, graceMs);
+}
+
+/**
+ * When a record was signed, as far as a verifier can tell: its vault time (`created_at`, which the
+ * vault's hash chain and checkpoints cover, not the signature), never later than a trusted RFC 3161
+ * time-stamp, which proves the signature existed then. A time-stamp alone is no lower bound (it may
+ * have been taken late, during a TSA outage), so it only ever moves the time earlier.
+ */
+export function signedAtOf(createdAt: Date, timestamp?: Date): Date {
+  return timestamp !== undefined && timestamp.getTime() < createdAt.getTime() ? timestamp : createdAt;
+}

@@ -7,6 +7,8 @@ import { timestampRequest, verifyTimestamp, type VerifiedTimestamp } from './rfc
 export interface Timestamper {
   /** The TSA's URL, for logs and metadata. */
   readonly url: string;
+  /** Longest one `timestamp` call takes, retries included (callers size their leases by it). */
+  readonly deadlineMs?: number;
   /**
    * A verified time-stamp over `data`. Rejects with TimestampError: TSA_UNAVAILABLE when no
    * answer came within the deadline; any other code when an answer came and was wrong.
@@ -64,6 +66,7 @@ export function createTsaClient(options: TsaClientOptions): Timestamper {
 
   return {
     url: options.url,
+    deadlineMs: options.deadlineMs,
     async timestamp(data) {
       const deadline = Date.now() + options.deadlineMs;
       let backoff = 200;

@@ -52,3 +52,39 @@ export function verifyDsseSignatureTimestamp(
     trustAnchors,
   });
 }
+
+/** Media type of a Sigstore trusted root (protobuf-specs `TrustedRoot`, JSON form). */
+export const SIGSTORE_TRUSTED_ROOT = 'application/vnd.dev.sigstore.trustedroot+json;version=0.1';
+
+/** `CN`/`O` of a distinguished name as node prints it (one `key=value` per line). */
+function dnPart(dn: string, key: string): string | undefined {
+  return dn
+    .split('\n')
+    .find((l) => l.startsWith(`${key}=`))
+    ?.slice(key.length + 1);
+}
+
+/**
+ * A Sigstore trusted root naming only time-stamping authorities, one per root certificate: what
+ * `cosign verify-blob-attestation --bundle … --key … --use-signed-timestamps --trusted-root` needs
+ * to accept a bundle's RFC 3161 time-stamps offline (checked with cosign 3.1.3: the TSA's root alone
+ * suffices, the token carries the TSA's own certificate). No CAs, logs or CT logs: keys come from
+ * `--key`, and the vault's transparency is SCITT.
+ */
+export function tsaTrustedRoot(roots: readonly X509Certificate[]): object {
+  return {
+    mediaType: SIGSTORE_TRUSTED_ROOT,
+    tlogs: [],
+    certificateAuthorities: [],
+    ctlogs: [],
+    timestampAuthorities: roots.map((c) => ({
+      subject: {
+        organization: dnPart(c.subject, 'O') ?? '',
+        commonName: dnPart(c.subject, 'CN') ?? '',
+      },
+      uri: `urn:aibom-vault:tsa:${c.fingerprint256.replaceAll(':', '').toLowerCase()}`,
+      certChain: { certificates: [{ rawBytes: c.raw.toString('base64') }] },
+      validFor: { start: c.validFromDate.toISOString(), end: c.validToDate.toISOString() },
+    })),
+  };
+}

@@ -1,4 +1,7 @@
+import { backoffDelay } from '../controller/runtime/queue-loop.ts';
 import type { ClaimedJob, JobState, TransparencyJob, TransparencyJobRepository } from '../vault/index.ts';
+
+export { backoffDelay };
 
 /**
  * The publication queue's policy (the rows are the vault's: src/vault/transparency-jobs.ts): how
@@ -29,19 +32,6 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = Object.freeze({
   maxRetryAfterMs: 60 * 60_000,
   leaseMs: 2 * 60_000,
 });
-
-/**
- * Delay before attempt `attempts + 1`: base·2^(attempts−1) capped at max, with "equal jitter"
- * (half fixed, half random) so replicas that failed together do not retry together.
- */
-export function backoffDelay(
-  attempts: number,
-  policy: RetryPolicy,
-  random: () => number = Math.random,
-): number {
-  const exp = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, attempts - 1));
-  return Math.round(exp / 2 + (exp / 2) * random());
-}
 
 /**
  * Claims up to `limit` due jobs under `policy` (lease and attempt cap). With `jobIds`, only those

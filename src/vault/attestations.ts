@@ -14,6 +14,7 @@ import {
   type Page,
   type PageRequest,
 } from './query.ts';
+import { enqueueTimestampJobs } from './timestamps.ts';
 import { enqueueJobs } from './transparency-jobs.ts';
 import type { AttestationKind, DsseEnvelope, NewAttestation, StoredAttestation } from './types.ts';
 import type { UuidV7Generator } from './uuidv7.ts';
@@ -33,6 +34,11 @@ export interface AttestationAppendOptions {
    * record and its job commit together, or neither does).
    */
   readonly enqueueTransparency?: boolean;
+  /**
+   * TSA_URL set: one time-stamp job per inserted record, in the same transaction (the stamper takes
+   * the RFC 3161 time-stamp right after; migration 0013, src/timestamp/stamper.ts).
+   */
+  readonly enqueueTimestamps?: boolean;
   /** Id generator; defaults to one per process. */
   readonly ids?: UuidV7Generator;
 }
@@ -76,13 +82,19 @@ export function appendOptions(
   more?: AppendOptions['inTransaction'],
 ): AppendOptions {
   const enqueue = options.enqueueTransparency === true;
+  const stamp = options.enqueueTimestamps === true;
   return {
     ...(options.ids !== undefined ? { ids: options.ids } : {}),
-    ...(enqueue || more !== undefined
+    ...(enqueue || stamp || more !== undefined
       ? {
           inTransaction: async (client, inserted) => {
             if (enqueue)
               await enqueueJobs(
+                client,
+                inserted.map((s) => s.id),
+              );
+            if (stamp)
+              await enqueueTimestampJobs(
                 client,
                 inserted.map((s) => s.id),
               );

@@ -12,6 +12,7 @@ import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './p
 import { runRepository, type RunRepository } from './runs.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
 import { signerCertificateRepository, type SignerCertificateRepository } from './signer-certs.ts';
+import { timestampRepository, type TimestampRepository } from './timestamps.ts';
 import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
 
 /**
@@ -99,6 +100,13 @@ export {
   type SubtreeRef,
 } from './scitt-log.ts';
 export {
+  TIMESTAMP_DUE_CHANNEL,
+  type ClaimedTimestampJob,
+  type TimestampJob,
+  type TimestampJobState,
+  type TimestampRepository,
+} from './timestamps.ts';
+export {
   DUE_CHANNEL,
   TRANSPARENCY_CHANNEL,
   type ClaimedJob,
@@ -134,6 +142,8 @@ export interface Vault {
   readonly signers: SignerCertificateRepository;
   /** Requests to re-sign an artifact's C2PA manifest. */
   readonly manifestRepairs: ManifestRepairRepository;
+  /** RFC 3161 time-stamps of the records' signatures, and their queue. */
+  readonly timestamps: TimestampRepository;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
@@ -177,6 +187,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     checkpoints: checkpointRepository(pool),
     signers: signerCertificateRepository(pool),
     manifestRepairs: manifestRepairRepository(pool),
+    timestamps: timestampRepository(pool),
     get listener() {
       return listenerOf();
     },

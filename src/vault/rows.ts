@@ -5,13 +5,15 @@ import type {
   SignatureMeta,
   StoredAttestation,
 } from './types.ts';
+import { storedTimestampOf, TIMESTAMP_COLUMN, type TimestampJson } from './timestamps.ts';
 
 /**
  * Column list shared by every read, in table order, then the capability grants of capability and
  * step records that name capabilities (one index lookup each; NULL for every other record, so
- * reads of other kinds pay nothing). The FROM must name the table `attestations` unaliased. The
- * text[] columns are read as JSON (`to_json`): node-postgres parses JSON natively, its text[]
- * parser is a loop in JavaScript that cost 3–4 µs per row for these three (docs/bench.md, export).
+ * reads of other kinds pay nothing), then the record's time-stamp. The FROM must name the table
+ * `attestations` unaliased. The text[] columns are read as JSON (`to_json`): node-postgres parses
+ * JSON natively, its text[] parser is a loop in JavaScript that cost 3–4 µs per row for these
+ * three (docs/bench.md, export).
  */
 export const ATTESTATION_COLUMNS =
   'id, seq, namespace, run_id, step_id, kind, to_json(subjects) AS subjects, ' +
@@ -24,7 +26,9 @@ export const ATTESTATION_COLUMNS =
   'FROM capability_grants g WHERE g.capability_attestation_id = attestations.id) ' +
   "WHEN kind = 'step' THEN (SELECT jsonb_agg(jsonb_build_object('chain', g.chain, 'tokens', g.tokens) " +
   'ORDER BY g.capability_attestation_id) FROM capability_grants g WHERE g.step_attestation_id = attestations.id) ' +
-  'END AS capability_grants';
+  'END AS capability_grants, ' +
+  // The signature's RFC 3161 time-stamp (migration 0013): one primary-key probe per record.
+  TIMESTAMP_COLUMN;
 
 /** A row as node-postgres returns it (int8 as string, arrays and JSONB parsed). */
 export interface AttestationRow {
@@ -48,6 +52,8 @@ export interface AttestationRow {
   created_at: Date;
   /** NULL (no grants, or another kind) or the grants, in record order. */
   capability_grants: CapabilityGrantView[] | null;
+  /** NULL until the record is time-stamped. */
+  timestamp: TimestampJson | null;
 }
 
 export function toStored(r: AttestationRow): StoredAttestation {
@@ -77,5 +83,6 @@ export function toStored(r: AttestationRow): StoredAttestation {
           capabilityTokens: r.capability_grants.flatMap((g) => g.tokens),
         }
       : {}),
+    ...(r.timestamp != null ? { timestamp: storedTimestampOf(r.timestamp) } : {}),
   };
 }

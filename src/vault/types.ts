@@ -89,6 +89,21 @@ export interface CapabilityGrantView {
   readonly tokens: readonly CapabilityToken[];
 }
 
+/**
+ * The RFC 3161 time-stamp of a record's signature (table attestation_timestamps, migration 0013),
+ * taken right after the record was stored (src/timestamp/stamper.ts).
+ */
+export interface StoredTimestamp {
+  /** The token's genTime: when the TSA saw the signature. */
+  readonly genTime: Date;
+  /** Subject of the TSA certificate, one line. */
+  readonly tsa: string;
+  /** TSTInfo serial number, hex. */
+  readonly serial: string;
+  /** The DER TimeStampResp over the raw bytes of the envelope's first signature. */
+  readonly response: Buffer;
+}
+
 export interface StoredAttestation {
   /** UUIDv7, strictly increasing with `seq`. */
   readonly id: string;
@@ -123,4 +138,6 @@ export interface StoredAttestation {
    * `capabilityTokens: false` (the projection is switched off).
    */
   readonly capabilityTokens?: readonly CapabilityToken[];
+  /** The signature's RFC 3161 time-stamp, once the stamper took it; absent before (and without a TSA). */
+  readonly timestamp?: StoredTimestamp;
 }

@@ -10,6 +10,7 @@ import { signerFromPem, type KeySigner } from '../../src/signing/index.ts';
 import {
   createTsaClient,
   timestampDsseSignature,
+  tsaTrustedRoot,
   verifyDsseSignatureTimestamp,
   type Rfc3161SignedTimestamp,
   type Timestamper,
@@ -74,8 +75,8 @@ function bundle(
   };
 }
 
-/** A trusted root naming the stack's TSA (its chain, as the token carries it) and optionally a CA. */
-function trustedRoot(tsaLeaf: X509Certificate, ca?: X509Certificate): unknown {
+/** A trusted root naming the stack's TSA (its chain, as the token carries it) and a CA. */
+function trustedRoot(tsaLeaf: X509Certificate, ca: X509Certificate): unknown {
   const chain = (certs: X509Certificate[]) => ({
     certificates: certs.map((c) => ({ rawBytes: c.raw.toString('base64') })),
   });
@@ -83,16 +84,14 @@ function trustedRoot(tsaLeaf: X509Certificate, ca?: X509Certificate): unknown {
     mediaType: 'application/vnd.dev.sigstore.trustedroot+json;version=0.1',
     tlogs: [],
     ctlogs: [],
-    certificateAuthorities: ca
-      ? [
-          {
-            subject: { organization: 'aibom-vault dev', commonName: 'aibom-vault dev CA' },
-            uri: 'https://aibom-vault.dev/ca',
-            certChain: chain([ca]),
-            validFor: { start: '2020-01-01T00:00:00Z' },
-          },
-        ]
-      : [],
+    certificateAuthorities: [
+      {
+        subject: { organization: 'aibom-vault dev', commonName: 'aibom-vault dev CA' },
+        uri: 'https://aibom-vault.dev/ca',
+        certChain: chain([ca]),
+        validFor: { start: '2020-01-01T00:00:00Z' },
+      },
+    ],
     timestampAuthorities: [
       {
         subject: { organization: 'aibom-vault dev', commonName: 'aibom-vault dev time-stamping authority' },
@@ -141,7 +140,8 @@ describe('cosign verifies the RFC 3161 time-stamp of a DSSE signature in a Sigst
     expect(verifyDsseSignatureTimestamp(envelope, entry, [tsaCa]).genTime).toEqual(timestamp.genTime);
     const key = join(dir, 'signer.pub');
     await writeFile(key, signer.publicKey.export({ type: 'spki', format: 'pem' }));
-    const root = trustedRoot(timestamp.tsaCertificate);
+    // The trusted root `service-ctl keys fetch` writes: the TSA's root certificate alone.
+    const root = tsaTrustedRoot([tsaCa]);
     const args = ['--key', key, '--use-signed-timestamps'];
     const material = { publicKey: { hint: 'aibom-vault' } };
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { capabilityStatement, policyStatement, stepStatement } from '../../src/attest/index.ts';
 import { sealRecord } from '../../src/recorder/index.ts';
 import type { Signer } from '../../src/signing/index.ts';
-import type { NewAttestation } from '../../src/vault/index.ts';
+import type { NewAttestation, StoredAttestation } from '../../src/vault/index.ts';
 
 /** A model step, a policy decision and a capability token of one run: three signed records. */
 export function runRecords(
@@ -46,5 +46,37 @@ export function runRecords(
       sealRecord(step, signer, { ...base, kind: 'step', stepId: 'summarise', capabilityTokenIds: [capId] }),
       sealRecord(policy, signer, { ...base, kind: 'policy' }),
     ],
+  };
+}
+
+/**
+ * A record as the vault would return it after storing `rec` at position `seq` (fixed ids and
+ * times, so bundles built from it are reproducible), with `extra` fields (e.g. a time-stamp).
+ */
+export function storedRecord(
+  rec: NewAttestation,
+  seq: number,
+  extra: Partial<StoredAttestation> = {},
+): StoredAttestation {
+  return {
+    id: `0190a5c8-0000-7000-8000-${String(seq).padStart(12, '0')}`,
+    seq,
+    namespace: rec.namespace,
+    runId: rec.runId ?? null,
+    stepId: rec.stepId ?? null,
+    kind: rec.kind,
+    subjects: [...rec.subjects],
+    artifactDigests: [...(rec.artifactDigests ?? [])],
+    predicateType: rec.predicateType,
+    policyPack: rec.policyPack ?? null,
+    policyVersion: rec.policyVersion ?? null,
+    capabilityTokenIds: [...(rec.capabilityTokenIds ?? [])],
+    envelope: rec.envelope,
+    digest: rec.digest,
+    prevDigest: `sha256:${'0'.repeat(64)}`,
+    signature: rec.signature,
+    c2paManifestRef: null,
+    createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, seq)),
+    ...extra,
   };
 }

@@ -1,26 +1,32 @@
 import { X509Certificate } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
+import type { AddressInfo } from 'node:net';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../../hack/stack/stack.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import type { Run } from '../../../src/api/run.ts';
 import { verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import type { AibomMetadata } from '../../../src/recorder/index.ts';
-import { parseCertificates, resolveSignerCertificate, signerFromPem } from '../../../src/signing/index.ts';
 import {
-  createVaultPool,
-  openVault,
-  type SignerCertificate,
-  type StoredAttestation,
-  type Vault,
-} from '../../../src/vault/index.ts';
+  parseCertificates,
+  resolveSignerCertificate,
+  signedAtOf,
+  signerFromPem,
+} from '../../../src/signing/index.ts';
+import { createVaultPool, openVault, type StoredAttestation, type Vault } from '../../../src/vault/index.ts';
+import { stackApp } from '../../helpers/app.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import {
   aibomReady,
   createRun,
+  poll,
   sampleRunSpec,
   startControllerProcess,
   stopAllControllers,
@@ -28,14 +34,19 @@ import {
   type ControllerProcess,
 } from '../../helpers/controller-process.ts';
 import { generateDevPki, toSecretData, type DevPki } from '../../helpers/pki.ts';
+import { bindUser } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
 
 /**
  * Done-when of issue 15 (rotation): the signer Secret is rotated to a new key (and a new CA), as
  * cert-manager would rewrite it, while the real controller process reconciles Runs. No reconcile
  * fails, Runs that start after the rotation are recorded with the new key, and every record of
- * both keys verifies against the certificate its `cert_chain_ref` names in the vault's signer
- * history (after the export branch: through the key-distribution endpoint).
+ * both keys verifies through the key-distribution endpoint: a tenant who may only get/list
+ * attestations resolves each record's `cert_chain_ref` with GET /v1/keys/{ref}, checks it against
+ * the signer history GET /v1/keys serves (no key rotated away before the record), and verifies the
+ * record with the chain and CAs the endpoint returned, at the record's RFC 3161 time-stamp (the
+ * controller's stamper time-stamps the records of both keys); `service-ctl keys fetch` +
+ * `service-ctl verify --trust-bundle` do the same offline.
  */
 let dir: string;
 let namespace: string;
@@ -46,6 +57,8 @@ let after: DevPki;
 const runsBefore = ['rot-a', 'rot-b', 'rot-c', 'rot-d'];
 const runsAfter = ['rot-e', 'rot-f', 'rot-g'];
 let done: Run[];
+let app: FastifyInstance;
+let tsaCa: X509Certificate;
 
 const SIGNER = 'operator-test-signer';
 const core = () => kubeConfig('admin').makeApiClient(CoreV1Api);
@@ -97,10 +110,24 @@ beforeAll(async () => {
     ),
   );
   vault = await openVault(createVaultPool(databaseUrl));
+  // The records of both keys are time-stamped by the controller's stamper (ADR 0015).
+  const ids = (
+    await Promise.all(done.map((r) => vault.attestations.ofRun(namespace, r.metadata.uid)))
+  ).flat();
+  await poll(async () => {
+    const got = await vault.attestations.getMany(ids.map((r) => r.id));
+    return ids.every((r) => got.get(r.id)?.timestamp !== undefined);
+  }, 'a time-stamp on every record');
+  // The API a tenant talks to: alice may get/list attestations in the namespace, nothing else.
+  tsaCa = new X509Certificate(await readFile(stack().env.TSA_TRUST_ANCHORS!));
+  app = await stackApp(vault, [new X509Certificate(before['ca.crt'])], { tsaTrustAnchors: [tsaCa] });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  await bindUser('alice', 'aibom-vault-viewer', namespace);
 }, 600_000);
 
 afterAll(async () => {
   await stopAllControllers();
+  await app?.close();
   await vault?.close();
   await core()
     .deleteNamespace({ name: namespace })
@@ -137,29 +164,102 @@ describe('signer Secret rotated while Runs are reconciled', () => {
     expect(seen).toEqual(new Set([oldKey, newKey]));
   });
 
-  it('every record of both keys verifies against the certificate its cert_chain_ref names in the signer history', async () => {
-    const history: SignerCertificate[] = (await vault.signers.list([''])).filter((c) => c.role === 'signer');
+  it('every record of both keys verifies through the key-distribution endpoint, as a tenant with only get/list', async () => {
+    const alice = { authorization: `Bearer ${stack().kube.tokens.alice}` };
+    const get = async <T>(url: string, accept?: string) => {
+      const res = await app.inject({ url, headers: { ...alice, ...(accept ? { accept } : {}) } });
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(200);
+      return (accept === undefined ? res.json() : res.body) as T;
+    };
+    // The signer history the endpoint serves: both keys, in the order they were first used.
+    type Entry = {
+      cert_chain_ref: string;
+      key_id: string;
+      chain_pem: string;
+      ca_pem: string;
+      first_used_at: string;
+    };
+    const bundle = await get<{ signers: (Entry & { namespace: string; role: string })[] }>('/v1/keys');
+    const history = bundle.signers
+      .filter((e) => e.namespace === '' && e.role === 'signer')
+      .map((e) => ({ certRef: e.cert_chain_ref, keyId: e.key_id, firstUsedAt: new Date(e.first_used_at) }));
     expect(history.map((c) => c.keyId)).toEqual([keyIdOf(before), keyIdOf(after)]);
+    const anchors = parseCertificates(
+      await get<string>('/v1/keys/ca.pem', 'application/x-pem-file'),
+      'ca.pem',
+    );
+    // Both CAs: the renewed Secret brought a new one, and the old one still anchors its records.
+    expect(anchors.length).toBeGreaterThanOrEqual(2);
     let verified = 0;
+    const keys = new Set<string>();
     for (const run of done) {
-      for (const r of await recordsOf(run)) {
-        const resolved = resolveSignerCertificate(
-          history,
-          { keyId: r.signature.key_id, certChainRef: r.signature.cert_chain_ref! },
-          r.createdAt,
+      for (const id of (await vault.attestations.ofRun(namespace, run.metadata.uid)).map((r) => r.id)) {
+        const record = await get<{
+          created_at: string;
+          signature: { key_id: string; cert_chain_ref: string; timestamp?: { time: string } };
+        }>(`/v1/attestations/${id}`);
+        const { key_id: keyId, cert_chain_ref: ref } = record.signature;
+        const { items } = await get<{ items: Entry[] }>(`/v1/keys/${ref}`);
+        expect(items.map((e) => e.cert_chain_ref)).toEqual([ref]);
+        const signedAt = signedAtOf(
+          new Date(record.created_at),
+          record.signature.timestamp ? new Date(record.signature.timestamp.time) : undefined,
         );
-        expect(resolved.ok, JSON.stringify(resolved)).toBe(true);
-        if (!resolved.ok) continue;
-        const result = verifyRecord(r, {
-          certificateChain: parseCertificates(resolved.certificate.chainPem, 'chain'),
-          trustAnchors: parseCertificates(resolved.certificate.caPem, 'ca'),
-          at: r.createdAt,
+        const resolved = resolveSignerCertificate(history, { keyId, certChainRef: ref }, signedAt);
+        expect(resolved, id).toMatchObject({ ok: true });
+        const result = verifyRecord(record, {
+          certificateChain: parseCertificates(items[0]!.chain_pem, 'chain_pem'),
+          trustAnchors: [...anchors, ...parseCertificates(items[0]!.ca_pem, 'ca_pem')],
+          tsaTrustAnchors: [tsaCa],
         });
-        expect(result.problems, r.id).toEqual([]);
+        expect(result.problems, id).toEqual([]);
+        // Judged at the record's own time-stamp, whichever key signed it.
+        expect(result.timestamp?.trusted, id).toBe(true);
+        keys.add(keyId);
         verified++;
       }
     }
+    expect(keys).toEqual(new Set([keyIdOf(before), keyIdOf(after)]));
     expect(verified).toBeGreaterThan((runsBefore.length + runsAfter.length) * 4);
+  });
+
+  it('service-ctl keys fetch + verify --trust-bundle: every record of the namespace, both keys, as the tenant', async () => {
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      SERVICE_API_URL: url,
+      SERVICE_TOKEN: stack().kube.tokens.alice,
+    };
+    delete env.TSA_TRUST_ANCHORS;
+    const cli = (args: string[]) =>
+      promisify(execFile)(process.execPath, [join(repoRoot, 'src/bin/service-ctl.ts'), ...args], {
+        env,
+        maxBuffer: 64 * 1024 * 1024,
+      }).then(
+        (r) => ({ code: 0, out: r.stdout + r.stderr }),
+        (e: { code?: number; stdout?: string; stderr?: string }) => ({
+          code: e.code ?? -1,
+          out: `${e.stdout ?? ''}${e.stderr ?? ''}`,
+        }),
+      );
+    const trust = join(dir, 'trust');
+    expect(await cli(['keys', 'fetch', '--out', trust])).toMatchObject({ code: 0 });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/attestations/query',
+      headers: { authorization: `Bearer ${stack().kube.tokens.alice}`, accept: 'application/x-ndjson' },
+      payload: { namespaces: [namespace] },
+    });
+    expect(res.statusCode).toBe(200);
+    const ndjson = join(dir, 'records.ndjson');
+    await writeFile(ndjson, res.body);
+    const total = res.body.split('\n').filter((l) => l.startsWith('{"id"')).length;
+    const ok = await cli(['verify', ndjson, '--trust-bundle', join(trust, 'trust-bundle.json')]);
+    expect(ok.out).toContain(`${total} verified, 0 failed`);
+    expect(ok.code).toBe(0);
+    expect(ok.out.split('\n').filter((l) => l.includes('the time of its RFC 3161 time-stamp'))).toHaveLength(
+      total,
+    );
   });
 
   it("every AIBOM's C2PA manifest verifies with both CAs as anchors, each time-stamped", async () => {

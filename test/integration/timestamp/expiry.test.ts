@@ -12,12 +12,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { AibomMetadata } from '../../../src/recorder/index.ts';
+import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
+import { tarEntries } from '../../helpers/export.ts';
 import {
   aibomReady,
   createRun,
+  poll,
   sampleRunSpec,
   startControllerProcess,
   stopAllControllers,
@@ -33,6 +36,13 @@ import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stac
  * lets the download out (and says at which time it judged the certificates), and
  * `service-ctl verify --aibom` passes, saying the same. Without the TSA's anchor, the same
  * manifest is blocked and fails: the time-stamp is what keeps it valid.
+ *
+ * The envelope half: every record of the Run (steps, policy, provenance, the AIBOM attestation) was
+ * time-stamped by the controller's stamper before the leaf expired; after it, `service-ctl verify`
+ * passes for the records (by id, and the export bundle holding them), judging the certificate at
+ * each time-stamp and saying so, and cosign verifies every record's Sigstore bundle with its
+ * RFC 3161 time-stamp (`--use-signed-timestamps`, the trusted root `service-ctl keys fetch` wrote).
+ * Without the TSA anchor they fail with CERTIFICATE_EXPIRED; without the time-stamp, cosign fails.
  */
 const run = promisify(execFile);
 const token = () => ({ authorization: `Bearer ${stack().kube.tokens.admin}` });
@@ -44,6 +54,9 @@ let vault: Vault;
 let meta: AibomMetadata;
 let runId: string;
 let tsaCaPem: string;
+let recordIds: string[];
+/** Signs the export bundles' own manifests (now: the Run's leaf has expired by then). */
+let exportSigner: KeySigner;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'ts-expiry-'));
@@ -77,8 +90,16 @@ beforeAll(async () => {
   const done = await waitForCondition(namespace, 'expiring', 'AIBOMReady', aibomReady, 'the AIBOM');
   runId = done.metadata.uid;
   meta = done.status!.artifacts!.aibom as AibomMetadata;
-  await stopAllControllers();
   vault = await openVault(createVaultPool(databaseUrl));
+  // The stamper takes each record's time-stamp right after the record is stored, while the leaf
+  // is valid; nothing here waits for the leaf before they are all in.
+  recordIds = (await vault.attestations.ofRun(namespace, runId)).map((r) => r.id);
+  await poll(async () => {
+    const got = await vault.attestations.getMany(recordIds);
+    return recordIds.every((id) => got.get(id)?.timestamp !== undefined);
+  }, 'a time-stamp on every record of the Run');
+  await stopAllControllers();
+  exportSigner = signerFromPem(await generateDevPki({ caCommonName: 'export CA' }));
   // Now wait out the leaf: everything below happens after it expired.
   const notAfter = new X509Certificate(pki['tls.crt']).validToDate.getTime();
   while (Date.now() <= notAfter + 2_000) await new Promise((r) => setTimeout(r, 500));
@@ -129,7 +150,10 @@ describe('an AIBOM after its signer certificate expired', () => {
 
   it('the signed-export guard lets it out, judged at its time-stamp; without the TSA anchor it is blocked', async () => {
     const anchors = [new X509Certificate(pki['ca.crt'])];
-    app = await stackApp(vault, anchors, { tsaTrustAnchors: [new X509Certificate(tsaCaPem)] });
+    app = await stackApp(vault, [...anchors, ...exportSigner.caCertificates], {
+      tsaTrustAnchors: [new X509Certificate(tsaCaPem)],
+      signer: exportSigner,
+    });
     const res = await app.inject({ url: `/v1/runs/${runId}/artifacts/aibom`, headers: token() });
     expect(res.statusCode).toBe(200);
     expect(res.headers['x-c2pa-validated-at']).toBe(
@@ -148,22 +172,34 @@ describe('an AIBOM after its signer certificate expired', () => {
     }
   });
 
+  let apiUrl: string;
+  /** service-ctl against the API; `env` adds to (or, with undefined values, removes from) the environment. */
+  const cli = (args: string[], env: Record<string, string | undefined> = {}) => {
+    const merged: Record<string, string | undefined> = {
+      ...process.env,
+      SERVICE_API_URL: apiUrl,
+      SERVICE_TOKEN: stack().kube.tokens.admin,
+      ...env,
+    };
+    for (const [k, v] of Object.entries(merged)) if (v === undefined) delete merged[k];
+    return run(process.execPath, [join(repoRoot, 'src/bin/service-ctl.ts'), ...args], {
+      env: merged,
+      maxBuffer: 64 * 1024 * 1024,
+    }).then(
+      (r) => ({ code: 0, out: r.stdout }),
+      (e: { code?: number; stdout?: string; stderr?: string }) => ({
+        code: e.code ?? -1,
+        out: `${e.stdout ?? ''}${e.stderr ?? ''}`,
+      }),
+    );
+  };
+
   it('service-ctl aibom fetch + verify --aibom pass, saying the certificates were checked at the time-stamp', async () => {
     await app!.listen({ host: '127.0.0.1', port: 0 });
-    const apiUrl = `http://127.0.0.1:${(app!.server.address() as AddressInfo).port}`;
+    apiUrl = `http://127.0.0.1:${(app!.server.address() as AddressInfo).port}`;
     const ca = join(dir, 'ca.crt');
     await writeFile(ca, pki['ca.crt']);
     const out = join(dir, 'aibom');
-    const cli = (args: string[], env: Record<string, string> = {}) =>
-      run(process.execPath, [join(repoRoot, 'src/bin/service-ctl.ts'), ...args], {
-        env: { ...process.env, SERVICE_API_URL: apiUrl, SERVICE_TOKEN: stack().kube.tokens.admin, ...env },
-      }).then(
-        (r) => ({ code: 0, out: r.stdout }),
-        (e: { code?: number; stdout?: string; stderr?: string }) => ({
-          code: e.code ?? -1,
-          out: `${e.stdout ?? ''}${e.stderr ?? ''}`,
-        }),
-      );
     expect((await cli(['aibom', 'fetch', '--run', runId, '--out', out])).code).toBe(0);
     const ok = await cli(['verify', '--aibom', out, '--trust-anchor', ca], {
       TSA_TRUST_ANCHORS: stack().env.TSA_TRUST_ANCHORS!,
@@ -187,4 +223,113 @@ describe('an AIBOM after its signer certificate expired', () => {
     expect(blind.code).toBe(1);
     expect(blind.out).toContain('CERTIFICATE_EXPIRED');
   });
+
+  it("service-ctl verify passes for the Run's records, each judged at its time-stamp; without the TSA anchor they have expired", async () => {
+    const trust = join(dir, 'trust');
+    const fetched = await cli(['keys', 'fetch', '--out', trust]);
+    expect(fetched, fetched.out).toMatchObject({ code: 0 });
+    expect(fetched.out).toContain('trusted_root.json');
+    const bundle = join(trust, 'trust-bundle.json');
+    // By id (the records come from the API with their signature.timestamp), every signer's chain
+    // from the trust bundle, the TSA's roots from it too.
+    const byId = await cli(['verify', ...recordIds, '--trust-bundle', bundle], {
+      TSA_TRUST_ANCHORS: undefined,
+    });
+    expect(byId.out).toContain(`${recordIds.length} verified, 0 failed`);
+    expect(byId.code).toBe(0);
+    const okLines = byId.out.split('\n').filter((l) => l.startsWith('OK'));
+    expect(okLines).toHaveLength(recordIds.length);
+    for (const line of okLines) {
+      expect(line).toMatch(
+        /certificates checked at \S+, the time of its RFC 3161 time-stamp by .*time-stamping authority/,
+      );
+    }
+    // The same records without any TSA anchor: judged now, after the leaf expired.
+    const chainPem = join(dir, 'leaf-chain.pem');
+    await writeFile(chainPem, pki['tls.crt']);
+    const ca = join(dir, 'ca.crt');
+    const blind = await cli(['verify', ...recordIds, '--cert-chain', chainPem, '--trust-anchor', ca], {
+      TSA_TRUST_ANCHORS: undefined,
+    });
+    expect(blind.code).toBe(1);
+    expect(blind.out).toContain(`0 verified, ${recordIds.length} failed`);
+    expect(blind.out).toContain('CERTIFICATE_EXPIRED');
+  });
+
+  it('the export bundle verifies offline at the time-stamps, and cosign verifies every Sigstore bundle with its RFC 3161 time-stamp', async () => {
+    const trust = join(dir, 'trust');
+    const file = join(dir, 'evidence.tar');
+    const exported = await cli(['attestation', 'export', '--namespace', namespace, '--output', file]);
+    expect(exported, exported.out).toMatchObject({ code: 0 });
+    const ok = await cli(['verify', file, '--trust-bundle', join(trust, 'trust-bundle.json')], {
+      TSA_TRUST_ANCHORS: undefined,
+    });
+    expect(ok.out).toContain('bundle verified');
+    expect(ok.out).toContain(
+      `${recordIds.length} attestations (${recordIds.length} with certificates checked at the time of their RFC 3161 time-stamp)`,
+    );
+    expect(ok.code).toBe(0);
+    const blind = await cli(['verify', file, '--trust-anchor', join(trust, 'ca.pem')], {
+      TSA_TRUST_ANCHORS: undefined,
+    });
+    expect(blind.code).toBe(1);
+    expect(blind.out).toMatch(/FAIL {2}attestations\/\S+\/envelope\.json {2}CERTIFICATE_EXPIRED/);
+
+    const entries = await tarEntries(await readFile(file));
+    const blob = join(dir, 'blob');
+    await writeFile(blob, 'any');
+    const cosign = (bundlePath: string, key: string, type: string, withTimestamps: boolean) =>
+      run(
+        stack().tools.cosign,
+        [
+          'verify-blob-attestation',
+          '--bundle',
+          bundlePath,
+          '--key',
+          key,
+          '--type',
+          type,
+          '--insecure-ignore-tlog=true',
+          '--check-claims=false',
+          ...(withTimestamps
+            ? ['--use-signed-timestamps', '--trusted-root', join(trust, 'trusted_root.json')]
+            : []),
+          blob,
+        ],
+        { env: { ...process.env, TUF_ROOT: join(dir, 'tuf') } },
+      ).then(
+        (r) => ({ ok: true, out: r.stdout + r.stderr }),
+        (e: { stdout?: string; stderr?: string }) => ({
+          ok: false,
+          out: `${e.stdout ?? ''}${e.stderr ?? ''}`,
+        }),
+      );
+    let checked = 0;
+    for (const e of entries.filter((x) => x.path.endsWith('/sigstore.json'))) {
+      const record = JSON.parse(
+        entries.find((x) => x.path === e.path.replace('sigstore.json', 'envelope.json'))!.content.toString(),
+      ) as { predicate_type: string; signature: { key_id: string; timestamp: { signed_timestamp: string } } };
+      const sigstore = JSON.parse(e.content.toString()) as {
+        verificationMaterial: {
+          timestampVerificationData: { rfc3161Timestamps: { signedTimestamp: string }[] };
+        };
+      };
+      expect(sigstore.verificationMaterial.timestampVerificationData.rfc3161Timestamps).toEqual([
+        { signedTimestamp: record.signature.timestamp.signed_timestamp },
+      ]);
+      const path = join(dir, 'sigstore.json');
+      await writeFile(path, e.content);
+      const key = join(trust, 'keys', `${record.signature.key_id.slice(7)}.pem`);
+      const verified = await cosign(path, key, record.predicate_type, true);
+      expect(verified.out, e.path).toContain('Verified OK');
+      expect(verified.ok).toBe(true);
+      // The time-stamp is what cosign checked: without it, --use-signed-timestamps finds none.
+      sigstore.verificationMaterial.timestampVerificationData.rfc3161Timestamps = [];
+      const bare = join(dir, 'sigstore-bare.json');
+      await writeFile(bare, JSON.stringify(sigstore));
+      expect((await cosign(bare, key, record.predicate_type, true)).ok, e.path).toBe(false);
+      checked++;
+    }
+    expect(checked).toBe(recordIds.length);
+  }, 300_000);
 });

@@ -18,6 +18,7 @@ import { attestation, digestOf, setupVault, sqlstate, type TestVault } from './h
 /** Tables every deployment has; the checks below cover whatever else the schema holds too. */
 const KNOWN_TABLES = [
   'artifacts',
+  'attestation_timestamps',
   'attestation_claims',
   'attestations',
   'audit_log',
@@ -26,6 +27,7 @@ const KNOWN_TABLES = [
   'scitt_log_entries',
   'scitt_log_head',
   'scitt_log_nodes',
+  'timestamp_jobs',
   'transparency_jobs',
   'vault_cursor_key',
   'vault_head',
@@ -135,7 +137,15 @@ describe('database roles', () => {
       FROM pg_proc p WHERE p.prosecdef AND p.pronamespace = current_schema()::regnamespace
       ORDER BY p.proname`);
     expect(rows.map((r) => r.name)).toEqual(
-      expect.arrayContaining(['vault_chain_extend', 'vault_lock_head', 'scitt_log_advance', 'runs_upsert']),
+      expect.arrayContaining([
+        'vault_chain_extend',
+        'vault_lock_head',
+        'scitt_log_advance',
+        'runs_upsert',
+        'timestamp_jobs_claim',
+        'timestamp_jobs_complete',
+        'timestamp_jobs_fail',
+      ]),
     );
     for (const r of rows) {
       expect(r.public_exec, r.name).toBe(false);
@@ -216,6 +226,47 @@ describe('database roles', () => {
       // size 0 does not move forward; size 1 has no stored entry behind it.
       expect(err, `size ${size}`).toBe(SQLSTATE_APPEND_ONLY);
     }
+  });
+
+  it('time-stamps (0013): a job names only its record; only its lease holder stores the time-stamp, once; settled stays settled', async () => {
+    const [record] = await t.vault.attestations.append([attestation()], { enqueueTimestamps: true });
+    const id = record!.id;
+    const response = Buffer.alloc(64, 7);
+    for (const sql of [
+      // The runtime may neither plant a time-stamp nor a settled job: only the functions write them.
+      `INSERT INTO attestation_timestamps (attestation_id, gen_time, tsa, serial, response)
+         VALUES ('${id}', now(), 'CN=x', '01', '\\x${response.toString('hex')}')`,
+      `INSERT INTO timestamp_jobs (attestation_id, state) VALUES ('${stored[0]!.id}', 'done')`,
+      `UPDATE timestamp_jobs SET state = 'done'`,
+    ]) {
+      expect(await sqlstate(t.pool.query(sql)), sql).toBe(SQLSTATE_INSUFFICIENT_PRIVILEGE);
+    }
+    // A job names a stored record (checked on insert, 23503), or nothing is queued.
+    expect(await sqlstate(t.vault.timestamps.enqueue([crypto.randomUUID()]))).toBe('23503');
+    const [job] = await t.vault.timestamps.claim(10, 60_000);
+    expect(job?.attestationId).toBe(id);
+    const stamp = { genTime: new Date(), tsa: 'CN=test', serial: '01', response };
+    // Another token (a stamper whose lease ended) changes nothing.
+    expect(await t.vault.timestamps.complete({ ...job!, leaseToken: crypto.randomUUID() }, stamp)).toBe(
+      false,
+    );
+    expect(await t.vault.timestamps.get(id)).toBeNull();
+    expect(await t.vault.timestamps.complete(job!, stamp)).toBe(true);
+    expect((await t.vault.timestamps.get(id))?.response.equals(response)).toBe(true);
+    // Settled: the holder cannot complete or fail it again, and not even the owner can reopen it or
+    // rewrite the time-stamp.
+    expect(await t.vault.timestamps.complete(job!, { ...stamp, serial: '02' })).toBe(false);
+    expect(await t.vault.timestamps.fail(job!, { final: false, error: 'x', delayMs: 0 })).toBe(false);
+    for (const sql of [
+      `UPDATE timestamp_jobs SET state = 'queued' WHERE attestation_id = '${id}'`,
+      `UPDATE attestation_timestamps SET serial = '02'`,
+      `DELETE FROM attestation_timestamps`,
+      `DELETE FROM timestamp_jobs`,
+    ]) {
+      expect(await sqlstate(owner.query(sql)), sql).toBe(SQLSTATE_APPEND_ONLY);
+    }
+    expect((await t.vault.timestamps.job(id))?.state).toBe('done');
+    expect((await t.vault.attestations.get(id))?.timestamp?.serial).toBe('01');
   });
 
   it('the run mirror: spec fixed once written, status fixed once terminal', async () => {

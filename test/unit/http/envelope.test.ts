@@ -80,6 +80,18 @@ function stored(kind: AttestationKind, seq: number): StoredAttestation {
     createdAt: new Date('2026-01-01T00:00:00Z'),
     // A column the API never shows.
     leaseOwner: LEAK,
+    // Every other record is time-stamped (the time-stamp row with a planted field too).
+    ...(seq % 2 === 0
+      ? {
+          timestamp: {
+            genTime: new Date('2026-01-01T00:00:01.250Z'),
+            tsa: 'CN=tsa',
+            serial: '0a',
+            response: Buffer.from('token'),
+            stampedBy: LEAK,
+          },
+        }
+      : {}),
     // Capability and step records carry their tokens (each with a planted field) and chains.
     ...(kind === 'capability' || kind === 'step'
       ? {
@@ -135,6 +147,11 @@ describe('allow-listing response builders', () => {
         expect(JSON.stringify(body)).not.toContain(LEAK);
         // What stays: the signed bytes a client recomputes the digest from, and the join.
         expect(body.envelope.signatures).toHaveLength(1);
+        expect(body.signature.timestamp).toEqual(
+          seq % 2 === 0
+            ? { time: '2026-01-01T00:00:01.250Z', tsa: 'CN=tsa', signed_timestamp: 'dG9rZW4=' }
+            : undefined,
+        );
         expect(body.subject[0]).toEqual({
           name: `${kind}:0190a6c0-0000-7000-8000-000000000001`,
           digest: { sha256: 'ab'.repeat(32) },

@@ -18,6 +18,8 @@ export interface KeyRouteDeps {
   readonly authorizer: Authorizer;
   /** The service signer's CA certificates (ca.crt): the anchors verifiers should hold. */
   readonly trustAnchors: readonly X509Certificate[];
+  /** Roots of the TSA whose RFC 3161 time-stamps the records carry (TSA_TRUST_ANCHORS). */
+  readonly tsaTrustAnchors?: readonly X509Certificate[];
   /** Keys of the transparency logs (current); past ones come from the store. */
   readonly logKeys: () => Promise<{ key: LogKey; chainPem?: string }[]>;
   readonly ensureServiceKeys: () => Promise<void>;
@@ -51,6 +53,11 @@ export const trustBundleSchema = {
   required: ['trust_anchors_pem', 'signers', 'log_keys'],
   properties: {
     trust_anchors_pem: { type: 'string', description: 'the CA certificates (PEM) signer chains lead to' },
+    tsa_trust_anchors_pem: {
+      type: 'string',
+      description:
+        'the root certificates (PEM) of the time-stamping authority whose RFC 3161 time-stamps records carry; empty without one',
+    },
     signers: { type: 'array', items: { $ref: 'KeyEntry#' }, description: 'every signer, current and past' },
     log_keys: {
       type: 'object',
@@ -131,6 +138,7 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
       }
       return {
         trust_anchors_pem: pemOf(anchorsOf(deps, entries)),
+        tsa_trust_anchors_pem: pemOf(deps.tsaTrustAnchors ?? []),
         signers: signers.map(entryView),
         log_keys: {
           cose_key_set: encodeKeySet([...keys.values()]).toString('base64'),
