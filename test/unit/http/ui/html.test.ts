@@ -20,7 +20,7 @@ describe('the html tag (src/http/ui/html.ts)', () => {
   it('nests Html without escaping it twice, escapes strings inside arrays, drops null/undefined/false', () => {
     const inner = html`<b>${'<i>'}</b>`;
     expect(html`<p>${inner}${['<x>', html`<y></y>`]}${null}${undefined}${false}${0}</p>`.toString()).toBe(
-      '<p><b>&lt;i&gt;</b>&lt;x&gt;<y>0</p>',
+      '<p><b>&lt;i&gt;</b>&lt;x&gt;<y></y>0</p>',
     );
   });
 
@@ -33,7 +33,7 @@ describe('the html tag (src/http/ui/html.ts)', () => {
       '/ui/runs?name_prefix=a%26b%3Dc%20d',
     );
     expect(html`<a href="${url('/ui/runs', { a: '1', b: '"2' })}"></a>`.toString()).toBe(
-      '<a href="/ui/runs?a=1&amp;b=%222">',
+      '<a href="/ui/runs?a=1&amp;b=%222"></a>',
     );
   });
 });
