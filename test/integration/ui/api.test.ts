@@ -508,3 +508,28 @@ describe('the UI: sessions, CSRF, headers', () => {
     expect(doc.components.schemas.RunList).toBeDefined();
   });
 });
+
+// Last: it adds runs in 17 more namespaces, which changes what an unnamed list reads.
+describe('more than 16 namespaces holding runs', () => {
+  it('asks a caller without a cluster-wide grant to name namespaces: 400 on /v1, a prompt on the page', async () => {
+    for (let i = 0; i < 17; i++) {
+      await vault.runs.upsert(runOf(uniqueName(`ui-many${i}`), 'x', specWith('2'), 'Pending'));
+    }
+    const api = await list('alice');
+    expect(api.status).toBe(400);
+    expect(api.body).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      errors: [{ pointer: '/querystring/namespace' }],
+    });
+    expect((await list('alice', `?namespace=${nsA}`)).body.items).toHaveLength(5);
+    const b = new Browser();
+    await b.signIn('alice');
+    const page = await b.request('/ui/runs');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('name the namespaces to list');
+    const named = await b.request(`/ui/runs?namespace=${nsA}`);
+    expect(named.text).toContain('a-4');
+    // A caller allowed cluster-wide still reads every namespace without naming any.
+    expect((await list('admin')).body.items.length).toBeGreaterThan(16);
+  });
+});

@@ -46,7 +46,14 @@ export function transparencyCell(t: RunListItemView['transparency']): Html {
   return html`${badge(t.state, tone)} ${mode !== '' ? html`<span class="muted">${mode}</span>` : ''}`;
 }
 
-export function runsPage(viewer: Viewer, filter: RunsFilter, list: RunListView, now = new Date()): string {
+export function runsPage(
+  viewer: Viewer,
+  filter: RunsFilter,
+  list: RunListView,
+  now = new Date(),
+  /** Shown above the list (why it is empty), e.g. "name the namespaces to list". */
+  message?: string,
+): string {
   const query = { namespace: filter.namespace, phase: filter.phase, name_prefix: filter.name_prefix };
   const rows = list.items.map(
     (r) =>
@@ -84,6 +91,7 @@ export function runsPage(viewer: Viewer, filter: RunsFilter, list: RunListView, 
       <button type="submit">Filter</button>
       <span id="ns-help" class="muted">comma-separated, up to 16</span>
     </form>
+    ${message !== undefined ? html`<p class="error" role="alert">${message}</p>` : ''}
     ${
       list.excluded_namespace_count > 0
         ? html`<p class="muted">
