@@ -289,7 +289,7 @@ export async function startKube(
   await waitReady(
     apiserver,
     async () => {
-      for (const plural of ['runs', 'attestations']) {
+      for (const plural of ['runs', 'attestations', 'policypacks']) {
         const r = await httpsGet(`${server}/apis/vault.service.dev/v1/${plural}?limit=1`, tokens.admin);
         if (r.status !== 200) return false;
       }
@@ -298,5 +298,13 @@ export async function startKube(
     60_000,
     launch.signal,
   );
+  // The policy packs of manifests/policypacks (the `baseline` pack the chart ships), once the
+  // PolicyPack resource is served.
+  try {
+    await kubectl(['apply', '--server-side', '-f', join(dirname(rbacFile), 'policypacks')]);
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new StartError('crds', 'applying manifests/policypacks failed', e.stderr ?? e.message);
+  }
   return { procs, server, kubeconfig, kubeconfigs, tokens, caFile };
 }

@@ -6,6 +6,7 @@ import { parseCertificates } from '../signing/index.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
+import { kubePolicyPackSource } from '../http/policy-packs.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import { createLogger } from '../log/index.ts';
@@ -72,6 +73,10 @@ await runUntilSignal(logger, async () => {
     tsaTrustAnchors,
     signer: () => signer.current(),
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
+    policyPacks: kubePolicyPackSource(kc, {
+      timeoutMs: config.KUBE_TIMEOUT_MS,
+      logger: logger.child({ component: 'policy-packs' }),
+    }),
     ready: () => health.check(),
   });
   const address = await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });

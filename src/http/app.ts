@@ -17,7 +17,11 @@ import { problemSchema } from './problem.ts';
 import { transparencyViewSchema } from './schemas.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
 import { chainRoutes, chainSchemas } from './routes/v1/chain.ts';
-import { runDetailSchema, runRoutes } from './routes/v1/runs.ts';
+import { runDetailSchema, runPolicyPackSchema, runRoutes } from './routes/v1/runs.ts';
+import { runListRoutes, runListSchemas } from './routes/v1/run-list.ts';
+import type { PolicyPackSource } from './policy-packs.ts';
+import { uiRoutes } from './ui/routes.ts';
+import { sessionCodec } from './ui/session.ts';
 import { registerScrapiRoutes } from './routes/scrapi.ts';
 import { auditPageSchema, auditRoutes } from './routes/v1/audit.ts';
 import { DEFAULT_EXPORT_LIMIT, exportBodySchema, exportRoutes } from './routes/v1/export.ts';
@@ -65,6 +69,8 @@ export interface AppDeps {
   readonly exportLimit?: number;
   /** How long a client may take to send a request, and keep a connection idle (HTTP_*_TIMEOUT_MS). */
   readonly timeouts?: Partial<HttpTimeouts>;
+  /** The PolicyPack resources (GET /v1/runs/{id} `policy_pack`, the UI's export dialog). */
+  readonly policyPacks?: PolicyPackSource;
 }
 
 /** Milliseconds; see docs/configuration.md (HTTP_REQUEST_TIMEOUT_MS and the others). */
@@ -149,6 +155,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     transparencyViewSchema,
     ...attestationSchemas,
     runDetailSchema,
+    runPolicyPackSchema,
+    ...runListSchemas,
     ...chainSchemas,
     exportBodySchema,
     keyEntrySchema,
@@ -173,7 +181,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       buildLocalReference: (json, _base, _frag, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
   });
-  installAuth(app, deps.authorizer);
+  // The UI's sessions and CSRF tokens: keys every replica derives alike (src/http/ui/session.ts).
+  const sessions = sessionCodec(deps.vault.deriveKey('ui-session'), deps.vault.deriveKey('ui-csrf'));
+  installAuth(app, deps.authorizer, sessions);
 
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, () => ({ status: 'ok' }));
   // Unauthenticated: the answer says ready or not, never why (a reason would name internal
@@ -198,15 +208,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   attestationRoutes(app, deps);
   runRoutes(app, deps);
+  runListRoutes(app, deps);
   chainRoutes(app, deps);
   const keys = exportKeys(deps);
-  exportRoutes(app, {
+  const exports = {
     ...deps,
     ...keys,
     exportLimit: deps.exportLimit ?? DEFAULT_EXPORT_LIMIT,
     claimGenerator: CLAIM_GENERATOR,
-  });
+  };
+  exportRoutes(app, exports);
   keyRoutes(app, { ...deps, ...keys });
+  await app.register(uiRoutes, { authorizer: deps.authorizer, sessions, exports });
   auditRoutes(app, deps);
   if (deps.transparency) {
     // Registering a statement in this service's own log is a cluster-wide right.

@@ -8,14 +8,17 @@ import { ObjectStoreError } from '../blob/store.ts';
 import { isVaultUnavailable, VaultError } from '../vault/index.ts';
 import { problem, ProblemError, PROBLEM_CONTENT_TYPE, type FieldProblem } from './problem.ts';
 import { NO_CONTROL_PATTERN } from './schemas.ts';
+import { UI_HEADERS } from './ui/layout.ts';
+import { errorPage } from './ui/pages/misc.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
      * How this route writes its errors: RFC 9457 problem+json (default) or RFC 9290 concise problem
-     * details in CBOR (`cbor`, the SCRAPI routes). The failure and its code are the same either way.
+     * details in CBOR (`cbor`, the SCRAPI routes), or an HTML page (`html`, the UI's pages). The
+     * failure and its code are the same either way.
      */
-    problem?: 'json' | 'cbor';
+    problem?: 'json' | 'cbor' | 'html';
     /** The body media type the route accepts, named in a 415 answer; default application/json. */
     accepts?: string;
   }
@@ -161,6 +164,15 @@ function wantsCbor(req: FastifyRequest): boolean {
 
 function send(req: FastifyRequest, reply: FastifyReply, failure: Failure): FastifyReply {
   reply.code(failure.status).headers(failure.headers);
+  if (req.routeOptions.config?.problem === 'html') {
+    const { title } = problem(failure.status, failure.code);
+    return reply
+      .headers(UI_HEADERS)
+      .type('text/html; charset=utf-8')
+      .send(
+        errorPage(undefined, { status: failure.status, code: failure.code, title, detail: failure.detail }),
+      );
+  }
   if (wantsCbor(req)) {
     return reply.type(MediaType.problem).send(
       encodeProblemDetails({

@@ -12,6 +12,7 @@ export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 export type ProblemCode =
   | 'UNAUTHENTICATED'
   | 'FORBIDDEN'
+  | 'CSRF_REJECTED'
   | 'NOT_FOUND'
   | 'VALIDATION_FAILED'
   | 'MALFORMED_JSON'
@@ -52,6 +53,7 @@ export interface Problem {
 const TITLES: Record<ProblemCode, string> = {
   UNAUTHENTICATED: 'Authentication required',
   FORBIDDEN: 'Forbidden',
+  CSRF_REJECTED: 'Missing or invalid CSRF token',
   NOT_FOUND: 'Not found',
   VALIDATION_FAILED: 'Request validation failed',
   MALFORMED_JSON: 'Malformed JSON body',

@@ -12,3 +12,13 @@ export {
   type PackOverride,
   type ResolvedPack,
 } from './packs.ts';
+export {
+  describeRetention,
+  matchPackResource,
+  parseRetention,
+  retainUntil,
+  runPolicyPack,
+  type PolicyPackResource,
+  type Retention,
+  type RunPolicyPack,
+} from './pack-resource.ts';

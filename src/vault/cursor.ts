@@ -24,8 +24,11 @@ export class CursorCodec {
     return `${body}.${this.#mac(body).toString('base64url')}`;
   }
 
-  /** Returns the `after` id, or throws CURSOR_INVALID. */
-  decode(cursor: string, fingerprint: string): string {
+  /**
+   * Returns the `after` key, or throws CURSOR_INVALID. `after` must match `key` (default: a UUID,
+   * the id of the page's last record).
+   */
+  decode(cursor: string, fingerprint: string, key: RegExp = UUID): string {
     const invalid = (why: string): never => {
       throw new VaultError('CURSOR_INVALID', `invalid cursor: ${why}`);
     };
@@ -44,7 +47,7 @@ export class CursorCodec {
     const p = payload as { v?: unknown; after?: unknown; f?: unknown } | null;
     if (p === null || typeof p !== 'object' || p.v !== 1) return invalid('unknown version');
     if (p.f !== fingerprint) return invalid('issued for another filter');
-    if (typeof p.after !== 'string' || !UUID.test(p.after)) return invalid('malformed');
+    if (typeof p.after !== 'string' || !key.test(p.after)) return invalid('malformed');
     return p.after;
   }
 

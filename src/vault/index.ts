@@ -1,3 +1,4 @@
+import { hkdfSync } from 'node:crypto';
 import type pg from 'pg';
 import { attestationRepository, type AttestationRepository } from './attestations.ts';
 import { artifactRepository, type ArtifactRepository } from './artifacts.ts';
@@ -10,6 +11,7 @@ import { createListener, type VaultListener } from './listener.ts';
 import { manifestRepairRepository, type ManifestRepairRepository } from './manifest-repairs.ts';
 import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
+import { runListRepository, type RunListRepository } from './run-list.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
 import { signerCertificateRepository, type SignerCertificateRepository } from './signer-certs.ts';
 import { timestampRepository, type TimestampRepository } from './timestamps.ts';
@@ -85,6 +87,14 @@ export {
 } from './query.ts';
 export { mirroredStatus, type RunRecord, type RunRepository } from './runs.ts';
 export {
+  RUN_LIST_DEFAULT_LIMIT,
+  RUN_LIST_MAX_LIMIT,
+  type RunListFilter,
+  type RunListPage,
+  type RunListRepository,
+  type RunSummary,
+} from './run-list.ts';
+export {
   type NewSignerCertificate,
   type SignerCertificate,
   type SignerCertificateRepository,
@@ -123,8 +133,8 @@ export { isUuidV7, uuidV7Time, UuidV7Generator } from './uuidv7.ts';
 
 export interface Vault {
   readonly attestations: AttestationRepository;
-  /** The mirror of each Run (spec and the pipeline's status). */
-  readonly runs: RunRepository;
+  /** The mirror of each Run (spec and the pipeline's status), and the runs list. */
+  readonly runs: RunRepository & RunListRepository;
   /** Artifact metadata records (the AIBOM's). */
   readonly artifacts: ArtifactRepository;
   /** Which records stand for a logical key; appends that claim one. */
@@ -144,6 +154,12 @@ export interface Vault {
   readonly manifestRepairs: ManifestRepairRepository;
   /** RFC 3161 time-stamps of the records' signatures, and their queue. */
   readonly timestamps: TimestampRepository;
+  /**
+   * A 32-byte key for `purpose`, the same on every replica: HKDF-SHA256 of the vault's shared
+   * secret (the cursor key of migration 0001), so no replica needs a key of its own and purposes
+   * never share a key (the UI's session cookies and CSRF tokens: src/http/ui/session.ts).
+   */
+  deriveKey(purpose: string): Buffer;
   /** The dedicated LISTEN connection, opened on first subscription. */
   readonly listener: VaultListener;
   /** Resolves when the database answers (readiness). */
@@ -167,7 +183,8 @@ export interface OpenVaultOptions {
 
 /** Binds the repositories to a pool (see createVaultPool); loads the shared cursor key. */
 export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): Promise<Vault> {
-  const cursors = new CursorCodec(options.cursorKey ?? (await loadCursorKey(pool)));
+  const secret = options.cursorKey ?? (await loadCursorKey(pool));
+  const cursors = new CursorCodec(secret);
   let listener: VaultListener | undefined;
   const listenerOf = (): VaultListener =>
     (listener ??= createListener(pool.options, {
@@ -177,7 +194,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     attestations: attestationRepository(pool, cursors, {
       ...(options.capabilityTokens !== undefined ? { capabilityTokens: options.capabilityTokens } : {}),
     }),
-    runs: runRepository(pool),
+    runs: { ...runRepository(pool), ...runListRepository(pool, cursors) },
     artifacts: artifactRepository(pool),
     claims: claimRepository(pool),
     capabilityGrants: capabilityGrantRepository(pool),
@@ -188,6 +205,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     signers: signerCertificateRepository(pool),
     manifestRepairs: manifestRepairRepository(pool),
     timestamps: timestampRepository(pool),
+    deriveKey: (purpose) => Buffer.from(hkdfSync('sha256', secret, 'aibom-vault/v1', purpose, 32)),
     get listener() {
       return listenerOf();
     },

@@ -185,6 +185,7 @@ describe('helm chart charts/aibom-vault', () => {
         'RoleBinding',
         'Service',
         'Deployment',
+        'PolicyPack',
       ]),
     );
     const controllerDeployment = deploymentOf(objects, 'controller');
@@ -543,6 +544,24 @@ describe('helm chart charts/aibom-vault', () => {
     expect(only(await template('a', 'b', ['crds.enabled=false']), 'CustomResourceDefinition')).toEqual([]);
   });
 
+  it('ships the baseline PolicyPack of manifests/policypacks as a post-install/post-upgrade hook, or none', async () => {
+    const [shipped] = parseObjects(
+      await readFile(join(repoRoot, 'manifests/policypacks/baseline.yaml'), 'utf8'),
+    );
+    const rendered = only<K8sObject & { spec: unknown }>(await template('vault', 'infra'), 'PolicyPack');
+    expect(rendered).toHaveLength(1);
+    const pack = rendered[0]!;
+    expect((shipped as K8sObject & { spec: unknown }).spec).toEqual(pack.spec);
+    expect(pack.metadata).toMatchObject({
+      name: 'vault-aibom-vault-baseline',
+      annotations: {
+        'helm.sh/hook': 'post-install,post-upgrade',
+        'helm.sh/hook-delete-policy': 'before-hook-creation',
+      },
+    });
+    expect(only(await template('vault', 'infra', ['policyPacks.baseline=false']), 'PolicyPack')).toEqual([]);
+  });
+
   it('renders the RBAC of manifests/rbac.yaml', async () => {
     const manifest = parseObjects(await readFile(join(repoRoot, 'manifests/rbac.yaml'), 'utf8'));
     // Released as in the manifest (name aibom-vault, namespace aibom-vault-system) with the SCITT log
@@ -662,7 +681,11 @@ describe('helm chart charts/aibom-vault', () => {
       expect(refused?.message).toMatch(
         /CustomResourceDefinition "\w+\.vault\.service\.dev" in namespace "" exists and cannot be imported/,
       );
-      for (const crd of ['runs.vault.service.dev', 'attestations.vault.service.dev']) {
+      for (const crd of [
+        'runs.vault.service.dev',
+        'attestations.vault.service.dev',
+        'policypacks.vault.service.dev',
+      ]) {
         await kubectl(['label', '--overwrite', 'crd', crd, 'app.kubernetes.io/managed-by=Helm']);
         await kubectl([
           'annotate',
@@ -674,6 +697,10 @@ describe('helm chart charts/aibom-vault', () => {
         ]);
       }
       await helmK('upgrade', release, chartDir, '-n', ns, ...sets);
+      // The baseline pack, created by the post-upgrade hook once the CRDs are there.
+      expect(await get(['policypacks', ...byRelease])).toEqual([
+        `policypack.vault.service.dev/${release}-aibom-vault-baseline`,
+      ]);
       expect(await get(['deployments', '-n', ns, ...byRelease])).toEqual([
         `deployment.apps/${release}-aibom-vault-api`,
         `deployment.apps/${release}-aibom-vault-controller`,
@@ -740,6 +767,8 @@ describe('helm chart charts/aibom-vault', () => {
       await kubectl(['wait', '--for=delete', 'run/left-behind', '-n', tenant, '--timeout=30s']);
     } finally {
       await helmK('uninstall', release, '-n', ns).catch(() => undefined);
+      // Hooks are not part of the release: the baseline pack stays, as documented; clean it up here.
+      await kubectl(['delete', 'policypacks', ...byRelease, '--ignore-not-found']).catch(() => undefined);
       await kubectl(['delete', 'namespace', ns, tenant, '--wait=false', '--ignore-not-found']);
     }
   });

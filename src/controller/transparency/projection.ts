@@ -71,17 +71,40 @@ export function attestationTransparency(job: TransparencyJob): Record<string, un
 }
 
 export function summarize(jobs: readonly RunJob[]): TransparencySummary {
-  const counts = { queued: 0, published: 0, failed: 0 };
-  const modes = new Set<'dry_run' | 'published'>();
+  const counts = { queued: 0, published: 0, failed: 0, publishedLocal: 0, publishedRemote: 0 };
   for (const { job } of jobs) {
     counts[job.state]++;
     const m = modeOf(job);
-    if (m !== undefined) modes.add(m);
+    if (m === 'dry_run') counts.publishedLocal++;
+    else if (m === 'published') counts.publishedRemote++;
   }
-  const state = counts.failed > 0 ? 'failed' : counts.queued > 0 ? 'queued' : 'published';
+  return summaryOfCounts(counts);
+}
+
+/**
+ * The summary of a run's jobs from their counts (the runs list counts them in SQL): failed if any
+ * failed, else queued while any waits, else published; the mode says where the published ones went.
+ */
+export function summaryOfCounts(counts: {
+  queued: number;
+  published: number;
+  failed: number;
+  /** Published to this deployment's own log (a dry run). */
+  publishedLocal: number;
+  /** Published to a remote SCITT service. */
+  publishedRemote: number;
+}): TransparencySummary {
+  const { queued, published, failed } = counts;
+  const state = failed > 0 ? 'failed' : queued > 0 ? 'queued' : 'published';
   const mode: TransparencyMode | undefined =
-    modes.size === 0 ? undefined : modes.size > 1 ? 'mixed' : [...modes][0];
-  return { state, ...(mode !== undefined ? { mode } : {}), ...counts };
+    counts.publishedLocal > 0 && counts.publishedRemote > 0
+      ? 'mixed'
+      : counts.publishedLocal > 0
+        ? 'dry_run'
+        : counts.publishedRemote > 0
+          ? 'published'
+          : undefined;
+  return { state, ...(mode !== undefined ? { mode } : {}), queued, published, failed };
 }
 
 /** The Event's words for where `n` records went: never "anchored" for this deployment's own log. */

@@ -1,16 +1,56 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ProblemError } from '../problem.ts';
+import { bindingOf, CSRF_HEADER, parseCookies, SESSION_COOKIE, type SessionCodec } from '../ui/session.ts';
 import type { Authorizer, ResourceAttributes, UserInfo } from './authorizer.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the auth hook on every authenticated route. */
     user?: UserInfo;
+    /** The credential `user` was authenticated with. */
+    credential?: Credential;
   }
   interface FastifyContextConfig {
     /** Routes that answer without a token (health, OpenAPI). Everything else authenticates. */
     public?: boolean;
+    /**
+     * The UI's pages and forms: authenticated like /v1 when a credential comes, but one that is
+     * missing or refused leaves `req.user` unset (the page sends the browser to sign in) instead
+     * of answering 401; their forms check their CSRF token themselves (src/http/ui/routes.ts).
+     */
+    ui?: boolean;
   }
+}
+
+/**
+ * How a request proves who it is: `Authorization: Bearer` (the CLI, an authenticating proxy in
+ * front of the UI), else the UI's session cookie (a token pasted on the sign-in page, sealed).
+ * The header wins when both come.
+ */
+export interface Credential {
+  readonly token: string;
+  readonly via: 'bearer' | 'session';
+  /** The session's id (what its CSRF token is bound to). */
+  readonly sid?: string;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The request's credential; null when it brings none; throws 401 for a malformed header. */
+export function credentialOf(req: FastifyRequest, sessions: SessionCodec | undefined): Credential | null {
+  const header = req.headers.authorization;
+  if (header !== undefined) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!match) {
+      throw new ProblemError(401, 'UNAUTHENTICATED', 'send Authorization: Bearer <token>', {
+        headers: { 'www-authenticate': 'Bearer realm="aibom-vault"' },
+      });
+    }
+    return { token: match[1]!, via: 'bearer' };
+  }
+  const sealed = sessions !== undefined ? parseCookies(req.headers.cookie).get(SESSION_COOKIE) : undefined;
+  const session = sealed !== undefined ? sessions!.open(sealed) : undefined;
+  return session !== undefined ? { token: session.token, via: 'session', sid: session.sid } : null;
 }
 
 function upstream(err: unknown): ProblemError {
@@ -25,31 +65,62 @@ function upstream(err: unknown): ProblemError {
   );
 }
 
-/** Authenticates every non-public route with the bearer token (TokenReview). */
-export function installAuth(app: FastifyInstance, authorizer: Authorizer): void {
+/**
+ * Authenticates every non-public route (TokenReview): the bearer token, else the UI's session
+ * cookie. A state-changing request authenticated by the cookie must carry the session's CSRF token
+ * in `X-CSRF-Token` (403 CSRF_REJECTED): a cookie is sent by the browser whoever made the page,
+ * a header only by the page that read the token. Bearer requests are not checked: browsers never
+ * add that header on their own, and /v1 bodies are JSON, which another site cannot send without a
+ * CORS preflight the sidecar never grants.
+ */
+export function installAuth(app: FastifyInstance, authorizer: Authorizer, sessions?: SessionCodec): void {
   app.addHook('onRequest', async (req) => {
-    if (req.routeOptions.config.public === true) return;
-    const header = req.headers.authorization;
-    const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match) {
+    const config = req.routeOptions.config;
+    if (config.public === true) return;
+    const ui = config.ui === true;
+    let credential: Credential | null;
+    try {
+      credential = credentialOf(req, sessions);
+    } catch (err) {
+      if (ui) return;
+      throw err;
+    }
+    if (credential === null) {
+      if (ui) return;
       throw new ProblemError(401, 'UNAUTHENTICATED', 'send Authorization: Bearer <token>', {
         headers: { 'www-authenticate': 'Bearer realm="aibom-vault"' },
       });
     }
     let user: UserInfo | null;
     try {
-      user = await authorizer.authenticate(match[1]!);
+      user = await authorizer.authenticate(credential.token);
     } catch (err) {
       throw upstream(err);
     }
     if (!user) {
+      if (ui) return;
       throw new ProblemError(401, 'UNAUTHENTICATED', 'the token was not accepted', {
         headers: { 'www-authenticate': 'Bearer realm="aibom-vault", error="invalid_token"' },
       });
     }
+    if (
+      !ui &&
+      credential.via === 'session' &&
+      !SAFE_METHODS.has(req.method) &&
+      !sessions!.checkCsrf(bindingOf(credential), headerValue(req.headers[CSRF_HEADER]))
+    ) {
+      throw new ProblemError(
+        403,
+        'CSRF_REJECTED',
+        `a request authenticated by the session cookie must carry its CSRF token in ${CSRF_HEADER}`,
+      );
+    }
     req.user = user;
+    req.credential = credential;
   });
 }
+
+const headerValue = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
 /** Asks the authorizer; API-server failures become 503, never an accidental allow. */
 export async function isAllowed(

@@ -50,7 +50,7 @@ export const DEFAULT_EXPORT_LIMIT = 1_000_000;
 /** Explicit ids one request may name. */
 export const MAX_EXPORT_IDS = 1000;
 
-interface ExportBody extends Omit<QueryBody, 'limit' | 'cursor'> {
+export interface ExportBody extends Omit<QueryBody, 'limit' | 'cursor'> {
   ids?: string[];
   gzip?: boolean;
   scitt?: boolean;
@@ -286,6 +286,65 @@ async function streamExport(
     .send(body);
 }
 
+/**
+ * An export of `body` (the query's filters and/or ids) for the caller of `req`: POST
+ * /v1/attestations/export, and the UI's export dialog (src/http/ui/routes.ts), which must send
+ * the same bytes under the same checks and audit.
+ */
+export async function exportSelection(
+  deps: ExportRouteDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  body: ExportBody,
+): Promise<FastifyReply> {
+  const { allowed, withheld } = await exportableNamespaces(deps, req, body.namespaces);
+  const ids = body.ids?.map((id) => id.toLowerCase()).sort();
+  if (ids !== undefined) {
+    // Existence is confirmed only inside namespaces the caller may export from.
+    const found = await deps.vault.attestations.getMany(ids);
+    const missing = ids.filter((id) => !allowed.includes(found.get(id)?.namespace ?? '\0'));
+    if (missing.length > 0) {
+      throw new ProblemError(
+        404,
+        'NOT_FOUND',
+        `${missing.length} attestation id(s) not found among the records you may export: ${missing.slice(0, 20).join(', ')}`,
+        {
+          errors: missing.slice(0, 20).map((id) => ({
+            pointer: `/body/ids/${body.ids!.findIndex((x) => x.toLowerCase() === id)}`,
+            message: 'not found',
+          })),
+        },
+      );
+    }
+  }
+  const { gzip = false, scitt = false, ids: _ids, ...query } = body;
+  const capability =
+    query.capability_token !== undefined
+      ? await resolveCapabilityFilter(query.capability_token, allowed, deps.vault.capabilityGrants)
+      : undefined;
+  const filter: AttestationFilter = {
+    ...toFilter(query, allowed, capability),
+    ...(ids !== undefined ? { ids } : {}),
+  };
+  const { namespaces: _asked, ...criteria } = query;
+  return streamExport(deps, req, reply, {
+    filter,
+    selection: {
+      criteria,
+      ...(ids !== undefined ? { ids } : {}),
+      namespaces: allowed,
+      withheld_namespaces: withheld,
+      scitt,
+    },
+    gzip,
+    scitt,
+    action: 'attestations.export',
+    object: 'attestations',
+    filename: 'aibom-vault-export',
+    withheld,
+  });
+}
+
 export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void {
   app.post<{ Body: ExportBody }>(
     '/v1/attestations/export',
@@ -303,55 +362,7 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
         },
       },
     },
-    async (req, reply) => {
-      const body = req.body ?? {};
-      const { allowed, withheld } = await exportableNamespaces(deps, req, body.namespaces);
-      const ids = body.ids?.map((id) => id.toLowerCase()).sort();
-      if (ids !== undefined) {
-        // Existence is confirmed only inside namespaces the caller may export from.
-        const found = await deps.vault.attestations.getMany(ids);
-        const missing = ids.filter((id) => !allowed.includes(found.get(id)?.namespace ?? '\0'));
-        if (missing.length > 0) {
-          throw new ProblemError(
-            404,
-            'NOT_FOUND',
-            `${missing.length} attestation id(s) not found among the records you may export: ${missing.slice(0, 20).join(', ')}`,
-            {
-              errors: missing.slice(0, 20).map((id) => ({
-                pointer: `/body/ids/${body.ids!.findIndex((x) => x.toLowerCase() === id)}`,
-                message: 'not found',
-              })),
-            },
-          );
-        }
-      }
-      const { gzip = false, scitt = false, ids: _ids, ...query } = body;
-      const capability =
-        query.capability_token !== undefined
-          ? await resolveCapabilityFilter(query.capability_token, allowed, deps.vault.capabilityGrants)
-          : undefined;
-      const filter: AttestationFilter = {
-        ...toFilter(query, allowed, capability),
-        ...(ids !== undefined ? { ids } : {}),
-      };
-      const { namespaces: _asked, ...criteria } = query;
-      return streamExport(deps, req, reply, {
-        filter,
-        selection: {
-          criteria,
-          ...(ids !== undefined ? { ids } : {}),
-          namespaces: allowed,
-          withheld_namespaces: withheld,
-          scitt,
-        },
-        gzip,
-        scitt,
-        action: 'attestations.export',
-        object: 'attestations',
-        filename: 'aibom-vault-export',
-        withheld,
-      });
-    },
+    async (req, reply) => exportSelection(deps, req, reply, req.body ?? {}),
   );
 
   app.get<{ Params: { id: string; kind: string }; Querystring: { gzip?: 'true' | 'false' } }>(

@@ -10,6 +10,8 @@ import type { Authorizer } from '../../auth/authorizer.ts';
 import { visibilityOf } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { problemResponses, UUID_PATTERN } from '../../schemas.ts';
+import { runPolicyPack } from '../../../policy/index.ts';
+import type { PolicyPackSource } from '../../policy-packs.ts';
 
 export interface RunRouteDeps {
   readonly vault: Vault;
@@ -21,6 +23,8 @@ export interface RunRouteDeps {
   readonly trustAnchors: readonly X509Certificate[];
   /** Roots of trusted TSAs: a time-stamped manifest is judged at its time-stamp. */
   readonly tsaTrustAnchors?: readonly X509Certificate[];
+  /** The PolicyPack resources the run's pack is resolved against (`policy_pack`). */
+  readonly policyPacks?: PolicyPackSource;
 }
 
 const free = { type: 'object', additionalProperties: true } as const;
@@ -28,7 +32,7 @@ const free = { type: 'object', additionalProperties: true } as const;
 export const runDetailSchema = {
   $id: 'RunDetail',
   type: 'object',
-  required: ['id', 'namespace', 'name', 'phase', 'spec', 'steps', 'artifacts'],
+  required: ['id', 'namespace', 'name', 'phase', 'spec', 'steps', 'artifacts', 'policy_pack'],
   properties: {
     id: { type: 'string', description: 'run id (the Run resource UID)' },
     namespace: { type: 'string' },
@@ -41,8 +45,66 @@ export const runDetailSchema = {
       description: 'artifact metadata records as stored with the objects; `aibom` is the AIBOM record',
       additionalProperties: free,
     },
+    policy_pack: { $ref: 'RunPolicyPack#' },
     created_at: { type: 'string', format: 'date-time' },
     updated_at: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+const strings = { type: 'array', items: { type: 'string' } } as const;
+
+/** `policy_pack` of a run: its pack and the PolicyPack resource describing it (docs/policy-packs.md). */
+export const runPolicyPackSchema = {
+  $id: 'RunPolicyPack',
+  type: 'object',
+  required: ['name', 'version', 'status', 'declared_guardrails', 'resource', 'missing_guardrails'],
+  properties: {
+    name: { type: 'string', description: 'the run pack as its records name it (metadata.policy_pack)' },
+    version: { type: 'string', description: 'its version (metadata.policy_pack_version)' },
+    status: {
+      type: 'string',
+      enum: ['resolved', 'not_found', 'unavailable'],
+      description:
+        'resolved: a PolicyPack describes the pack; not_found: none does; unavailable: the PolicyPacks could not be read',
+    },
+    declared_guardrails: {
+      ...strings,
+      description: 'guardrails the run declares for its pack, as its AIBOM records them',
+    },
+    resource: {
+      anyOf: [
+        {
+          type: 'object',
+          required: [
+            'name',
+            'pack',
+            'version',
+            'description',
+            'guardrails',
+            'minimum_retention',
+            'minimum_retention_text',
+            'notice',
+            'conflicting',
+          ],
+          properties: {
+            name: { type: 'string', description: 'metadata.name of the PolicyPack' },
+            pack: { type: 'string' },
+            version: {
+              type: ['string', 'null'],
+              description: 'null: every version without a resource of its own',
+            },
+            description: { type: ['string', 'null'] },
+            guardrails: { ...strings, description: 'guardrails the pack requires' },
+            minimum_retention: { type: 'string', description: 'ISO 8601 duration (P1Y)' },
+            minimum_retention_text: { type: 'string', description: 'the same in words' },
+            notice: { type: 'string', description: 'the retention notice shown to exporters (plain text)' },
+            conflicting: { ...strings, description: 'other PolicyPacks claiming the same pack@version' },
+          },
+        },
+        { type: 'null' },
+      ],
+    },
+    missing_guardrails: { ...strings, description: "the pack's guardrails the run does not declare" },
   },
 } as const;
 
@@ -168,6 +230,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
         spec: run.spec,
         steps,
         artifacts,
+        policy_pack: runPolicyPack(run.spec, await deps.policyPacks?.list()),
         created_at: run.createdAt.toISOString(),
         updated_at: run.updatedAt.toISOString(),
       };

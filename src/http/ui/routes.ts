@@ -1,0 +1,378 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authorizer } from '../auth/authorizer.ts';
+import { ProblemError, type ProblemCode } from '../problem.ts';
+import { exportSelection, MAX_EXPORT_IDS, type ExportRouteDeps } from '../routes/v1/export.ts';
+import { ASSETS } from './assets.ts';
+import { UI_HEADERS, type Viewer } from './layout.ts';
+import { errorPage, signInPage } from './pages/misc.ts';
+import { exportPage, runPage, type EnvelopeView, type RunView } from './pages/run.ts';
+import { runsPage, type RunListView, type RunsFilter } from './pages/runs.ts';
+import {
+  bindingOf,
+  cookie,
+  CSRF_FIELD,
+  MAX_SESSION_TOKEN,
+  parseCookies,
+  SESSION_COOKIE,
+  SESSION_TTL_MS,
+  SIGNIN_COOKIE,
+  SIGNIN_TTL_MS,
+  type SessionCodec,
+} from './session.ts';
+import { recordVerifier, type TrustBundleView } from './verify.ts';
+
+/**
+ * The web UI: server-rendered pages under /ui/ (docs/adr/0016-web-ui.md). Every page is built from
+ * the /v1 answers the viewer would get with the same credential (the routes are called in-process
+ * with `inject`, so the same authentication, SubjectAccessReviews, field allow-lists and errors
+ * apply: nothing the API would withhold reaches a page). The only state-changing requests are the
+ * sign-in, the sign-out and the export download; each checks the CSRF token of its form and the
+ * request's origin.
+ */
+export interface UiDeps {
+  readonly authorizer: Authorizer;
+  readonly sessions: SessionCodec;
+  /** The export route's dependencies: the dialog's download is the same export. */
+  readonly exports: ExportRouteDeps;
+}
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const uuidParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string', pattern: UUID.source } },
+} as const;
+
+const uiConfig = { ui: true, problem: 'html' } as const;
+const publicConfig = { public: true, problem: 'html' } as const;
+
+type Form = URLSearchParams;
+
+/** Only a path of this UI: never another site (an open redirect), never `//host`. */
+function safeNext(next: string | null | undefined): string {
+  return next !== null && next !== undefined && /^\/ui\/[^/\\]/.test(next) && !/[\s\\]/.test(next)
+    ? next
+    : '/ui/runs';
+}
+
+/**
+ * A state-changing request must come from this site's own pages: a browser's `Sec-Fetch-Site` and
+ * `Origin`, when sent, must say so (defence in depth beside the CSRF token and SameSite=Strict).
+ */
+function fromOwnPage(req: FastifyRequest): boolean {
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return false;
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    return new URL(origin).host === req.headers.host;
+  } catch {
+    return false;
+  }
+}
+
+function html(reply: FastifyReply, status: number, body: string): FastifyReply {
+  return reply.code(status).headers(UI_HEADERS).type('text/html; charset=utf-8').send(body);
+}
+
+function toSignIn(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const next = req.method === 'GET' ? req.url : '/ui/runs';
+  return reply
+    .code(303)
+    .header('cache-control', 'no-store')
+    .redirect(`/ui/sign-in?next=${encodeURIComponent(safeNext(next))}`, 303);
+}
+
+export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error) => void): void {
+  const { sessions } = deps;
+  // The UI's forms post application/x-www-form-urlencoded (only here: /v1 takes JSON only).
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'string', bodyLimit: 64 * 1024 },
+    (_req, body, done) => done(null, new URLSearchParams(body as string)),
+  );
+
+  const viewerOf = (req: FastifyRequest): Viewer | undefined =>
+    req.user !== undefined && req.credential !== undefined
+      ? {
+          username: req.user.username,
+          via: req.credential.via,
+          csrf: sessions.csrf(bindingOf(req.credential)),
+        }
+      : undefined;
+
+  /** A /v1 call as the viewer (same credential, same reviews); a refusal becomes this page's error. */
+  async function api<T>(req: FastifyRequest, method: 'GET' | 'POST', url: string, body?: object): Promise<T> {
+    const res = await app.inject({
+      method,
+      url,
+      headers: {
+        authorization: `Bearer ${req.credential!.token}`,
+        accept: 'application/json',
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
+    });
+    const json = res.json<unknown>();
+    if (res.statusCode >= 400) {
+      const p = json as { code?: string; detail?: string };
+      throw new ProblemError(
+        res.statusCode,
+        (p.code ?? 'INTERNAL') as ProblemCode,
+        p.detail ?? 'the API refused',
+      );
+    }
+    return json as T;
+  }
+
+  const checkForm = (req: FastifyRequest, form: Form): void => {
+    if (
+      !fromOwnPage(req) ||
+      !sessions.checkCsrf(bindingOf(req.credential!), form.get(CSRF_FIELD) ?? undefined)
+    ) {
+      throw new ProblemError(
+        403,
+        'CSRF_REJECTED',
+        'the form was not sent from this site’s own page (CSRF token missing or invalid): reload the page and try again',
+      );
+    }
+  };
+
+  for (const path of ['/', '/ui']) {
+    app.get(path, { config: { public: true }, schema: { hide: true } }, (_req, reply) =>
+      reply.redirect('/ui/runs', 302),
+    );
+  }
+
+  for (const asset of ASSETS) {
+    app.get(asset.path, { config: { public: true }, schema: { hide: true } }, (_req, reply) =>
+      reply
+        .type(asset.type)
+        .header('cache-control', 'public, max-age=31536000, immutable')
+        .header('x-content-type-options', 'nosniff')
+        .send(asset.body),
+    );
+  }
+
+  app.get<{ Querystring: { next?: string } }>(
+    '/ui/sign-in',
+    { config: publicConfig, schema: { hide: true } },
+    (req, reply) => {
+      const nonce = randomBytes(16).toString('base64url');
+      reply.header('set-cookie', cookie(SIGNIN_COOKIE, nonce, SIGNIN_TTL_MS));
+      return html(
+        reply,
+        200,
+        signInPage({ csrf: sessions.csrf(`signin:${nonce}`), next: safeNext(req.query.next) }),
+      );
+    },
+  );
+
+  app.post<{ Body: Form }>(
+    '/ui/sign-in',
+    { config: publicConfig, schema: { hide: true } },
+    async (req, reply) => {
+      const form = req.body instanceof URLSearchParams ? req.body : new URLSearchParams();
+      const next = safeNext(form.get('next'));
+      const nonce = parseCookies(req.headers.cookie).get(SIGNIN_COOKIE);
+      const again = (status: number, error: string) => {
+        const fresh = randomBytes(16).toString('base64url');
+        reply.header('set-cookie', cookie(SIGNIN_COOKIE, fresh, SIGNIN_TTL_MS));
+        return html(reply, status, signInPage({ csrf: sessions.csrf(`signin:${fresh}`), next, error }));
+      };
+      if (
+        nonce === undefined ||
+        !fromOwnPage(req) ||
+        !sessions.checkCsrf(`signin:${nonce}`, form.get(CSRF_FIELD) ?? undefined)
+      ) {
+        return again(
+          403,
+          'The sign-in form expired or was not sent from this site (CSRF check failed). Paste the token again.',
+        );
+      }
+      const token = (form.get('token') ?? '').trim();
+      if (token === '' || /\s/.test(token)) return again(400, 'Paste one token, without spaces.');
+      if (token.length > MAX_SESSION_TOKEN) {
+        return again(
+          400,
+          `This token is longer than ${MAX_SESSION_TOKEN} characters, too long to keep in a cookie: sign in through an authenticating proxy instead.`,
+        );
+      }
+      let user;
+      try {
+        user = await deps.authorizer.authenticate(token);
+      } catch (err) {
+        throw new ProblemError(
+          503,
+          'UPSTREAM_UNAVAILABLE',
+          'the Kubernetes API server could not review the token; try again',
+          {
+            headers: { 'retry-after': '5' },
+            cause: err,
+          },
+        );
+      }
+      if (user === null) return again(401, 'The Kubernetes API server did not accept this token.');
+      const { cookie: sealed } = sessions.seal(token);
+      void reply.header('set-cookie', [
+        cookie(SESSION_COOKIE, sealed, SESSION_TTL_MS),
+        cookie(SIGNIN_COOKIE, '', 0),
+      ]);
+      return reply.header('cache-control', 'no-store').redirect(next, 303);
+    },
+  );
+
+  app.post<{ Body: Form }>('/ui/sign-out', { config: uiConfig, schema: { hide: true } }, (req, reply) => {
+    if (req.credential === undefined) return toSignIn(req, reply);
+    checkForm(req, req.body instanceof URLSearchParams ? req.body : new URLSearchParams());
+    return reply
+      .header('set-cookie', cookie(SESSION_COOKIE, '', 0))
+      .header('cache-control', 'no-store')
+      .redirect('/ui/sign-in', 303);
+  });
+
+  app.get<{ Querystring: RunsFilter }>(
+    '/ui/runs',
+    {
+      config: uiConfig,
+      schema: {
+        hide: true,
+        querystring: {
+          type: 'object',
+          properties: {
+            namespace: { type: 'string', maxLength: 2048 },
+            phase: { type: 'string', maxLength: 16 },
+            name_prefix: { type: 'string', maxLength: 253 },
+            cursor: { type: 'string', maxLength: 2048 },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const viewer = viewerOf(req);
+      if (viewer === undefined) return toSignIn(req, reply);
+      const f: RunsFilter = {
+        ...(req.query.namespace?.trim() ? { namespace: req.query.namespace.replace(/\s+/g, '') } : {}),
+        ...(req.query.phase ? { phase: req.query.phase } : {}),
+        ...(req.query.name_prefix ? { name_prefix: req.query.name_prefix } : {}),
+        ...(req.query.cursor ? { cursor: req.query.cursor } : {}),
+      };
+      const q = new URLSearchParams(Object.entries(f) as [string, string][]);
+      try {
+        const list = await api<RunListView>(req, 'GET', `/v1/runs${q.size > 0 ? `?${q.toString()}` : ''}`);
+        return html(reply, 200, runsPage(viewer, f, list));
+      } catch (err) {
+        // A caller without a cluster-wide grant, in a cluster with more than 16 namespaces holding
+        // runs, must name the namespaces (bounded review cost): ask for them on the page itself.
+        if (!(f.namespace === undefined && err instanceof ProblemError && err.code === 'VALIDATION_FAILED')) {
+          throw err;
+        }
+        const empty: RunListView = { items: [], next_cursor: null, excluded_namespace_count: 0 };
+        return html(reply, 200, runsPage(viewer, f, empty, new Date(), err.message));
+      }
+    },
+  );
+
+  const loadRun = async (req: FastifyRequest, id: string) => {
+    const run = await api<RunView>(req, 'GET', `/v1/runs/${id}`);
+    return run;
+  };
+
+  app.get<{ Params: { id: string }; Querystring: { drawer?: string } }>(
+    '/ui/runs/:id',
+    {
+      config: uiConfig,
+      schema: {
+        hide: true,
+        params: uuidParams,
+        querystring: { type: 'object', properties: { drawer: { type: 'string', maxLength: 32 } } },
+      },
+    },
+    async (req, reply) => {
+      const viewer = viewerOf(req);
+      if (viewer === undefined) return toSignIn(req, reply);
+      const run = await loadRun(req, req.params.id);
+      // The run's records (at most 515 by the Run's bounds: one page) and the keys that verify them.
+      const [page, keys] = await Promise.all([
+        api<{ items: EnvelopeView[] }>(req, 'POST', '/v1/attestations/query', {
+          run_id: run.id,
+          namespaces: [run.namespace],
+          limit: 1000,
+        }),
+        api<TrustBundleView>(req, 'GET', '/v1/keys'),
+      ]);
+      const verify = recordVerifier(keys);
+      const attestations = page.items.map((r) => ({
+        ...r,
+        verification: verify(r as unknown as Record<string, unknown>),
+      }));
+      const drawer =
+        req.query.drawer !== undefined && req.query.drawer in run.artifacts ? req.query.drawer : undefined;
+      return html(
+        reply,
+        200,
+        runPage({ viewer, run, attestations, ...(drawer !== undefined ? { drawer } : {}) }),
+      );
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: { ids?: string | string[] } }>(
+    '/ui/runs/:id/export',
+    { config: uiConfig, schema: { hide: true, params: uuidParams } },
+    async (req, reply) => {
+      const viewer = viewerOf(req);
+      if (viewer === undefined) return toSignIn(req, reply);
+      const run = await loadRun(req, req.params.id);
+      const raw = req.query.ids;
+      const ids = (Array.isArray(raw) ? raw : raw !== undefined ? [raw] : []).filter((id) => UUID.test(id));
+      return html(reply, ids.length === 0 ? 400 : 200, exportPage(viewer, run, ids.slice(0, MAX_EXPORT_IDS)));
+    },
+  );
+
+  app.post<{ Body: Form }>('/ui/export', { config: uiConfig, schema: { hide: true } }, async (req, reply) => {
+    if (req.credential === undefined || req.user === undefined) return toSignIn(req, reply);
+    const form = req.body instanceof URLSearchParams ? req.body : new URLSearchParams();
+    checkForm(req, form);
+    const runId = form.get('run') ?? '';
+    const ids = form.getAll('ids');
+    if (
+      !UUID.test(runId) ||
+      ids.length === 0 ||
+      ids.length > MAX_EXPORT_IDS ||
+      !ids.every((id) => UUID.test(id))
+    ) {
+      throw new ProblemError(
+        400,
+        'VALIDATION_FAILED',
+        `select 1 to ${MAX_EXPORT_IDS} attestations of one run to export`,
+      );
+    }
+    if (form.get('ack') !== 'yes') {
+      throw new ProblemError(
+        400,
+        'VALIDATION_FAILED',
+        'confirm that you have read the retention notice before the download',
+      );
+    }
+    // The run decides the namespace (and the caller must be allowed to get it); the ids must lie in
+    // it, as the export route checks.
+    const run = await loadRun(req, runId);
+    return exportSelection(deps.exports, req, reply, { ids: [...new Set(ids)], namespaces: [run.namespace] });
+  });
+
+  // Anything else under /ui/: an HTML 404, not problem+json.
+  app.get('/ui/*', { config: publicConfig, schema: { hide: true } }, (_req, reply) =>
+    html(
+      reply,
+      404,
+      errorPage(undefined, {
+        status: 404,
+        code: 'NOT_FOUND',
+        title: 'Not found',
+        detail: 'There is no such page.',
+      }),
+    ),
+  );
+  done();
+}
