@@ -317,10 +317,6 @@ export class FakeKube {
   runApi(): RunApi {
     return {
       cached: (ns, name) => this.run(ns, name) ?? null,
-      get: (ns, name) => {
-        this.requests.bump('GET run');
-        return Promise.resolve(this.run(ns, name) ?? null);
-      },
       addFinalizer: (run) => {
         const current = this.runs.get(this.key(run.metadata.namespace, run.metadata.name))!;
         if ((current.metadata.finalizers ?? []).includes('vault.service.dev/aibom'))
@@ -342,14 +338,6 @@ export class FakeKube {
         this.requests.bump('PATCH runs/status');
         this.apply('controller', run, status);
         return Promise.resolve();
-      },
-      attestationIds: (run) => {
-        this.requests.bump('LIST attestations');
-        return Promise.resolve(
-          new Set(
-            [...this.attestations].filter(([, a]) => a.runName === run.metadata.name).map(([id]) => id),
-          ),
-        );
       },
       createAttestation: (run, summary) => {
         this.requests.bump('POST attestations');

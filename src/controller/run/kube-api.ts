@@ -81,8 +81,8 @@ async function withFreshRun<T>(
 }
 
 /**
- * RunApi over the Kubernetes API: reads from the informer cache (`cached`), live reads where the
- * reconciler asks for them, SSA status, guarded finalizer patches, owned Attestations.
+ * RunApi over the Kubernetes API: reads from the informer cache (`cached`), SSA status, guarded
+ * finalizer patches (a live read only after a 409), owned Attestations.
  */
 export function kubeRunApi(
   client: KubeClient,
@@ -91,7 +91,6 @@ export function kubeRunApi(
 ): RunApi {
   return {
     cached: (namespace, name) => cache(namespace, name) ?? null,
-    get: (namespace, name) => getRun(client, namespace, name),
     async addFinalizer(run) {
       return (await withFreshRun(client, run, (r) => addFinalizer(client, RUN_TYPE, r, FINALIZER))) ?? run;
     },
@@ -99,9 +98,6 @@ export function kubeRunApi(
       await withFreshRun(client, run, (r) => removeFinalizer(client, RUN_TYPE, r, FINALIZER));
     },
     applyStatus: (run, status) => applyRunStatus(client, run, status, FIELD_MANAGER),
-    async attestationIds(run) {
-      return new Set((await listRunAttestations(client, run)).map((i) => i.spec.id));
-    },
     async createAttestation(run, a) {
       try {
         await client.request({

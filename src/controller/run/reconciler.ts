@@ -23,16 +23,15 @@ import {
 
 /** What the reconciler needs from the Kubernetes API (kube-api.ts implements it). */
 export interface RunApi {
-  /** The Run as the informer cache holds it (null when gone): enough to decide, not to record. */
+  /**
+   * The Run as the informer cache holds it (null when gone). Also what the terminal records are
+   * made from: once the phase is terminal, admission keeps everything they read final (ADR 0009).
+   */
   cached(namespace: string, name: string): Run | null;
-  /** Live read, before the side effects that fix the Run's terminal records for good. */
-  get(namespace: string, name: string): Promise<Run | null>;
   addFinalizer(run: Run): Promise<Run>;
   removeFinalizer(run: Run): Promise<void>;
   /** Server-side apply of the controller-owned status fields. */
   applyStatus(run: Run, status: RunStatus): Promise<void>;
-  /** Ids (= names) of the Run's Attestation resources. */
-  attestationIds(run: Run): Promise<Set<string>>;
   /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
   createAttestation(run: Run, record: AttestationSummary): Promise<void>;
   event(run: Run, type: 'Normal' | 'Warning', reason: string, note: string): Promise<void>;
@@ -45,6 +44,9 @@ export interface RunStore {
   readonly artifacts: Pick<ArtifactRepository, 'get'>;
   readonly attestations: Pick<AttestationRepository, 'ofRun'>;
 }
+
+/** Attestation resources created at once for one Run (a Run's records are few; a backlog is bounded). */
+const CREATE_CONCURRENCY = 8;
 
 export interface RunReconcilerDeps {
   readonly api: RunApi;
@@ -87,10 +89,10 @@ function humanCause(reason: FailureReason, err: unknown): string {
  * Reconciles one Run in the cert-manager shape: get (informer cache) → return when gone → finalizer
  * → gather (vault reads) → ordered pure checks (plan.ts) → act through the recorder → Attestation
  * resources for new records → write status only when it changed (compared structurally). A
- * converged Run costs four reads and no write. The terminal records are made from a live re-read
- * (they are fixed for good once claimed). Every act is idempotent, so a crash at any point is
- * repaired by the next reconcile. Errors set a condition with their reason (RecordError), emit a
- * Warning event and are rethrown for a rate-limited retry.
+ * converged Run costs four reads and no write; a Run reaching its terminal phase costs one request
+ * per new Attestation resource, one Event and one status write (ADR 0009). Every act is
+ * idempotent, so a crash at any point is repaired by the next reconcile. Errors set a condition
+ * with their reason (RecordError), emit a Warning event and are rethrown for a rate-limited retry.
  *
  * Transparency state is not this reconciler's: the projection controller writes it
  * (src/controller/transparency/), driven by job changes.
@@ -105,61 +107,60 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
   const log = deps.logger.child({ run: `${namespace}/${name}`, runId: run.metadata.uid });
 
   let observed: Observed;
+  // What this reconcile recorded, told in one Event (not one per batch).
+  const notes: string[] = [];
+  let reason: string = EventReasons.Attested;
+  const tell = async (current: Run): Promise<void> => {
+    if (notes.length > 0) await deps.api.event(current, 'Normal', reason, notes.splice(0).join('; '));
+  };
   try {
     observed = await gather(deps.vault, run);
-    let todo = plan(run, observed);
-    if (todo.terminal || todo.aibom) {
-      // The terminal records and the AIBOM are fixed for good once claimed: make them from the
-      // Run as it is now, not from a cached copy.
-      const live = await deps.api.get(namespace, name);
-      if (!live || live.metadata.uid !== run.metadata.uid) return;
-      run = live;
-      todo = plan(run, observed);
-    }
+    const todo = plan(run, observed);
     if (!isEmpty(todo)) {
       const current = run;
       if (todo.mirror) await because(Reasons.VaultUnavailable, () => deps.vault.runs.upsert(current));
       const recorded = await deps.recorder.recordSteps(current, todo.steps);
       if (todo.terminal) recorded.push(await deps.recorder.recordTerminal(current));
-      for (const r of recorded) {
-        if (!r.created) continue;
-        await deps.api.event(
-          current,
-          'Normal',
-          EventReasons.Attested,
-          `recorded ${r.ids.length} attestation(s) for ${r.what}`,
+      const created = recorded.filter((r) => r.created);
+      if (created.length > 0)
+        notes.push(
+          `recorded ${created.map((r) => `${r.ids.length} attestation(s) for ${r.what}`).join(', ')}`,
         );
-      }
       if (todo.aibom) {
         const t0 = performance.now();
         const { artifact, created } = await deps.recorder.recordAibom(current);
         if (created) {
           deps.observeAibom?.((performance.now() - t0) / 1000);
-          await deps.api.event(
-            current,
-            'Normal',
-            EventReasons.AIBOMRecorded,
-            `AIBOM ${artifact.digest} stored at ${artifact.objectKey}`,
-          );
+          reason = EventReasons.AIBOMRecorded;
+          notes.push(`AIBOM ${artifact.digest} stored at ${artifact.objectKey}`);
         }
       }
       observed = await gather(deps.vault, current);
     }
-    const known = run.status?.attestations?.count ?? 0;
-    if (observed.attestations.length > known) {
-      // One LIST, then creates for the missing ones only (not a 409 per existing resource).
-      const existing = await deps.api.attestationIds(run);
-      for (const a of observed.attestations) {
-        if (!existing.has(a.id)) await deps.api.createAttestation(run, a);
-      }
-    }
+    // Records are only appended, and the count on the status is written after the resources of
+    // that many records exist (a failure keeps the old count): the records past it are the ones
+    // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
+    const missing = observed.attestations.slice(run.status?.attestations?.count ?? 0);
+    const current = run;
+    await Promise.all([
+      tell(current),
+      (async () => {
+        for (let i = 0; i < missing.length; i += CREATE_CONCURRENCY) {
+          await Promise.all(
+            missing.slice(i, i + CREATE_CONCURRENCY).map((a) => deps.api.createAttestation(current, a)),
+          );
+        }
+      })(),
+    ]);
   } catch (err) {
-    const reason: FailureReason = err instanceof RecordError ? err.code : Reasons.RecordingFailed;
-    const message = humanCause(reason, err);
-    log.warn({ err, reason }, 'reconcile failed; will retry');
-    const failed = failedStatus(run, reason, message, now());
+    const failure: FailureReason = err instanceof RecordError ? err.code : Reasons.RecordingFailed;
+    const message = humanCause(failure, err);
+    log.warn({ err, reason: failure }, 'reconcile failed; will retry');
+    // What was recorded before the failure is told still: a retry finds it claimed and stays silent.
+    await tell(run);
+    const failed = failedStatus(run, failure, message, now());
     if (statusChanged(run.status, failed)) await deps.api.applyStatus(run, failed);
-    await deps.api.event(run, 'Warning', reason, message);
+    await deps.api.event(run, 'Warning', failure, message);
     throw err;
   }
 

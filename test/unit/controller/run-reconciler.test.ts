@@ -80,9 +80,9 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(w.vault.claimed.has(stepKey(id, 'post'))).toBe(false);
     expect(w.vault.claimed.has(terminalKey(id))).toBe(false);
     expect(w.kube.attestations.size).toBe(3);
+    // One Event for everything one reconcile recorded.
     expect(w.kube.events.filter((e) => e.reason === 'Attested').map((e) => e.note)).toEqual([
-      'recorded 2 attestation(s) for step retrieve',
-      'recorded 1 attestation(s) for step summarise',
+      'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise',
     ]);
     const now = stored(w, run);
     expect(now.status?.attestations).toEqual({ count: 3 });
@@ -109,12 +109,21 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(w.kube.requests.total()).toBe(0);
   });
 
-  it('a terminal Run: policies and provenance, then the AIBOM, from a live read; then it converges', async () => {
+  it('a terminal Run: policies and provenance, then the AIBOM, from the cache; then it converges', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(succeeded));
+    // The finalizer is on from an earlier reconcile: count what the terminal phase costs.
+    await w.kube.runApi().addFinalizer(run);
+    resetCounts(w);
     await reconcile(w, run);
     const id = run.metadata.uid;
-    expect(w.kube.requests.calls.get('GET run')).toBe(1);
+    // A resource per record, one Event, one status write; no read (ADR 0009).
+    const records = w.vault.rows.length;
+    expect(Object.fromEntries(w.kube.requests.calls)).toEqual({
+      'POST attestations': records,
+      'POST events': 1,
+      'PATCH runs/status': 1,
+    });
     // 2 policy records (baseline@1.2.0 and strict@2) + the run's provenance.
     const terminal = w.vault.claimed.get(terminalKey(id))!;
     expect(terminal).toHaveLength(3);
@@ -149,7 +158,15 @@ describe('Run reconciler (in-memory seams)', () => {
       meta,
     );
     expect(w.kube.attestations.size).toBe(before.length + 1);
-    expect(w.kube.events.map((e) => e.reason)).toContain('AIBOMRecorded');
+    expect(w.kube.events).toEqual([
+      {
+        type: 'Normal',
+        reason: 'AIBOMRecorded',
+        note:
+          'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise, ' +
+          `1 attestation(s) for step post, 3 attestation(s) for run and policies; AIBOM ${meta.digest} stored at ${meta.key}`,
+      },
+    ]);
 
     resetCounts(w);
     await reconcile(w, run);
