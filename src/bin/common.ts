@@ -93,7 +93,8 @@ export async function transparencyFrom(
     backend: config.SCITT_BACKEND,
     ...(config.SCITT_URL !== undefined ? { scittUrl: config.SCITT_URL } : {}),
     ...(config.SCITT_TOKEN !== undefined ? { scittToken: config.SCITT_TOKEN } : {}),
-    logger: logger.child({ component: 'transparency' }),
+    // The publisher binds its own component: a second `component` would be a duplicate key.
+    logger,
   });
 }
 

@@ -8,6 +8,7 @@ import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';
+import { signerMetrics } from '../metrics/domain.ts';
 import {
   blobStoreFrom,
   fatalConfig,
@@ -35,6 +36,7 @@ await runUntilSignal(logger, async () => {
       : [];
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  signerMetrics(registry, { service: signer });
   const app = await buildApp({
     registry,
     transparency,
@@ -58,7 +60,10 @@ await runUntilSignal(logger, async () => {
     port: config.METRICS_PORT,
     registry,
   });
-  logger.info({ address, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS }, 'sidecar listening');
+  logger.info(
+    { address, metricsPort: ops.port, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS },
+    'sidecar listening',
+  );
   return async () => {
     await ops.close();
     await app.close();

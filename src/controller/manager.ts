@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { Histogram, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { Run } from '../api/run.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
+import { recordingMetrics, signerMetrics, transparencyMetrics } from '../metrics/domain.ts';
 import { createRecorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
@@ -124,13 +125,19 @@ async function runProjection(
  */
 export function startController(deps: ControllerDeps): RunningController {
   const identity = `${deps.podName ?? 'controller'}-${randomBytes(3).toString('hex')}`;
+  // Children bind only keys their parent lacks: pino writes a key once per binding, and strict log
+  // pipelines refuse a line with a duplicate key (test/integration/observability.test.ts).
   const log = deps.logger.child({ component: 'controller', identity });
-  const aibomSeconds = new Histogram({
-    name: 'aibom_record_seconds',
-    help: 'Time from starting the AIBOM of a terminal Run to the AIBOM being recorded',
-    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
-    registers: [deps.registry],
-  });
+  const metrics = recordingMetrics(deps.registry);
+  signerMetrics(deps.registry, { service: deps.runtimeSigner });
+  transparencyMetrics(
+    deps.registry,
+    {
+      stats: () => deps.vault.transparencyJobs.stats(),
+      oldestQueuedAgeSeconds: () => deps.vault.transparencyJobs.oldestQueuedAgeSeconds(),
+    },
+    (err) => log.warn({ err }, 'transparency metrics not read'),
+  );
   const events = eventRecorder({
     client: deps.client,
     reportingController: 'vault.service.dev/controller',
@@ -144,6 +151,7 @@ export function startController(deps: ControllerDeps): RunningController {
     envelopeSigner: deps.envelopeSigner,
     enqueueTransparency: deps.transparency !== undefined,
     logger: log,
+    observer: metrics,
   });
   let informer: Informer<Run> | undefined;
 
@@ -185,7 +193,7 @@ export function startController(deps: ControllerDeps): RunningController {
               vault: deps.vault,
               recorder,
               logger: log,
-              observeAibom: (s) => aibomSeconds.observe(s),
+              observeAibom: (s) => metrics.observeAibomSeconds(s),
             },
             namespace ?? '',
             name,
@@ -194,7 +202,13 @@ export function startController(deps: ControllerDeps): RunningController {
         { logger: log, registry: deps.registry, name: 'runs', signal },
       );
       const projection = deps.transparency
-        ? runProjection(deps, inf, events, log.child({ component: 'transparency-projection' }), signal)
+        ? runProjection(
+            deps,
+            inf,
+            events,
+            deps.logger.child({ component: 'transparency-projection', identity }),
+            signal,
+          )
         : Promise.resolve();
       await Promise.all([runs, projection]);
     } finally {
@@ -207,7 +221,8 @@ export function startController(deps: ControllerDeps): RunningController {
   const elector = new LeaderElector({
     store: kubeLeaseStore(deps.client, deps.namespace, deps.leaseName ?? 'aibom-vault-controller'),
     identity,
-    logger: log,
+    // The elector binds the lease and the identity itself.
+    logger: deps.logger.child({ component: 'leader-election' }),
     registry: deps.registry,
     onStartedLeading: lead,
     ...(deps.lease
@@ -230,7 +245,8 @@ export function startController(deps: ControllerDeps): RunningController {
       jobs: deps.vault.transparencyJobs,
       listener: deps.vault.listener,
       publisher: deps.transparency.publisher,
-      logger: log.child({ component: 'scitt-worker' }),
+      // The worker binds its own component.
+      logger: deps.logger.child({ identity }),
     })
       .run(stopping.signal)
       .catch((err: unknown) => log.error({ err }, 'transparency worker ended'));

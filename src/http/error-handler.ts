@@ -148,6 +148,10 @@ function send(req: FastifyRequest, reply: FastifyReply, failure: Failure): Fasti
   });
 }
 
+/** The problem code each failed request was answered with, for its request log line and metrics. */
+const problemCodes = new WeakMap<FastifyRequest, string>();
+export const problemCodeOf = (req: FastifyRequest): string | undefined => problemCodes.get(req);
+
 /**
  * One error handler for the whole application, /v1 and SCRAPI alike: every failure is mapped once
  * (failureOf) and written as problem+json or, on the SCRAPI routes, as CBOR problem details; never
@@ -156,16 +160,18 @@ function send(req: FastifyRequest, reply: FastifyReply, failure: Failure): Fasti
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
     const failure = failureOf(err, req);
+    problemCodes.set(req, failure.code);
+    // The cause of a 5xx (never sent to the client); the request line itself comes on response.
     if (failure.status >= 500) req.log.error({ err }, 'request failed');
-    else req.log.debug({ code: failure.code }, 'request rejected');
     return send(req, reply, failure);
   });
-  app.setNotFoundHandler((req, reply) =>
-    send(req, reply, {
+  app.setNotFoundHandler((req, reply) => {
+    problemCodes.set(req, 'NOT_FOUND');
+    return send(req, reply, {
       status: 404,
       code: 'NOT_FOUND',
       detail: `no route ${req.method} ${req.url.split('?')[0]}`,
       headers: {},
-    }),
-  );
+    });
+  });
 }

@@ -155,13 +155,16 @@ export async function recordAibom(
   const keys = aibomKeys(run.namespace, run.id);
   const sidecarKey = keys.sidecar(manifest.digest);
   const small = { kind: 'aibom', 'run-id': run.id, status: bom.metadata.status, digest };
-  await because('ObjectStoreUnavailable', async () => {
-    await deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small);
-    await deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
-      ...small,
-      'manifest-digest': manifest.digest,
-    });
-  });
+  // Together: neither is visible before the record below names them, so their order is free.
+  await because('ObjectStoreUnavailable', () =>
+    Promise.all([
+      deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small),
+      deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
+        ...small,
+        'manifest-digest': manifest.digest,
+      }),
+    ]),
+  );
 
   const statement = aibomStatement({ runId: run.id, bom, sha256 });
   const record = sealRecord(statement, deps.signer, {
@@ -223,6 +226,15 @@ export async function recordAibom(
   if (!stored)
     throw new RecordError('VaultUnavailable', `AIBOM of run ${run.id} is claimed but has no record`);
   await writeMetadataBeside(deps, run, stored);
-  deps.logger.info({ digest, created, attestations: bom.trust.attestation_ids.length }, 'AIBOM recorded');
+  deps.logger.info(
+    {
+      run: `${run.namespace}/${run.name}`,
+      runId: run.id,
+      digest,
+      created,
+      attestations: bom.trust.attestation_ids.length,
+    },
+    'AIBOM recorded',
+  );
   return { artifact: stored, created };
 }

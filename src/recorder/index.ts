@@ -3,7 +3,7 @@ import { aibomRunOf } from '../aibom/index.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
-import type { ArtifactRecord } from '../vault/index.ts';
+import type { ArtifactRecord, AttestationKind } from '../vault/index.ts';
 import { recordAibom, type AibomStore } from './aibom.ts';
 import { because } from './errors.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
@@ -44,6 +44,14 @@ export interface Recorder {
   recordAibom(run: Run): Promise<{ artifact: ArtifactRecord; created: boolean }>;
 }
 
+/** What the recorder reports as it stores records (the controller's metrics: src/metrics). */
+export interface RecordingObserver {
+  /** `count` records of `kind` were stored by this call (a call that found them stored reports nothing). */
+  recorded(kind: AttestationKind, count: number): void;
+  /** The AIBOM of a run that ended `status` (`succeeded`, `failed`) was stored by this call. */
+  aibomRecorded(status: string): void;
+}
+
 export interface RecorderDeps {
   readonly vault: AibomStore;
   readonly blobs: BlobStore;
@@ -55,6 +63,7 @@ export interface RecorderDeps {
   readonly enqueueTransparency?: boolean;
   readonly logger: Logger;
   readonly now?: () => Date;
+  readonly observer?: RecordingObserver;
 }
 
 export function createRecorder(deps: RecorderDeps): Recorder {
@@ -67,6 +76,7 @@ export function createRecorder(deps: RecorderDeps): Recorder {
     const { ids, created } = await because('VaultUnavailable', () =>
       appendOnce(deps.vault.claims, batch.key, records, { enqueueTransparency }),
     );
+    if (created) for (const r of records) deps.observer?.recorded(r.kind, 1);
     return { key: batch.key, what, ids, created };
   };
 
@@ -83,16 +93,22 @@ export function createRecorder(deps: RecorderDeps): Recorder {
 
     recordTerminal: (run) => store(run, terminalBatch(run, now()), 'run and policies'),
 
-    recordAibom: (run) =>
-      recordAibom(
+    async recordAibom(run) {
+      const result = await recordAibom(
         {
           vault: deps.vault,
           blobs: deps.blobs,
           signer: deps.runtimeSigner,
-          logger: deps.logger.child({ run: `${run.metadata.namespace}/${run.metadata.name}` }),
+          logger: deps.logger,
           enqueueTransparency,
         },
         aibomRunOf(run),
-      ),
+      );
+      if (result.created) {
+        deps.observer?.recorded('aibom', 1);
+        deps.observer?.aibomRecorded(String(result.artifact.metadata.status));
+      }
+      return result;
+    },
   };
 }
