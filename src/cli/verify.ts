@@ -90,6 +90,8 @@ export const verifyCommand: Command = {
   path: ['verify'],
   summary:
     'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate',
+  usage:
+    '<envelope.json|records.ndjson|attestation-id>... (--key PEM... | --cert-chain PEM --trust-anchor PEM) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM]',
   async run(args) {
     const { values, positionals } = parseArgs({
       args: [...args],

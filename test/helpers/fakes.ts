@@ -82,6 +82,11 @@ export class FakeVault {
       this.check();
       return Promise.resolve(this.mirrors.get(id) ?? null);
     },
+    latest: async (namespace: string, name: string): Promise<RunRecord | null> => {
+      this.check();
+      const named = [...this.mirrors.values()].filter((r) => r.namespace === namespace && r.name === name);
+      return Promise.resolve(named.sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())[0] ?? null);
+    },
   };
 
   readonly claims = {

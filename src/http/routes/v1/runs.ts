@@ -8,7 +8,7 @@ import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
-import { problemResponses, UUID_PATTERN } from '../../schemas.ts';
+import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 
 export interface RunRouteDeps {
   readonly vault: Vault;
@@ -43,18 +43,32 @@ export const runDetailSchema = {
   },
 } as const;
 
+/**
+ * Whether the caller may `get` the run `namespace/name`: yes, or 403 when it may only `list` runs
+ * there, or `notFound` when it cannot even see them (so existence does not leak).
+ */
+async function authorizeRun(
+  deps: RunRouteDeps,
+  req: FastifyRequest,
+  at: { namespace: string; name: string },
+  notFound: ProblemError,
+): Promise<void> {
+  const attrs = { namespace: at.namespace, resource: 'runs' as const, name: at.name };
+  if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' })) return;
+  if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
+    throw new ProblemError(403, 'FORBIDDEN', `not allowed to get runs in namespace ${at.namespace}`);
+  }
+  throw notFound;
+}
+
 /** The run, if the caller may `get` runs in its namespace; 404 when it cannot even see it. */
 async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId: string): Promise<RunRecord> {
   const id = rawId.toLowerCase();
   const run = await deps.vault.runs.get(id);
   const notFound = new ProblemError(404, 'NOT_FOUND', `run ${id} not found`);
   if (!run) throw notFound;
-  const attrs = { namespace: run.namespace, resource: 'runs' as const, name: run.name };
-  if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'get' })) return run;
-  if (await isAllowed(deps.authorizer, req, { ...attrs, verb: 'list' })) {
-    throw new ProblemError(403, 'FORBIDDEN', `not allowed to get runs in namespace ${run.namespace}`);
-  }
-  throw notFound;
+  await authorizeRun(deps, req, run, notFound);
+  return run;
 }
 
 const artifactParams = {
@@ -138,35 +152,65 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
         response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
       },
     },
+    async (req) => runDetail(deps, await visibleRun(deps, req, req.params.id)),
+  );
+
+  app.get<{ Params: { namespace: string; name: string } }>(
+    '/v1/namespaces/:namespace/runs/:name',
+    {
+      schema: {
+        summary:
+          'The run named namespace/name (the most recent one of that name), as GET /v1/runs/{id} returns it',
+        params: {
+          type: 'object',
+          required: ['namespace', 'name'],
+          properties: {
+            namespace: { type: 'string', pattern: DNS_LABEL, maxLength: 63 },
+            name: { type: 'string', pattern: DNS_SUBDOMAIN, maxLength: 253 },
+          },
+        },
+        response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
+      },
+    },
     async (req) => {
-      const run = await visibleRun(deps, req, req.params.id);
-      const id = run.id;
-      const artifacts: Record<string, Record<string, unknown>> = {};
-      for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = { ...a.metadata };
-      // The transparency entry changes (queued → published) while the record is immutable: joined here.
-      const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
-      if (typeof aibomAttestation === 'string') {
-        const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
-        if (job) artifacts.aibom!.transparency = transparencyView(job);
-      }
-      const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
-      // The final step's output (or error) points at the BOM recorded for the run.
-      const aibom = artifacts.aibom;
-      const last = steps.at(-1);
-      if (aibom && last) {
-        last.artifacts = { aibom: { $ref: '#/artifacts/aibom', digest: aibom.digest, key: aibom.key } };
-      }
-      return {
-        id: run.id,
-        namespace: run.namespace,
-        name: run.name,
-        phase: run.phase,
-        spec: run.spec,
-        steps,
-        artifacts,
-        created_at: run.createdAt.toISOString(),
-        updated_at: run.updatedAt.toISOString(),
-      };
+      const { namespace, name } = req.params;
+      const notFound = new ProblemError(404, 'NOT_FOUND', `run ${namespace}/${name} not found`);
+      // Authorised before the lookup: whether the name exists is not told to who may not see it.
+      await authorizeRun(deps, req, { namespace, name }, notFound);
+      const run = await deps.vault.runs.latest(namespace, name);
+      if (!run) throw notFound;
+      return runDetail(deps, run);
     },
   );
+}
+
+/** The run detail: the run, its steps, and `artifacts` (with the AIBOM's transparency state). */
+async function runDetail(deps: RunRouteDeps, run: RunRecord): Promise<Record<string, unknown>> {
+  const id = run.id;
+  const artifacts: Record<string, Record<string, unknown>> = {};
+  for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = { ...a.metadata };
+  // The transparency entry changes (queued → published) while the record is immutable: joined here.
+  const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
+  if (typeof aibomAttestation === 'string') {
+    const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
+    if (job) artifacts.aibom!.transparency = transparencyView(job);
+  }
+  const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
+  // The final step's output (or error) points at the BOM recorded for the run.
+  const aibom = artifacts.aibom;
+  const last = steps.at(-1);
+  if (aibom && last) {
+    last.artifacts = { aibom: { $ref: '#/artifacts/aibom', digest: aibom.digest, key: aibom.key } };
+  }
+  return {
+    id: run.id,
+    namespace: run.namespace,
+    name: run.name,
+    phase: run.phase,
+    spec: run.spec,
+    steps,
+    artifacts,
+    created_at: run.createdAt.toISOString(),
+    updated_at: run.updatedAt.toISOString(),
+  };
 }
