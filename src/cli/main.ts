@@ -10,7 +10,7 @@ import { verifyCommand } from './verify.ts';
  * dispatches on the leading words (`aibom generate`, `attestation export`, ...) and answers
  * `--help` for every command from its declared flags (src/cli/command.ts).
  */
-const commands: Command[] = [
+export const commands: readonly Command[] = [
   verifyCommand,
   getCommand,
   queryCommand,

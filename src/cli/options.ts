@@ -25,8 +25,9 @@ export function clientFrom(values: {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** A Kubernetes namespace or object name (DNS-1123 subdomain; namespaces are labels, a subset). */
-const DNS_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** A namespace is a DNS-1123 label; a Run's name a DNS-1123 subdomain. */
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** A run as the user names it: its UUID (the Run's metadata.uid), or `namespace/name` as kubectl shows it. */
 export type RunRef = { readonly id: string } | { readonly namespace: string; readonly name: string };
@@ -44,13 +45,17 @@ export const runOption = {
 export function parseRunRef(text: string | undefined, flag = '--run'): RunRef {
   if (text === undefined || text === '') throw new CliError(`${flag} <UUID|NAMESPACE/NAME> is required`, 2);
   if (UUID.test(text)) return { id: text.toLowerCase() };
-  const parts = text.split('/');
+  const [namespace, name, ...rest] = text.split('/');
   if (
-    parts.length === 2 &&
-    parts.every((p) => p.length <= 253 && DNS_NAME.test(p)) &&
-    parts[0]!.length <= 63
+    rest.length === 0 &&
+    namespace !== undefined &&
+    name !== undefined &&
+    namespace.length <= 63 &&
+    DNS_LABEL.test(namespace) &&
+    name.length <= 253 &&
+    DNS_SUBDOMAIN.test(name)
   ) {
-    return { namespace: parts[0]!, name: parts[1]! };
+    return { namespace, name };
   }
   throw new CliError(`${flag}: ${text} is neither a run UUID nor NAMESPACE/NAME`, 2);
 }

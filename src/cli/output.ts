@@ -67,7 +67,8 @@ export function render<T>(
     case 'json':
       return `${JSON.stringify(data, null, 2)}\n`;
     case 'yaml':
-      return toYaml(data, { lineWidth: 0, aliasDuplicateObjects: false });
+      // YAML 1.2, with strings a YAML 1.1 reader (PyYAML) would take for something else quoted.
+      return toYaml(data, { lineWidth: 0, aliasDuplicateObjects: false, compat: 'yaml-1.1' });
     case 'ndjson':
       return (Array.isArray(data) ? data : [data]).map((d) => `${JSON.stringify(d)}\n`).join('');
     case 'table':
