@@ -384,3 +384,46 @@ describe('service-ctl query', { timeout: 300_000 }, () => {
     }
   });
 });
+
+describe('hack/sample-pipeline.ts --wait', { timeout: 300_000 }, () => {
+  const pipeline = async (args: string[]): Promise<Result> => {
+    try {
+      const { stdout, stderr } = await exec(
+        process.execPath,
+        [`${repoRoot}/hack/sample-pipeline.ts`, ...args],
+        {
+          env: { ...process.env, KUBECONFIG: stack().kube.kubeconfigs.admin },
+        },
+      );
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+
+  it('returns once the AIBOM is ready, and says where it is', async () => {
+    await createRun(ns, 'waited', await sampleRunSpec());
+    const r = await pipeline([`${ns}/waited`, '--wait', '--step-delay', '10']);
+    expect(r).toMatchObject({ code: 0 });
+    // When it returns, the Run shows the AIBOM it names.
+    const run = await getRun(ns, 'waited');
+    expect(aibomReady(run)).toBe(true);
+    const aibom = run.status?.artifacts?.aibom as { digest: string; bucket: string; key: string };
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(
+      `AIBOM ready: ${aibom.digest} at s3://${aibom.bucket}/${aibom.key}`,
+    );
+  });
+
+  it('gives up after --timeout with the reason when no controller builds it (exit 1)', async () => {
+    const lonely = uniqueName('cli-nocontroller');
+    await createNamespace(lonely);
+    await createRun(lonely, 'unwatched', await sampleRunSpec());
+    const r = await pipeline([`${lonely}/unwatched`, '--wait', '--timeout', '2', '--step-delay', '0']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('run Succeeded');
+    expect(r.stderr.trim()).toBe(
+      `sample-pipeline: run ${lonely}/unwatched: no AIBOM yet (the controller has not reported on it)`,
+    );
+  });
+});
