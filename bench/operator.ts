@@ -99,7 +99,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 type Kind = 'read' | 'write' | 'create' | 'watch';
 
-interface Counted {
+export interface Counted {
   /** Requests by `METHOD resource[/sub]` (leases included). */
   readonly byCategory: Map<string, number>;
   /** Failed requests by `METHOD resource HTTP-code`. */
@@ -121,7 +121,7 @@ function classify(method: string, path: string, stream: boolean): { category: st
   return { category: `${method} ${resource}`, kind: 'write' };
 }
 
-function countingClient(inner: KubeClient): { client: KubeClient; counted: Counted } {
+export function countingClient(inner: KubeClient): { client: KubeClient; counted: Counted } {
   const counted: Counted = { byCategory: new Map(), failures: new Map() };
   const bump = (m: Map<string, number>, k: string): void => void m.set(k, (m.get(k) ?? 0) + 1);
   const client: KubeClient = {
@@ -144,15 +144,15 @@ function countingClient(inner: KubeClient): { client: KubeClient; counted: Count
   return { client, counted };
 }
 
-const snapshot = (m: Map<string, number>): Map<string, number> => new Map(m);
-function diff(after: Map<string, number>, before: Map<string, number>): Map<string, number> {
+export const snapshot = (m: Map<string, number>): Map<string, number> => new Map(m);
+export function diff(after: Map<string, number>, before: Map<string, number>): Map<string, number> {
   const out = new Map<string, number>();
   for (const [k, v] of after) if (v - (before.get(k) ?? 0) > 0) out.set(k, v - (before.get(k) ?? 0));
   return out;
 }
 
 /** Requests of the controller per kind, without leader election (not per Run) and watches (long-lived). */
-function perKind(counts: Map<string, number>): Record<'read' | 'write' | 'create', number> {
+export function perKind(counts: Map<string, number>): Record<'read' | 'write' | 'create', number> {
   const out = { read: 0, write: 0, create: 0 };
   for (const [category, n] of counts) {
     if (category.includes('leases')) continue;
@@ -168,7 +168,7 @@ function perKind(counts: Map<string, number>): Record<'read' | 'write' | 'create
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-async function mapLimit<T, R>(
+export async function mapLimit<T, R>(
   items: readonly T[],
   limit: number,
   fn: (item: T, i: number) => Promise<R>,
@@ -187,7 +187,7 @@ async function mapLimit<T, R>(
 }
 
 /** Retries what the API server sheds under load (429, 5xx, reset connections); counts the retries. */
-async function retrying<T>(fn: () => Promise<T>, retries: { n: number }): Promise<T> {
+export async function retrying<T>(fn: () => Promise<T>, retries: { n: number }): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await fn();
@@ -205,7 +205,7 @@ async function retrying<T>(fn: () => Promise<T>, retries: { n: number }): Promis
 }
 
 /** Sums a metric's samples (for histograms: the samples named `name + suffix`). */
-async function metric(registry: Registry, name: string, suffix = ''): Promise<number> {
+export async function metric(registry: Registry, name: string, suffix = ''): Promise<number> {
   const m = registry.getSingleMetric(name);
   if (m === undefined) return 0;
   const { values } = await m.get();
@@ -214,13 +214,13 @@ async function metric(registry: Registry, name: string, suffix = ''): Promise<nu
     .reduce((s, v) => s + v.value, 0);
 }
 
-function loadKube(file: string): KubeConfig {
+export function loadKube(file: string): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(file);
   return kc;
 }
 
-const aibomReady = (r: Run): boolean =>
+export const aibomReady = (r: Run): boolean =>
   r.status?.conditions?.some((c) => c.type === 'AIBOMReady' && c.status === 'True') ?? false;
 
 /** `CONCURRENCY` loops calling `fn` until `ms` have passed. */
