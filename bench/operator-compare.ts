@@ -12,8 +12,8 @@
  * this checkout's `kubeClient` for both, as in `bench/operator.ts`: first every step Succeeded
  * (phase Running) until the side is idle, then the terminal phase.
  *
- * Rounds alternate the order: round 1 prepares and flips the baseline first, round 2 the candidate
- * first, and so on; a burst is prepared for both sides before either is flipped. AIBOMs/s = Runs ÷
+ * Rounds (3, or BENCH_OPERATOR_ROUNDS) alternate the order: round 1 prepares and flips the baseline
+ * first, round 2 the candidate first, and so on; a burst is prepared for both sides before either is flipped. AIBOMs/s = Runs ÷
  * (first terminal apply sent → last AIBOM `created_at`), latency = `created_at` − the moment the
  * terminal apply's response arrived (same clock: PostgreSQL on this machine).
  */
@@ -74,7 +74,8 @@ const WORKERS = 4;
 const STEPS = 2;
 const BURST = 1000;
 const STEADY_RATE = 10;
-const ROUNDS = 2;
+/** Rounds (BENCH_OPERATOR_ROUNDS, default 3): an odd count gives a true median. */
+const ROUNDS = Number(process.env.BENCH_OPERATOR_ROUNDS ?? 3);
 const FLIP_CONCURRENCY = 100;
 const PREPARE_CONCURRENCY = 16;
 const P99_BUDGET_MS = 2000;
@@ -143,6 +144,8 @@ export const operatorCompareBenchmark: Benchmark = {
   title:
     'this controller vs BENCH_OPERATOR_BASELINE (another checkout), side by side: burst AIBOMs/s, steady p99',
   async run(ctx) {
+    if (!Number.isInteger(ROUNDS) || ROUNDS < 1)
+      throw new Error('BENCH_OPERATOR_ROUNDS is a positive integer');
     const baseline = process.env.BENCH_OPERATOR_BASELINE;
     if (baseline === undefined || baseline === '') {
       throw new Error(
