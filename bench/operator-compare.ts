@@ -15,8 +15,12 @@
  * Rounds (3, or BENCH_OPERATOR_ROUNDS) alternate the order: round 1 prepares and flips the baseline
  * first, round 2 the candidate first, and so on; a burst is prepared for both sides before either is flipped. AIBOMs/s = Runs ÷
  * (first terminal apply sent → last AIBOM `created_at`), latency = `created_at` − the moment the
- * terminal apply's response arrived (same clock: PostgreSQL on this machine).
+ * terminal apply's response arrived (same clock: PostgreSQL on this machine). Beside them, the CPU
+ * seconds the whole process tree (the stack's servers, both controllers, the pipeline) spent per
+ * AIBOM: the cost per AIBOM does not move with other tenants' load the way wall-clock rates do.
  */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -84,6 +88,58 @@ const LATENCY_GOAL: Goal = { op: '<=', value: 1 };
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Kernel clock ticks per second (USER_HZ), for /proc/<pid>/stat times. */
+const TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/**
+ * CPU seconds used so far by this process and every process below it: the stack's servers
+ * (kube-apiserver, etcd, PostgreSQL and its backends, MinIO) and so both controllers, the
+ * pipeline and the bench itself. A live process counts its own time and that of its children
+ * already reaped, so a process exiting in between is neither lost nor counted twice. Linux only
+ * (NaN elsewhere). A difference over a scenario is its CPU cost, whatever else the machine ran
+ * meanwhile: the figure that other tenants' load does not skew.
+ */
+function treeCpuSeconds(): number {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+  } catch {
+    return Number.NaN;
+  }
+  const children = new Map<number, { pid: number; ticks: number }[]>();
+  const self = { ticks: 0 };
+  for (const p of entries) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14–17 of proc(5): utime, stime, cutime, cstime (f[0] is field 3).
+    const ticks = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    const pid = Number(p);
+    if (pid === process.pid) self.ticks = ticks;
+    const ppid = Number(f[1]);
+    children.set(ppid, [...(children.get(ppid) ?? []), { pid, ticks }]);
+  }
+  let total = self.ticks;
+  const todo = [process.pid];
+  while (todo.length > 0) {
+    for (const c of children.get(todo.pop()!) ?? []) {
+      total += c.ticks;
+      todo.push(c.pid);
+    }
+  }
+  return total / TICKS;
+}
+
 /** What the bench uses of one checkout, imported from its own files. */
 interface Code {
   readonly startController: typeof StartController;
@@ -137,6 +193,8 @@ interface Result {
   readonly p99: number;
   /** Controller requests per Run from the first terminal apply until idle (no leases, no watches). */
   readonly requestsPerRun: number;
+  /** CPU seconds of the whole process tree (stack, controllers, pipeline) per AIBOM, flip to idle. */
+  readonly cpuPerRun: number;
 }
 
 export const operatorCompareBenchmark: Benchmark = {
@@ -377,6 +435,7 @@ class Compare {
   ): Promise<Result> {
     this.#ctx.log(`operator-compare: ${side.label}: ${scenario}, ${fmtCount(runs.length)} Runs`);
     const before = snapshot(side.counted.byCategory);
+    const cpuBefore = treeCpuSeconds();
     const retries = { n: 0 };
     const flipping = flip(runs, retries);
     let flipError: Error | undefined;
@@ -399,6 +458,7 @@ class Compare {
     }
     const flipped = await flipping;
     await this.#settle(side, `${side.label} ${scenario}: idle`, 300_000, () => Promise.resolve(true));
+    const cpu = treeCpuSeconds() - cpuBefore;
     const k = perKind(diff(side.counted.byCategory, before));
     const sent = Math.min(...flipped.map((f) => f.sent));
     const latencies = flipped.map((f) => recordedAt.get(f.run.uid)! - f.done);
@@ -411,9 +471,10 @@ class Compare {
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       requestsPerRun: (k.read + k.write + k.create) / runs.length,
+      cpuPerRun: cpu / runs.length,
     };
     this.#ctx.log(
-      `operator-compare: ${side.label}: ${scenario} ${fmtRate(result.aibomsPerSecond)} AIBOMs/s, p99 ${fmtMs(result.p99)}`,
+      `operator-compare: ${side.label}: ${scenario} ${fmtRate(result.aibomsPerSecond)} AIBOMs/s, p99 ${fmtMs(result.p99)}, ${(result.cpuPerRun * 1000).toFixed(0)} CPU-ms per AIBOM`,
     );
     return result;
   }
@@ -421,7 +482,17 @@ class Compare {
   #report(results: readonly Result[], burst: number, steadyRuns: number): SummaryRow[] {
     printTable(
       `operator-compare — ${fmtCount(burst)} Runs at once and ${fmtCount(steadyRuns)} at ${STEADY_RATE} Runs/s, per side and round (alternating order), ${WORKERS} workers, sample Run (first ${STEPS} steps)`,
-      ['round', 'scenario', 'side', 'Runs', 'AIBOMs/s', 'p50', 'p99', 'requests/Run after terminal'],
+      [
+        'round',
+        'scenario',
+        'side',
+        'Runs',
+        'AIBOMs/s',
+        'p50',
+        'p99',
+        'requests/Run after terminal',
+        'CPU-ms/AIBOM',
+      ],
       results.map((r) => [
         String(r.round),
         r.scenario,
@@ -431,6 +502,7 @@ class Compare {
         fmtMs(r.p50),
         fmtMs(r.p99),
         r.requestsPerRun.toFixed(2),
+        (r.cpuPerRun * 1000).toFixed(0),
       ]),
     );
     const of = (side: Side['label'], scenario: Result['scenario']) =>
@@ -439,6 +511,9 @@ class Compare {
       (c) => c.aibomsPerSecond / of('baseline', 'burst').find((b) => b.round === c.round)!.aibomsPerSecond,
     );
     const ratio = median(ratios);
+    const cpuRatios = of('candidate', 'burst').map(
+      (c) => of('baseline', 'burst').find((b) => b.round === c.round)!.cpuPerRun / c.cpuPerRun,
+    );
     const steadyP99 = median(of('candidate', 'steady').map((r) => r.p99));
     const baseP99 = median(of('baseline', 'steady').map((r) => r.p99));
     printTable(
@@ -452,6 +527,14 @@ class Compare {
           `${fmtRatio(ratio)} (${ratios.map(fmtRatio).join(', ')})`,
           goalText(THROUGHPUT_GOAL),
           verdict(ratio, THROUGHPUT_GOAL),
+        ],
+        [
+          `${fmtCount(burst)} at once: AIBOMs per CPU-second of the whole stack`,
+          fmtRate(1 / median(of('baseline', 'burst').map((r) => r.cpuPerRun))),
+          fmtRate(1 / median(of('candidate', 'burst').map((r) => r.cpuPerRun))),
+          `${fmtRatio(median(cpuRatios))} (${cpuRatios.map(fmtRatio).join(', ')})`,
+          '(info)',
+          '',
         ],
         [
           `${STEADY_RATE} Runs/s: p99 terminal → AIBOM (median of rounds)`,

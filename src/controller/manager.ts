@@ -10,6 +10,7 @@ import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
 import { TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
 import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
+import type { Written } from './run/plan.ts';
 import { reconcileRun } from './run/reconciler.ts';
 import {
   defaultControllerRateLimiter,
@@ -177,6 +178,9 @@ export function startController(deps: ControllerDeps): RunningController {
     });
     informer = inf;
     const api = kubeRunApi(deps.client, events, (ns, name) => inf.get(`${ns}/${name}`));
+    // The Runs as the reconciler left them, this term: the events of its own writes are not
+    // reconciled again (ADR 0009).
+    const written = new Map<string, Written>();
     const enqueue = (r: Run): void => queue.add(objectKey(r));
     inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
     inf.start();
@@ -194,6 +198,7 @@ export function startController(deps: ControllerDeps): RunningController {
               recorder,
               logger: log,
               observeAibom: (s) => metrics.observeAibomSeconds(s),
+              written,
             },
             namespace ?? '',
             name,

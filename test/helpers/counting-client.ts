@@ -2,7 +2,9 @@
  * Counting what the controller asks of the real kube-apiserver, at the seam it is given (its
  * KubeClient), and telling when an in-process controller is idle from its own metrics.
  */
+import type pg from 'pg';
 import type { Registry } from 'prom-client';
+import { createVaultPool } from '../../src/vault/index.ts';
 import type { KubeClient, RequestSpec, StreamSpec } from '../../src/controller/runtime/index.ts';
 import { metricValue } from './controller-process.ts';
 import { waitFor } from './wait.ts';
@@ -83,4 +85,21 @@ export async function settled(
     if ((await reconciles(registry, controller)) <= before) return undefined;
     return (await isIdle(registry, controllers)) ? true : undefined;
   });
+}
+
+/** A pool that records the text of every statement its clients run (pool.query runs on one too). */
+export function countingPool(url: string): { pool: pg.Pool; statements: string[] } {
+  const statements: string[] = [];
+  const pool = createVaultPool(url);
+  // Every physical connection, once, when the pool opens it.
+  pool.on('connect', (client) => {
+    const target = client as unknown as { query: (...a: unknown[]) => unknown };
+    const original = target.query.bind(client);
+    target.query = (config: unknown, ...rest: unknown[]) => {
+      const text = typeof config === 'string' ? config : (config as { text?: string } | null)?.text;
+      if (typeof text === 'string') statements.push(text);
+      return original(config, ...rest);
+    };
+  });
+  return { pool, statements };
 }

@@ -16,9 +16,12 @@ import {
   desiredStatus,
   failedStatus,
   isEmpty,
+  isOwnEcho,
   plan,
+  runView,
   statusChanged,
   type Observed,
+  type Written,
 } from './plan.ts';
 
 /** What the reconciler needs from the Kubernetes API (kube-api.ts implements it). */
@@ -56,6 +59,12 @@ export interface RunReconcilerDeps {
   readonly now?: () => Date;
   /** Observes the time from starting a terminal Run's AIBOM to it being recorded (seconds). */
   readonly observeAibom?: (seconds: number) => void;
+  /**
+   * The Runs this reconciler wrote the status of, as it left them (by `namespace/name`, kept for one
+   * leadership term): the watch event of its own write is recognised and not reconciled again
+   * (ADR 0009). Without it every such event is reconciled (four vault reads, no write).
+   */
+  readonly written?: Map<string, Written>;
 }
 
 async function gather(vault: RunStore, run: Run): Promise<Observed> {
@@ -99,8 +108,13 @@ function humanCause(reason: FailureReason, err: unknown): string {
  */
 export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, name: string): Promise<void> {
   const now = deps.now ?? (() => new Date());
+  const key = `${namespace}/${name}`;
   let run = deps.api.cached(namespace, name);
+  const written = deps.written?.get(key);
+  deps.written?.delete(key);
   if (!run) return;
+  // The event of our own status write: the reconcile that wrote it acted on all it saw.
+  if (isOwnEcho(run, written)) return;
   const deleting = run.metadata.deletionTimestamp !== undefined;
   if (deleting && !hasFinalizer(run, FINALIZER)) return;
   if (!deleting) run = await deps.api.addFinalizer(run);
@@ -165,7 +179,11 @@ export async function reconcileRun(deps: RunReconcilerDeps, namespace: string, n
   }
 
   const status = desiredStatus(run, observed, now());
-  if (statusChanged(run.status, status)) await deps.api.applyStatus(run, status);
+  if (statusChanged(run.status, status)) {
+    await deps.api.applyStatus(run, status);
+    // Only what this reconcile saw and wrote: its echo carries exactly that, any other change differs.
+    deps.written?.set(key, { view: runView(run), status });
+  }
   const terminal = isTerminal(run.status?.phase);
   if (deleting && (!terminal || observed.aibom)) {
     await deps.api.removeFinalizer(run);

@@ -20,10 +20,11 @@ import { startController, type RunningController } from '../../../src/controller
 import { kubeClient } from '../../../src/controller/runtime/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency } from '../../../src/transparency/setup.ts';
-import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
+import { migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { metricValue, sampleRunSpec } from '../../helpers/controller-process.ts';
 import {
+  countingPool,
   CountingClient,
   isIdle,
   reconciles as reconcileCount,
@@ -39,23 +40,6 @@ const ns = uniqueName('converged');
 
 const WRITE_SQL =
   /^\s*(?:WITH\b[\s\S]*\b)?(INSERT|UPDATE|DELETE|COPY|MERGE|TRUNCATE)\b|\bpg_notify\s*\(|^\s*BEGIN\b/i;
-
-/** A pool that records the text of every statement its clients run (pool.query runs on one too). */
-function countingPool(url: string): { pool: pg.Pool; statements: string[] } {
-  const statements: string[] = [];
-  const pool = createVaultPool(url);
-  // Every physical connection, once, when the pool opens it.
-  pool.on('connect', (client) => {
-    const target = client as unknown as { query: (...a: unknown[]) => unknown };
-    const original = target.query.bind(client);
-    target.query = (config: unknown, ...rest: unknown[]) => {
-      const text = typeof config === 'string' ? config : (config as { text?: string } | null)?.text;
-      if (typeof text === 'string') statements.push(text);
-      return original(config, ...rest);
-    };
-  });
-  return { pool, statements };
-}
 
 const sqlWrites = (statements: readonly string[]): string[] => statements.filter((s) => WRITE_SQL.test(s));
 

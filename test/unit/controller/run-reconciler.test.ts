@@ -9,6 +9,7 @@ import { ConditionTypes, FINALIZER, Reasons } from '../../../src/api/reasons.ts'
 import type { Run } from '../../../src/api/run.ts';
 import { jcsSha256Hex, verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
+import { isOwnEcho, runView } from '../../../src/controller/run/plan.ts';
 import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
 import { aibomKey, stepKey, terminalKey, type AibomMetadata } from '../../../src/recorder/index.ts';
 import {
@@ -107,6 +108,36 @@ describe('Run reconciler (in-memory seams)', () => {
     await reconcile(w, run);
     expect(writes(w)).toEqual({});
     expect(w.kube.requests.total()).toBe(0);
+  });
+
+  it('the event of its own status write is not reconciled again; any other change is', async () => {
+    const w = await world();
+    const written = new Map();
+    const withMemory: RunReconcilerDeps = { ...deps(w), written };
+    const run = w.kube.put(runFixture(stepsDone(1)));
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    expect(written.size).toBe(1);
+    // The echo: the Run as the reconcile left it. A vault read would fail: none is made.
+    w.vault.failNext = new Error('the vault must not be read');
+    resetCounts(w);
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    expect(w.kube.requests.total()).toBe(0);
+    expect(w.vault.failNext).toBeDefined();
+    w.vault.failNext = undefined;
+    // A pipeline write the reconciler has not seen: reconciled in full (the next step recorded).
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    const next = runFixture(stepsDone(2));
+    next.metadata.uid = run.metadata.uid;
+    w.kube.put(next);
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    expect(w.vault.claimed.has(stepKey(run.metadata.uid, 'summarise'))).toBe(true);
+    // Someone else changes a field the reconciler owns: not its echo, repaired.
+    const stored = w.kube.run('team-a', 'r1')!;
+    const { status } = stored;
+    written.set('team-a/r1', { view: runView(stored), status });
+    const tampered = { ...stored, status: { ...status, attestations: { count: 0 } } };
+    expect(isOwnEcho(tampered, written.get('team-a/r1'))).toBe(false);
+    expect(isOwnEcho(stored, written.get('team-a/r1'))).toBe(true);
   });
 
   it('a terminal Run: policies and provenance, then the AIBOM, from the cache; then it converges', async () => {
