@@ -9,7 +9,7 @@ import { ConditionTypes, FINALIZER, Reasons } from '../../../src/api/reasons.ts'
 import type { Run } from '../../../src/api/run.ts';
 import { jcsSha256Hex, verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
-import { isOwnEcho, runView } from '../../../src/controller/run/plan.ts';
+import { isOwnEcho, runView, type Written } from '../../../src/controller/run/plan.ts';
 import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
 import { aibomKey, stepKey, terminalKey, type AibomMetadata } from '../../../src/recorder/index.ts';
 import {
@@ -112,7 +112,7 @@ describe('Run reconciler (in-memory seams)', () => {
 
   it('the event of its own status write is not reconciled again; any other change is', async () => {
     const w = await world();
-    const written = new Map();
+    const written = new Map<string, Written>();
     const withMemory: RunReconcilerDeps = { ...deps(w), written };
     const run = w.kube.put(runFixture(stepsDone(1)));
     await reconcileRun(withMemory, 'team-a', 'r1');
