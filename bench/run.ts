@@ -25,6 +25,7 @@ import { formatsBenchmark } from './formats.ts';
 import { getBenchmark } from './get.ts';
 import { ingestBenchmark } from './ingest.ts';
 import { operatorBenchmark } from './operator.ts';
+import { operatorCompareBenchmark } from './operator-compare.ts';
 import { queryBenchmark } from './query.ts';
 import { signBenchmark } from './sign.ts';
 import { transparencyBenchmark } from './transparency.ts';
@@ -35,6 +36,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   queryBenchmark,
   getBenchmark,
   operatorBenchmark,
+  operatorCompareBenchmark,
   transparencyBenchmark,
   formatsBenchmark,
   exportBenchmark,
@@ -49,6 +51,8 @@ function usage(): string {
     '',
     'env: BENCH_SCALE=<number> (default 1) scales rows and measuring time; 10 loads 10M query rows.',
     '     BENCH_HTTP_CLIENT=http|fetch (default http): HTTP client of the query and get benchmarks.',
+    '     BENCH_OPERATOR_BASELINE=<checkout>: the controller operator-compare measures this one against',
+    '     (operator-compare runs only when named).',
   ].join('\n');
 }
 
@@ -79,7 +83,8 @@ function select(args: readonly string[]): Benchmark[] {
     console.log(usage());
     process.exit(0);
   }
-  if (args.length === 0) return [...BENCHMARKS];
+  // operator-compare needs a second checkout: only when asked for by name.
+  if (args.length === 0) return BENCHMARKS.filter((b) => b !== operatorCompareBenchmark);
   const unknown = args.filter((a) => !BENCHMARKS.some((b) => b.name === a));
   if (unknown.length > 0) {
     console.error(`unknown benchmark ${unknown.join(', ')}\n\n${usage()}`);

@@ -6,7 +6,12 @@
  * touched), one step at a time in dependency order. Not part of the product: it talks to the
  * Kubernetes API only, through @kubernetes/client-node, and knows nothing of the controller.
  *
- *   sample-pipeline [NAMESPACE/]NAME [-n NAMESPACE] [--fail STEP] [--step-delay MS] [--context CTX]
+ *   sample-pipeline [NAMESPACE/]NAME [-n NAMESPACE] [--fail STEP] [--step-delay MS] [--wait]
+ *                   [--timeout SECONDS] [--context CTX]
+ *
+ * The pipeline's job ends at the terminal phase; the controller builds the AIBOM after it. With
+ * `--wait` the tool also waits for that (the Run's AIBOMReady condition) and prints where the
+ * AIBOM is, or why it is not there when `--timeout` runs out (exit 1).
  *
  * On the local stack (`source .stack/env`) it is on PATH as `sample-pipeline`; elsewhere
  * `npm run sample-pipeline -- ...` or `node hack/sample-pipeline.ts ...` (Node 24). KUBECONFIG
@@ -134,8 +139,49 @@ export async function driveRun(
   return 'Succeeded';
 }
 
+/** What `--wait` reports: the AIBOM the controller stored for the Run. */
+export interface AibomShown {
+  readonly digest: string;
+  readonly location: string;
+}
+
+/**
+ * Waits until the Run's AIBOMReady condition is True (the controller built, signed and stored its
+ * AIBOM) and returns where it is. Rejects after `timeoutMs` with the condition's reason and message
+ * (e.g. `VaultUnavailable: the vault (PostgreSQL) is unavailable: ...`).
+ */
+export async function waitForAibom(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  opts: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<AibomShown> {
+  const api = kc.makeApiClient(CustomObjectsApi);
+  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
+  for (;;) {
+    const run = (await api.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: 'runs',
+      name,
+    })) as Run;
+    const ready = run.status?.conditions?.find((c) => c.type === 'AIBOMReady');
+    const aibom = run.status?.artifacts?.aibom as
+      { digest?: string; bucket?: string; key?: string } | undefined;
+    if (ready?.status === 'True' && aibom?.digest !== undefined) {
+      return { digest: aibom.digest, location: `s3://${aibom.bucket ?? ''}/${aibom.key ?? ''}` };
+    }
+    if (Date.now() > deadline) {
+      const why = ready ? `${ready.reason}: ${ready.message}` : 'the controller has not reported on it';
+      throw new PipelineUsageError(`run ${namespace}/${name}: no AIBOM yet (${why})`);
+    }
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 500));
+  }
+}
+
 const USAGE =
-  'usage: sample-pipeline [NAMESPACE/]NAME [-n NAMESPACE] [--fail STEP] [--step-delay MS] [--context CTX]';
+  'usage: sample-pipeline [NAMESPACE/]NAME [-n NAMESPACE] [--fail STEP] [--step-delay MS] [--wait] [--timeout SECONDS] [--context CTX]';
 
 /** The command line; resolves to the exit code (errors are one line on stderr). */
 export async function main(argv: readonly string[]): Promise<number> {
@@ -147,6 +193,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         namespace: { type: 'string', short: 'n', default: 'default' },
         fail: { type: 'string' },
         'step-delay': { type: 'string', default: '200' },
+        wait: { type: 'boolean', default: false },
+        timeout: { type: 'string', default: '120' },
         context: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -163,6 +211,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     const delay = Number(values['step-delay']);
     if (!Number.isFinite(delay) || delay < 0)
       throw new PipelineUsageError('--step-delay takes milliseconds', 2);
+    const timeout = Number(values.timeout);
+    if (!Number.isFinite(timeout) || timeout <= 0) throw new PipelineUsageError('--timeout takes seconds', 2);
     const kc = new KubeConfig();
     kc.loadFromDefault();
     if (values.context !== undefined) kc.setCurrentContext(values.context);
@@ -171,6 +221,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       stepDelayMs: delay,
       log: (l) => process.stdout.write(`${l}\n`),
     });
+    if (values.wait) {
+      const aibom = await waitForAibom(kc, namespace, name, { timeoutMs: timeout * 1000 });
+      process.stdout.write(`AIBOM ready: ${aibom.digest} at ${aibom.location}\n`);
+    }
     return phase === 'Succeeded' || values.fail !== undefined ? 0 : 1;
   } catch (err) {
     const code = (err as { code?: unknown }).code;

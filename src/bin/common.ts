@@ -237,7 +237,8 @@ export async function transparencyFrom(
     ...(config.SCITT_URL !== undefined ? { scittUrl: config.SCITT_URL } : {}),
     ...(config.SCITT_TOKEN !== undefined ? { scittToken: config.SCITT_TOKEN } : {}),
     scittTimeoutMs: config.SCITT_TIMEOUT_MS,
-    logger: logger.child({ component: 'transparency' }),
+    // The publisher and worker bind their own component: a second `component` would be a duplicate key.
+    logger,
   });
 }
 

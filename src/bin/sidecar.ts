@@ -10,6 +10,7 @@ import { kubePolicyPackSource } from '../http/policy-packs.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import { createLogger } from '../log/index.ts';
+import { signerMetrics } from '../metrics/domain.ts';
 import {
   blobStoreFrom,
   fatalConfig,
@@ -53,6 +54,7 @@ await runUntilSignal(logger, async () => {
     registry,
     probes: { vault: () => vault.ping(), object_store: () => blobs.ping() },
   });
+  signerMetrics(registry, { service: () => signer.current() });
   const app = await buildApp({
     registry,
     transparency,
@@ -88,7 +90,10 @@ await runUntilSignal(logger, async () => {
     registry,
     ready: () => health.check(),
   });
-  logger.info({ address, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS }, 'sidecar listening');
+  logger.info(
+    { address, metricsPort: ops.port, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS },
+    'sidecar listening',
+  );
   return async () => {
     await ops.close();
     await app.close();

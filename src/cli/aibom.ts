@@ -1,7 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import {
   AibomError,
   prettyAibom,
@@ -17,31 +16,48 @@ import { computeAibom } from '../recorder/index.ts';
 import { isTerminal } from '../api/run.ts';
 import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import { connectVault } from '../vault/index.ts';
-import { CliError, type Command } from './command.ts';
-import { apiOptions, clientFrom } from './options.ts';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
+import { apiOptions, clientFrom, parseRunRef, runOption, runRefText } from './options.ts';
 
 async function output(text: string, file: string | undefined): Promise<void> {
   if (file === undefined) process.stdout.write(text);
   else await writeFile(file, text);
 }
 
-export const aibomGenerateCommand: Command = {
+const generateOptions = {
+  ...runOption,
+  output: {
+    type: 'string',
+    value: 'FILE',
+    description: 'write the BOM to FILE (pretty-printed JSON); stdout when omitted',
+  },
+  'policy-pack': {
+    type: 'string',
+    value: 'PACK[@VERSION]',
+    description:
+      'override the policy pack recorded in the run (default: the pack of its step specs, else baseline)',
+  },
+  format: {
+    type: 'string',
+    value: 'FORMAT',
+    default: 'aibom',
+    description: 'aibom (the spec payload, as stored) or cyclonedx (strict CycloneDX 1.5, validated)',
+  },
+} as const satisfies OptionSpecs;
+
+export const aibomGenerateCommand = {
   path: ['aibom', 'generate'],
   summary: "recompute a run's AIBOM from the database (same payload the runtime stored)",
+  usage:
+    '--run <UUID|NAMESPACE/NAME> [--output FILE] [--policy-pack PACK[@VERSION]] [--format aibom|cyclonedx]',
+  options: generateOptions,
+  details:
+    'Reads the vault directly (DATABASE_URL), not the API. NAMESPACE/NAME is the most recent run of\n' +
+    'that name the vault holds; without --policy-pack the output is byte-identical (after\n' +
+    'canonicalisation) to the stored AIBOM.',
   async run(args) {
-    const { values } = parseArgs({
-      args: [...args],
-      options: {
-        run: { type: 'string' },
-        output: { type: 'string' },
-        'policy-pack': { type: 'string' },
-        format: { type: 'string', default: 'aibom' },
-      },
-    });
-    if (values.run === undefined) throw new CliError('--run <RUN_ID> is required', 2);
-    if (!UUID.test(values.run)) throw new CliError(`--run: ${values.run} is not a run UUID`, 2);
+    const { values } = parseCommand(this, args);
+    const ref = parseRunRef(values.run);
     if (values.format !== 'aibom' && values.format !== 'cyclonedx') {
       throw new CliError('--format is aibom (the spec payload) or cyclonedx (strict CycloneDX 1.5)', 2);
     }
@@ -56,12 +72,13 @@ export const aibomGenerateCommand: Command = {
       throw new CliError('DATABASE_URL is required to read the vault', 2);
     const vault = await connectVault(config.DATABASE_URL, { max: 2, applicationName: 'service-ctl' });
     try {
-      const run = await vault.runs.get(values.run.toLowerCase());
-      if (!run) throw new CliError(`run ${values.run} not found`);
+      const run =
+        'id' in ref ? await vault.runs.get(ref.id) : await vault.runs.latest(ref.namespace, ref.name);
+      if (!run) throw new CliError(`run ${runRefText(ref)} not found`);
       const phase = run.phase;
       if (!isTerminal(phase)) {
         throw new CliError(
-          `run ${values.run} is ${run.phase ?? 'not started'}: an AIBOM exists only for succeeded or failed runs`,
+          `run ${runRefText(ref)} is ${run.phase ?? 'not started'}: an AIBOM exists only for succeeded or failed runs`,
         );
       }
       const aibomRun: AibomRun = {
@@ -92,34 +109,37 @@ export const aibomGenerateCommand: Command = {
       await vault.close();
     }
   },
-};
+} satisfies Command & { options: typeof generateOptions };
 
-export const aibomFetchCommand: Command = {
+const fetchOptions = {
+  ...runOption,
+  out: { type: 'string', value: 'DIR', description: 'directory to write into (default: aibom-<run id>)' },
+  ...apiOptions,
+} as const satisfies OptionSpecs;
+
+export const aibomFetchCommand = {
   path: ['aibom', 'fetch'],
   summary: "download a run's AIBOM, its C2PA manifest and metadata record into a directory",
+  usage: '--run <UUID|NAMESPACE/NAME> [--out DIR]',
+  options: fetchOptions,
+  details:
+    'Writes aibom.json, aibom.c2pa and aibom.meta.json; check them offline with\n' +
+    '  service-ctl verify --aibom DIR --trust-anchor ca.crt',
   async run(args) {
-    const { values } = parseArgs({
-      args: [...args],
-      options: { run: { type: 'string' }, out: { type: 'string' }, ...apiOptions },
-    });
-    if (values.run === undefined || !UUID.test(values.run))
-      throw new CliError('--run <RUN_ID> is required', 2);
-    const dir = values.out ?? `aibom-${values.run}`;
+    const { values } = parseCommand(this, args);
+    const ref = parseRunRef(values.run);
     const client = clientFrom(values);
-    const run = await client.getRun(values.run);
+    const run = await client.resolveRun(ref);
+    const id = run.id;
+    const dir = values.out ?? `aibom-${id}`;
     const meta = (run.artifacts as Record<string, unknown> | undefined)?.aibom;
-    if (!meta) throw new CliError(`run ${values.run} has no AIBOM yet`);
+    if (!meta) throw new CliError(`run ${runRefText(ref)} has no AIBOM yet`);
     const bytes = Buffer.from(
-      await (await client.request('GET', `/v1/runs/${values.run}/artifacts/aibom`)).arrayBuffer(),
+      await (await client.request('GET', `/v1/runs/${id}/artifacts/aibom`)).arrayBuffer(),
     );
     const manifest = Buffer.from(
       await (
-        await client.request(
-          'GET',
-          `/v1/runs/${values.run}/artifacts/aibom/manifest`,
-          undefined,
-          'application/c2pa',
-        )
+        await client.request('GET', `/v1/runs/${id}/artifacts/aibom/manifest`, undefined, 'application/c2pa')
       ).arrayBuffer(),
     );
     await mkdir(dir, { recursive: true });
@@ -129,7 +149,7 @@ export const aibomFetchCommand: Command = {
     process.stdout.write(`wrote ${dir}/aibom.json, aibom.c2pa, aibom.meta.json\n`);
     return 0;
   },
-};
+} satisfies Command & { options: typeof fetchOptions };
 
 /**
  * Offline check of a fetched AIBOM directory (aibom.json, aibom.c2pa, aibom.meta.json): see

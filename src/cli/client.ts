@@ -1,5 +1,6 @@
 import { StreamReader } from '../attest/index.ts';
 import { CliError } from './command.ts';
+import type { RunRef } from './options.ts';
 
 /** Problem+json from the API, surfaced with its stable code. */
 export class ApiError extends CliError {
@@ -76,6 +77,28 @@ export class ApiClient {
 
   getRun(id: string): Promise<Record<string, unknown>> {
     return this.json('GET', `/v1/runs/${encodeURIComponent(id)}`);
+  }
+
+  /**
+   * The run a reference names: by id, or by namespace and name (the most recent run of that name
+   * the vault holds), with the same authorisation either way.
+   */
+  resolveRun(ref: RunRef): Promise<Record<string, unknown> & { id: string }> {
+    return this.json(
+      'GET',
+      'id' in ref
+        ? `/v1/runs/${encodeURIComponent(ref.id)}`
+        : `/v1/namespaces/${encodeURIComponent(ref.namespace)}/runs/${encodeURIComponent(ref.name)}`,
+    );
+  }
+
+  /** One page of `POST /v1/attestations/query`. */
+  queryPage(filter: Record<string, unknown>): Promise<{
+    items: Record<string, unknown>[];
+    next_cursor: string | null;
+    excluded_namespaces: string[];
+  }> {
+    return this.json('POST', '/v1/attestations/query', filter);
   }
 
   /**

@@ -1,9 +1,33 @@
+import { parseArgs } from 'node:util';
 import { BaseError } from '../errors.ts';
+
+/**
+ * One flag of a command: what `node:util` parseArgs needs, plus what its help shows. A command
+ * declares its flags once (`options`); parsing (`parseCommand`) and `--help` both read them, so the
+ * help cannot drift from what the command accepts.
+ */
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean';
+  readonly short?: string;
+  readonly multiple?: boolean;
+  readonly default?: string | boolean;
+  /** Placeholder of the value in the help (`ID`, `FILE`); string options only. */
+  readonly value?: string;
+  readonly description: string;
+}
+
+export type OptionSpecs = Readonly<Record<string, OptionSpec>>;
 
 export interface Command {
   /** Leading words that select the command, e.g. ['aibom', 'generate']. */
   readonly path: readonly string[];
   readonly summary: string;
+  /** What follows the command words in the synopsis, e.g. `--run <RUN> [--out DIR]`. */
+  readonly usage?: string;
+  /** The flags, for parsing and for `--help`; a command without them gets a help of its summary. */
+  readonly options?: OptionSpecs;
+  /** Further help: what the output is, examples. */
+  readonly details?: string;
   /** Resolves to the exit code. Throws CliError for user-facing failures. */
   run(args: readonly string[]): Promise<number>;
 }
@@ -25,4 +49,65 @@ export class CliError extends BaseError<CliErrorCode> {
     );
     this.exitCode = exitCode;
   }
+}
+
+/** The `--help` flag every command has (main.ts answers it before the command runs). */
+export const HELP_OPTION = {
+  help: { type: 'boolean', short: 'h', description: 'show this help' },
+} as const satisfies OptionSpecs;
+
+/**
+ * Parses `args` against the command's flags (strict: an unknown flag or a missing value is a usage
+ * error, exit 2, naming the command's help).
+ */
+export function parseCommand<const O extends OptionSpecs>(
+  command: { readonly path: readonly string[]; readonly options: O },
+  args: readonly string[],
+  { positionals = false }: { positionals?: boolean } = {},
+) {
+  const options = Object.fromEntries(
+    Object.entries<OptionSpec>({ ...command.options, ...HELP_OPTION }).map(([k, o]) => [
+      k,
+      {
+        type: o.type,
+        ...(o.short !== undefined ? { short: o.short } : {}),
+        ...(o.multiple !== undefined ? { multiple: o.multiple } : {}),
+        ...(o.default !== undefined ? { default: o.default } : {}),
+      },
+    ]),
+  ) as O & typeof HELP_OPTION;
+  try {
+    return parseArgs({ args: [...args], options, allowPositionals: positionals, strict: true });
+  } catch (err) {
+    const message = (err as Error).message.split('\n')[0]!.replace(/\.?$/, '');
+    throw new CliError(`${message} (see service-ctl ${command.path.join(' ')} --help)`, 2, { cause: err });
+  }
+}
+
+function flagText(name: string, o: OptionSpec): string {
+  const long = `--${name}${o.type === 'string' ? ` ${o.value ?? name.toUpperCase()}` : ''}`;
+  return o.short !== undefined ? `-${o.short}, ${long}` : `    ${long}`;
+}
+
+/** The help of one command: synopsis, summary, flags with their descriptions, details. */
+export function helpText(command: Command): string {
+  const name = `service-ctl ${command.path.join(' ')}`;
+  const lines = [`usage: ${name}${command.usage !== undefined ? ` ${command.usage}` : ' [flags]'}`, ''];
+  lines.push(command.summary);
+  const options: [string, OptionSpec][] = [
+    ...Object.entries(command.options ?? {}),
+    ...Object.entries(HELP_OPTION),
+  ];
+  const flags = options.map(([k, o]) => [flagText(k, o), o] as const);
+  const width = Math.max(...flags.map(([f]) => f.length));
+  lines.push('', 'flags:');
+  for (const [f, o] of flags) {
+    const more = [
+      o.multiple ? 'repeatable' : undefined,
+      o.default !== undefined && o.default !== false ? `default ${String(o.default)}` : undefined,
+    ].filter((x) => x !== undefined);
+    lines.push(`  ${f.padEnd(width)}  ${o.description}${more.length > 0 ? ` (${more.join(', ')})` : ''}`);
+  }
+  if (command.details !== undefined) lines.push('', command.details.trimEnd());
+  return `${lines.join('\n')}\n`;
 }

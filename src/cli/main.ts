@@ -1,5 +1,5 @@
 import { ConfigError } from '../config/index.ts';
-import { CliError, type Command } from './command.ts';
+import { CliError, helpText, type Command } from './command.ts';
 import { aibomFetchCommand, aibomGenerateCommand } from './aibom.ts';
 import { getCommand } from './get.ts';
 import {
@@ -9,15 +9,18 @@ import {
   keysFetchCommand,
   keysGetCommand,
 } from './export.ts';
+import { queryCommand } from './query.ts';
 import { verifyCommand } from './verify.ts';
 
 /**
  * Command table of service-ctl. Each command is a module exporting a `Command`; this file only
- * dispatches on the leading words (`aibom generate`, `attestation export`, ...).
+ * dispatches on the leading words (`aibom generate`, `attestation export`, ...) and answers
+ * `--help` for every command from its declared flags (src/cli/command.ts).
  */
-const commands: Command[] = [
+export const commands: readonly Command[] = [
   verifyCommand,
   getCommand,
+  queryCommand,
   aibomGenerateCommand,
   aibomFetchCommand,
   attestationExportCommand,
@@ -28,6 +31,8 @@ const commands: Command[] = [
   {
     path: ['version'],
     summary: 'print the service-ctl version',
+    usage: '',
+    options: {},
     run: async () => {
       const { default: pkg } = (await import('../../package.json', { with: { type: 'json' } })) as {
         default: { version: string };
@@ -41,24 +46,43 @@ const commands: Command[] = [
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.path.join(' ').length));
   const lines = commands.map((c) => `  ${c.path.join(' ').padEnd(width)}  ${c.summary}`);
-  return `usage: service-ctl <command> [flags]\n\ncommands:\n${lines.join('\n')}\n`;
+  return (
+    `usage: service-ctl <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\n` +
+    `service-ctl <command> --help shows a command's flags. Environment: SERVICE_API_URL, SERVICE_TOKEN,\n` +
+    `SERVICE_TRUST_ANCHOR, DATABASE_URL (aibom generate).\n`
+  );
 }
+
+/** The command the leading words of `words` select (the longest match). */
+function commandOf(words: readonly string[]): Command | undefined {
+  return commands
+    .filter((c) => c.path.every((word, i) => words[i] === word))
+    .sort((a, b) => b.path.length - a.path.length)[0];
+}
+
+const isHelp = (a: string): boolean => a === '--help' || a === '-h';
 
 /** Returns the process exit code; never throws for user errors (they become one line on stderr). */
 export async function main(argv: readonly string[]): Promise<number> {
-  if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') {
-    process.stdout.write(usage());
+  if (argv.length === 0 || argv[0] === 'help' || isHelp(argv[0]!)) {
+    // `service-ctl help get`: that command's help.
+    const topic = argv[0] === 'help' ? commandOf(argv.slice(1)) : undefined;
+    process.stdout.write(topic ? helpText(topic) : usage());
     return argv.length === 0 ? 2 : 0;
   }
-  const match = commands
-    .filter((c) => c.path.every((word, i) => argv[i] === word))
-    .sort((a, b) => b.path.length - a.path.length)[0];
+  const match = commandOf(argv);
   if (!match) {
     console.error(`service-ctl: unknown command "${argv.join(' ')}" (see service-ctl help)`);
     return 2;
   }
+  const args = argv.slice(match.path.length);
+  // Before the command parses anything: `--help` works on a command line that is otherwise wrong.
+  if (args.some(isHelp)) {
+    process.stdout.write(helpText(match));
+    return 0;
+  }
   try {
-    return await match.run(argv.slice(match.path.length));
+    return await match.run(args);
   } catch (err) {
     if (err instanceof CliError) {
       console.error(`service-ctl: ${err.message}`);
@@ -66,7 +90,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const code = (err as NodeJS.ErrnoException).code ?? '';
     const usage = code.startsWith('ERR_PARSE_ARGS') || err instanceof ConfigError;
-    console.error(`service-ctl: ${(err as Error).message.split('\n').join('; ')}`);
+    const hint = code.startsWith('ERR_PARSE_ARGS') ? ` (see service-ctl ${match.path.join(' ')} --help)` : '';
+    console.error(`service-ctl: ${(err as Error).message.split('\n').join('; ')}${hint}`);
     return usage ? 2 : 1;
   }
 }

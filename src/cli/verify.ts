@@ -228,6 +228,8 @@ export const verifyCommand: Command = {
   path: ['verify'],
   summary:
     'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
+  usage:
+    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain',
   async run(args) {
     const { values, positionals } = parseArgs({
       args: [...args],

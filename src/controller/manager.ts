@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import type { Run } from '../api/run.ts';
 import type { BlobStore } from '../blob/store.ts';
 import { Reasons } from '../api/reasons.ts';
 import { Dependencies, type DependencyHealth } from '../health/dependencies.ts';
 import { runCheckpointer } from '../checkpoint/checkpointer.ts';
 import type { Logger } from '../log/index.ts';
+import { recordingMetrics, signerMetrics, transparencyMetrics } from '../metrics/domain.ts';
 import { createRecorder, RecordError, type Recorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { Timestamper } from '../timestamp/index.ts';
@@ -14,6 +15,7 @@ import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
 import { REPAIR_CHANNEL, TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
 import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
+import type { Written } from './run/plan.ts';
 import { reconcileRun } from './run/reconciler.ts';
 import {
   defaultControllerRateLimiter,
@@ -206,13 +208,21 @@ async function runProjection(
  */
 export function startController(deps: ControllerDeps): RunningController {
   const identity = `${deps.podName ?? 'controller'}-${randomBytes(3).toString('hex')}`;
+  // Children bind only keys their parent lacks: pino writes a key once per binding, and strict log
+  // pipelines refuse a line with a duplicate key (test/integration/observability.test.ts).
   const log = deps.logger.child({ component: 'controller', identity });
-  const aibomSeconds = new Histogram({
-    name: 'aibom_record_seconds',
-    help: 'Time from starting the AIBOM of a terminal Run to the AIBOM being recorded',
-    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
-    registers: [deps.registry],
+  const metrics = recordingMetrics(deps.registry);
+  signerMetrics(deps.registry, {
+    service: () => (typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner),
   });
+  transparencyMetrics(
+    deps.registry,
+    {
+      stats: () => deps.vault.transparencyJobs.stats(),
+      oldestQueuedAgeSeconds: () => deps.vault.transparencyJobs.oldestQueuedAgeSeconds(),
+    },
+    (err) => log.warn({ err }, 'transparency metrics not read'),
+  );
   const reconcileOverruns = new Counter({
     name: 'aibom_vault_reconcile_deadline_exceeded_total',
     help: 'Reconciles of a Run that held a worker past RECONCILE_TIMEOUT_MS (the worker was released)',
@@ -236,6 +246,7 @@ export function startController(deps: ControllerDeps): RunningController {
     signers: deps.vault.signers,
     ...(deps.capabilityTokens !== undefined ? { capabilityTokens: deps.capabilityTokens } : {}),
     logger: log,
+    observer: metrics,
   });
   let informer: Informer<Run> | undefined;
 
@@ -264,6 +275,9 @@ export function startController(deps: ControllerDeps): RunningController {
     });
     informer = inf;
     const api = kubeRunApi(deps.client, events, (ns, name) => inf.get(`${ns}/${name}`));
+    // The Runs as the reconciler left them, this term: the events of its own writes are not
+    // reconciled again (ADR 0017).
+    const written = new Map<string, Written>();
     const enqueue = (r: Run): void => queue.add(objectKey(r));
     inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
     inf.start();
@@ -272,12 +286,20 @@ export function startController(deps: ControllerDeps): RunningController {
     const mine = (key: string): boolean =>
       key.includes('/') && (deps.watchNamespace === undefined || key.startsWith(`${deps.watchNamespace}/`));
     const unsubscribeRepairs = await deps.vault.listener.subscribe(REPAIR_CHANNEL, {
+      // Not a change of the Run: its entry in `written` goes, or the reconcile would take the
+      // Run for the echo of its own status write and skip the repair.
       onNotify: (key) => {
-        if (mine(key)) queue.add(key);
+        if (!mine(key)) return;
+        written.delete(key);
+        queue.add(key);
       },
       resync: () => {
         deps.vault.manifestRepairs.openRunKeys().then(
-          (keys) => keys.filter(mine).forEach((k) => queue.add(k)),
+          (keys) =>
+            keys.filter(mine).forEach((k) => {
+              written.delete(k);
+              queue.add(k);
+            }),
           (err: unknown) =>
             log.warn({ err }, 'could not list open manifest repairs; retried on the next reconnect'),
         );
@@ -294,7 +316,8 @@ export function startController(deps: ControllerDeps): RunningController {
               vault: deps.vault,
               recorder,
               logger: log,
-              observeAibom: (s) => aibomSeconds.observe(s),
+              observeAibom: (s) => metrics.observeAibomSeconds(s),
+              written,
             },
             namespace ?? '',
             name,
@@ -327,7 +350,7 @@ export function startController(deps: ControllerDeps): RunningController {
             recorder,
             inf,
             events,
-            log.child({ component: 'transparency-projection' }),
+            deps.logger.child({ component: 'transparency-projection', identity }),
             signal,
           )
         : Promise.resolve();
@@ -357,7 +380,8 @@ export function startController(deps: ControllerDeps): RunningController {
   const elector = new LeaderElector({
     store: kubeLeaseStore(deps.client, deps.namespace, deps.leaseName ?? 'aibom-vault-controller'),
     identity,
-    logger: log,
+    // The elector binds the lease and the identity itself.
+    logger: deps.logger.child({ component: 'leader-election' }),
     registry: deps.registry,
     onStartedLeading: lead,
     ...(deps.lease
@@ -380,7 +404,8 @@ export function startController(deps: ControllerDeps): RunningController {
       jobs: deps.vault.transparencyJobs,
       listener: deps.vault.listener,
       publisher: deps.transparency.publisher,
-      logger: log.child({ component: 'scitt-worker' }),
+      // The worker binds its own component.
+      logger: deps.logger.child({ identity }),
     })
       .run(stopping.signal)
       .catch((err: unknown) => log.error({ err }, 'transparency worker ended'));

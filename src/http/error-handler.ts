@@ -191,6 +191,10 @@ function send(req: FastifyRequest, reply: FastifyReply, failure: Failure): Fasti
   });
 }
 
+/** The problem code each failed request was answered with, for its request log line and metrics. */
+const problemCodes = new WeakMap<FastifyRequest, string>();
+export const problemCodeOf = (req: FastifyRequest): string | undefined => problemCodes.get(req);
+
 /**
  * Errors raised before any request object exists (Node's HTTP parser: malformed request line or
  * headers, header or body timeouts, oversized headers): written straight to the socket, as
@@ -227,13 +231,15 @@ export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: F
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
     const failure = failureOf(err, req);
+    problemCodes.set(req, failure.code);
+    // The cause of a 5xx (never sent to the client); the request line itself comes on response.
     if (failure.status === 503)
       req.log.warn({ err, code: failure.code }, 'request failed: upstream unavailable');
     else if (failure.status >= 500) req.log.error({ err }, 'request failed');
-    else req.log.debug({ code: failure.code }, 'request rejected');
     return send(req, reply, failure);
   });
-  app.setNotFoundHandler((req, reply) =>
-    send(req, reply, { status: 404, code: 'NOT_FOUND', detail: 'no such route', headers: {} }),
-  );
+  app.setNotFoundHandler((req, reply) => {
+    problemCodes.set(req, 'NOT_FOUND');
+    return send(req, reply, { status: 404, code: 'NOT_FOUND', detail: 'no such route', headers: {} });
+  });
 }

@@ -11,7 +11,9 @@ export const UUID_V7_PATTERN =
   '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-7[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$';
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 export const DIGEST_PATTERN = '^sha256:[0-9a-f]{64}$';
-const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+export const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+/** A Kubernetes object name (a Run's): DNS-1123 subdomain. */
+export const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
 /**
  * Free-text filters hold no control characters (Unicode Cc: U+0000-U+001F, U+007F-U+009F), as
  * admission refuses them in every name of a Run (docs/runs.md): nothing stored can match one, and

@@ -270,13 +270,16 @@ export async function recordAibom(
   const keys = aibomKeys(run.namespace, run.id);
   const sidecarKey = keys.sidecar(manifest.digest);
   const small = { kind: 'aibom', 'run-id': run.id, status: bom.metadata.status, digest };
-  await because('ObjectStoreUnavailable', async () => {
-    await deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small);
-    await deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
-      ...small,
-      'manifest-digest': manifest.digest,
-    });
-  });
+  // Together: neither is visible before the record below names them, so their order is free.
+  await because('ObjectStoreUnavailable', () =>
+    Promise.all([
+      deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small),
+      deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
+        ...small,
+        'manifest-digest': manifest.digest,
+      }),
+    ]),
+  );
 
   const statement = aibomStatement({ runId: run.id, bom, sha256 });
   const record = sealRecord(statement, deps.signer, {
@@ -347,7 +350,11 @@ export async function recordAibom(
   // With the writer on, the AIBOM attestation's job committed with it: the copy beside the blob
   // shows it `queued` with its id from the start (the transparency projection brings it up to date).
   await writeMetadataBeside(deps, stored, await transparencyOf(deps, stored));
-  deps.logger.info({ digest, created, attestations: bom.trust.attestation_ids.length }, 'AIBOM recorded');
+  // The logger already binds the run's namespace/name (recorder/index.ts aibomDeps).
+  deps.logger.info(
+    { runId: run.id, digest, created, attestations: bom.trust.attestation_ids.length },
+    'AIBOM recorded',
+  );
   return { artifact: stored, created };
 }
 

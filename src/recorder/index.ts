@@ -8,7 +8,12 @@ import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import { rememberSigner } from '../export/keys.ts';
 import type { TransparencyView } from '../transparency/jobs.ts';
-import type { ArtifactRecord, ManifestRepair, SignerCertificateRepository } from '../vault/index.ts';
+import type {
+  ArtifactRecord,
+  AttestationKind,
+  ManifestRepair,
+  SignerCertificateRepository,
+} from '../vault/index.ts';
 import {
   recordAibom,
   refreshAibomMetadata,
@@ -74,6 +79,14 @@ export interface Recorder {
   refreshAibomMetadata(runId: string, transparency: TransparencyView): Promise<void>;
 }
 
+/** What the recorder reports as it stores records (the controller's metrics: src/metrics). */
+export interface RecordingObserver {
+  /** `count` records of `kind` were stored by this call (a call that found them stored reports nothing). */
+  recorded(kind: AttestationKind, count: number): void;
+  /** The AIBOM of a run that ended `status` (`succeeded`, `failed`) was stored by this call. */
+  aibomRecorded(status: string): void;
+}
+
 export interface RecorderDeps {
   readonly vault: AibomStore;
   readonly blobs: BlobStore;
@@ -104,6 +117,7 @@ export interface RecorderDeps {
   readonly timestamper?: Timestamper;
   readonly logger: Logger;
   readonly now?: () => Date;
+  readonly observer?: RecordingObserver;
 }
 
 export function createRecorder(deps: RecorderDeps): Recorder {
@@ -190,6 +204,7 @@ export function createRecorder(deps: RecorderDeps): Recorder {
           : {}),
       }),
     );
+    if (created) for (const r of records) deps.observer?.recorded(r.kind, 1);
     return { key: batch.key, what, ids, created };
   };
 
@@ -210,7 +225,12 @@ export function createRecorder(deps: RecorderDeps): Recorder {
       // One signer for the whole AIBOM (bytes, C2PA claim, attestation), whatever rotates meanwhile.
       const signer = await because('SignerUnavailable', () => Promise.resolve(service()));
       await remember(signer, run.metadata.namespace);
-      return recordAibom(aibomDeps(run, signer), aibomRunOf(run));
+      const result = await recordAibom(aibomDeps(run, signer), aibomRunOf(run));
+      if (result.created) {
+        deps.observer?.recorded('aibom', 1);
+        deps.observer?.aibomRecorded(String(result.artifact.metadata.status));
+      }
+      return result;
     },
 
     repairManifest: async (run, artifact, repair) => {

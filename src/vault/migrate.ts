@@ -113,7 +113,7 @@ async function migrateLocked(
   }
   const done: number[] = [];
   for (const m of pending) {
-    log?.info({ version: m.version, name: m.name }, 'applying migration');
+    log?.info({ version: m.version, migration: m.name }, 'applying migration');
     await client.query('BEGIN');
     try {
       await client.query(m.sql);

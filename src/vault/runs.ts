@@ -37,6 +37,26 @@ export interface RunRepository {
    */
   upsert(run: Run): Promise<void>;
   get(id: string): Promise<RunRecord | null>;
+  /**
+   * The most recent run mirrored under `namespace/name` (a Run deleted and created again under the
+   * same name is another run, with another id; the vault keeps both).
+   */
+  latest(namespace: string, name: string): Promise<RunRecord | null>;
+}
+
+const COLUMNS = 'id, namespace, name, spec, status, phase, created_at, updated_at';
+
+function toRecord(r: RunRow): RunRecord {
+  return {
+    id: r.id,
+    namespace: r.namespace,
+    name: r.name,
+    spec: r.spec,
+    status: r.status,
+    phase: r.phase,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
 }
 
 export function runRepository(pool: pg.Pool): RunRepository {
@@ -60,21 +80,20 @@ export function runRepository(pool: pg.Pool): RunRepository {
     async get(id) {
       const { rows } = await pool.query<RunRow>({
         name: 'runs_get',
-        text: 'SELECT id, namespace, name, spec, status, phase, created_at, updated_at FROM runs WHERE id = $1::uuid',
+        text: `SELECT ${COLUMNS} FROM runs WHERE id = $1::uuid`,
         values: [id],
       });
-      const r = rows[0];
-      if (!r) return null;
-      return {
-        id: r.id,
-        namespace: r.namespace,
-        name: r.name,
-        spec: r.spec,
-        status: r.status,
-        phase: r.phase,
-        createdAt: r.created_at,
-        updatedAt: r.updated_at,
-      };
+      return rows[0] ? toRecord(rows[0]) : null;
+    },
+
+    async latest(namespace, name) {
+      // runs_namespace_name (namespace, name) finds the few rows of that name.
+      const { rows } = await pool.query<RunRow>({
+        name: 'runs_latest',
+        text: `SELECT ${COLUMNS} FROM runs WHERE namespace = $1 AND name = $2 ORDER BY created_at DESC, id DESC LIMIT 1`,
+        values: [namespace, name],
+      });
+      return rows[0] ? toRecord(rows[0]) : null;
     },
   };
 }

@@ -109,6 +109,8 @@ export interface TransparencyJobRepository {
   forRun(runId: string): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[] }>;
   /** Counts per state: for metrics and readiness. */
   stats(): Promise<Record<JobState, number>>;
+  /** Seconds since the oldest queued job was enqueued; null when none is queued (metrics). */
+  oldestQueuedAgeSeconds(): Promise<number | null>;
   /** Milliseconds until the earliest queued job (or lease) is due, ≤ 0 when one is due now; null when none is queued. */
   nextDueInMs(): Promise<number | null>;
 }
@@ -333,6 +335,17 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
       const out: Record<JobState, number> = { queued: 0, published: 0, failed: 0 };
       for (const r of rows) out[r.state] = Number(r.n);
       return out;
+    },
+
+    async oldestQueuedAgeSeconds() {
+      // Reads only the queued rows, through the partial index on them.
+      const { rows } = await pool.query<{ s: number | null }>({
+        name: 'transparency_oldest_queued',
+        text:
+          'SELECT extract(epoch FROM clock_timestamp() - min(created_at))::float8 AS s ' +
+          `FROM transparency_jobs WHERE state = 'queued'`,
+      });
+      return rows[0]?.s ?? null;
     },
 
     async nextDueInMs() {

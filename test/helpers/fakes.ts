@@ -85,6 +85,11 @@ export class FakeVault {
       this.check();
       return Promise.resolve(this.mirrors.get(id) ?? null);
     },
+    latest: async (namespace: string, name: string): Promise<RunRecord | null> => {
+      this.check();
+      const named = [...this.mirrors.values()].filter((r) => r.namespace === namespace && r.name === name);
+      return Promise.resolve(named.sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())[0] ?? null);
+    },
   };
 
   readonly claims = {
@@ -416,10 +421,6 @@ export class FakeKube {
   runApi(): RunApi {
     return {
       cached: (ns, name) => this.run(ns, name) ?? null,
-      get: (ns, name) => {
-        this.requests.bump('GET run');
-        return Promise.resolve(this.run(ns, name) ?? null);
-      },
       addFinalizer: (run) => {
         const current = this.runs.get(this.key(run.metadata.namespace, run.metadata.name))!;
         if ((current.metadata.finalizers ?? []).includes('vault.service.dev/aibom'))

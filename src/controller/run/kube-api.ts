@@ -81,8 +81,8 @@ async function withFreshRun<T>(
 }
 
 /**
- * RunApi over the Kubernetes API: reads from the informer cache (`cached`), live reads where the
- * reconciler asks for them, SSA status, guarded finalizer patches, owned Attestations.
+ * RunApi over the Kubernetes API: reads from the informer cache (`cached`), SSA status, guarded
+ * finalizer patches (a live read only after a 409), owned Attestations.
  */
 export function kubeRunApi(
   client: KubeClient,
@@ -91,7 +91,6 @@ export function kubeRunApi(
 ): RunApi {
   return {
     cached: (namespace, name) => cache(namespace, name) ?? null,
-    get: (namespace, name) => getRun(client, namespace, name),
     async addFinalizer(run) {
       return (await withFreshRun(client, run, (r) => addFinalizer(client, RUN_TYPE, r, FINALIZER))) ?? run;
     },

@@ -257,3 +257,38 @@ export function statusChanged(current: RunStatus | undefined, desired: RunStatus
     current?.observedGeneration === desired.observedGeneration
   );
 }
+
+/**
+ * What the reconciler reads of a Run besides the status fields it owns: identity, generation,
+ * deletion, finalizers, labels and annotations, and the pipeline's phase and steps. Two copies
+ * with the same view and the same owned status call for the same reconcile.
+ */
+export function runView(run: Run): string {
+  const m = run.metadata;
+  return JSON.stringify([
+    m.uid,
+    m.generation ?? null,
+    m.deletionTimestamp ?? null,
+    m.finalizers ?? [],
+    m.labels ?? {},
+    m.annotations ?? {},
+    run.status?.phase ?? null,
+    run.status?.steps ?? [],
+  ]);
+}
+
+/** A Run as the reconciler left it after writing its status: the view it acted on and what it wrote. */
+export interface Written {
+  readonly view: string;
+  readonly status: RunStatus;
+}
+
+/**
+ * True when `run` is the Run as the reconciler left it (`written`): the watch event of its own
+ * status write, which the reconcile that wrote it already acted on. A copy that differs in
+ * anything the reconciler reads (a pipeline write it had not seen, a field of its own changed by
+ * someone else) is not.
+ */
+export function isOwnEcho(run: Run, written: Written | undefined): boolean {
+  return written !== undefined && written.view === runView(run) && !statusChanged(run.status, written.status);
+}

@@ -18,26 +18,30 @@ import {
   desiredStatus,
   failedStatus,
   isEmpty,
+  isOwnEcho,
   plan,
   RECONCILE_LIMITS,
+  runView,
   statusChanged,
   type Observed,
   type Plan,
   type ReconcileLimits,
+  type Written,
 } from './plan.ts';
 import type { ReconcileResult } from '../runtime/index.ts';
 
 /** What the reconciler needs from the Kubernetes API (kube-api.ts implements it). */
 export interface RunApi {
-  /** The Run as the informer cache holds it (null when gone): enough to decide, not to record. */
+  /**
+   * The Run as the informer cache holds it (null when gone). Also what the terminal records are
+   * made from: once the phase is terminal, admission keeps everything they read final (ADR 0017).
+   */
   cached(namespace: string, name: string): Run | null;
-  /** Live read, before the side effects that fix the Run's terminal records for good. */
-  get(namespace: string, name: string): Promise<Run | null>;
   addFinalizer(run: Run): Promise<Run>;
   removeFinalizer(run: Run): Promise<void>;
   /** Server-side apply of the controller-owned status fields. */
   applyStatus(run: Run, status: RunStatus): Promise<void>;
-  /** Ids (= names) of the Run's Attestation resources. */
+  /** Ids (= names) of the Run's Attestation resources (one LIST; only for a Run a batch behind). */
   attestationIds(run: Run): Promise<Set<string>>;
   /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
   createAttestation(run: Run, record: AttestationSummary): Promise<void>;
@@ -52,6 +56,9 @@ export interface RunStore {
   readonly attestations: Pick<AttestationRepository, 'ofRun'>;
 }
 
+/** Attestation resources created at once for one Run (a Run's records are few; a backlog is bounded). */
+const CREATE_CONCURRENCY = 8;
+
 export interface RunReconcilerDeps {
   readonly api: RunApi;
   readonly vault: RunStore;
@@ -62,6 +69,13 @@ export interface RunReconcilerDeps {
   readonly observeAibom?: (seconds: number) => void;
   /** Work per reconcile (plan.ts RECONCILE_LIMITS). */
   readonly limits?: ReconcileLimits;
+  /**
+   * The Runs this reconciler wrote the status of, as it left them (by `namespace/name`, kept for one
+   * leadership term): the watch event of its own write is recognised and not reconciled again
+   * (ADR 0017). Without it every such event is reconciled (four vault reads, no write). Whoever
+   * enqueues a Run for another reason (a manifest repair request) deletes its entry first.
+   */
+  readonly written?: Map<string, Written>;
 }
 
 async function gather(vault: RunStore, run: Run): Promise<Observed> {
@@ -97,10 +111,10 @@ function humanCause(reason: FailureReason, err: unknown): string {
  * Reconciles one Run in the cert-manager shape: get (informer cache) → return when gone → finalizer
  * → gather (vault reads) → ordered pure checks (plan.ts) → act through the recorder → Attestation
  * resources for new records → write status only when it changed (compared structurally). A
- * converged Run costs four reads and no write. The terminal records are made from a live re-read
- * (they are fixed for good once claimed). Every act is idempotent, so a crash at any point is
- * repaired by the next reconcile. Errors set a condition with their reason (RecordError), emit a
- * Warning event and are rethrown for a rate-limited retry.
+ * converged Run costs four reads and no write; a Run reaching its terminal phase costs one request
+ * per new Attestation resource, one Event and one status write (ADR 0017). Every act is
+ * idempotent, so a crash at any point is repaired by the next reconcile. Errors set a condition
+ * with their reason (RecordError), emit a Warning event and are rethrown for a rate-limited retry.
  *
  * Transparency state is not this reconciler's: the projection controller writes it
  * (src/controller/transparency/), driven by job changes.
@@ -111,8 +125,13 @@ export async function reconcileRun(
   name: string,
 ): Promise<ReconcileResult | undefined> {
   const now = deps.now ?? (() => new Date());
+  const key = `${namespace}/${name}`;
   let run = deps.api.cached(namespace, name);
+  const written = deps.written?.get(key);
+  deps.written?.delete(key);
   if (!run) return undefined;
+  // The event of our own status write: the reconcile that wrote it acted on all it saw.
+  if (isOwnEcho(run, written)) return undefined;
   const deleting = run.metadata.deletionTimestamp !== undefined;
   if (deleting && !hasFinalizer(run, FINALIZER)) return undefined;
   if (!deleting) run = await deps.api.addFinalizer(run);
@@ -121,43 +140,35 @@ export async function reconcileRun(
   const limits = deps.limits ?? RECONCILE_LIMITS;
   let observed: Observed;
   let todo: Plan;
-  let resourcesLeft = false;
+  let resourcesLeft: boolean;
+  // What this reconcile recorded, told in one Event (not one per batch).
+  const notes: string[] = [];
+  let reason: string = EventReasons.Attested;
+  const tell = async (current: Run): Promise<void> => {
+    if (notes.length > 0) await deps.api.event(current, 'Normal', reason, notes.splice(0).join('; '));
+  };
   try {
     observed = await gather(deps.vault, run);
+    // A terminal Run is final by admission (its spec and phase cannot change: the CRD's rules), so
+    // the cached copy is the Run the terminal records and the AIBOM are made from; no live GET.
     todo = plan(run, observed, limits);
-    if (todo.terminal || todo.aibom) {
-      // The terminal records and the AIBOM are fixed for good once claimed: make them from the
-      // Run as it is now, not from a cached copy.
-      const live = await deps.api.get(namespace, name);
-      if (!live || live.metadata.uid !== run.metadata.uid) return undefined;
-      run = live;
-      todo = plan(run, observed, limits);
-    }
     if (!isEmpty(todo)) {
       const current = run;
       if (todo.mirror) await because(Reasons.VaultUnavailable, () => deps.vault.runs.upsert(current));
       const recorded = await deps.recorder.recordSteps(current, todo.steps);
       if (todo.terminal) recorded.push(await deps.recorder.recordTerminal(current));
-      for (const r of recorded) {
-        if (!r.created) continue;
-        await deps.api.event(
-          current,
-          'Normal',
-          EventReasons.Attested,
-          `recorded ${r.ids.length} attestation(s) for ${r.what}`,
+      const created = recorded.filter((r) => r.created);
+      if (created.length > 0)
+        notes.push(
+          `recorded ${created.map((r) => `${r.ids.length} attestation(s) for ${r.what}`).join(', ')}`,
         );
-      }
       if (todo.aibom) {
         const t0 = performance.now();
         const { artifact, created } = await deps.recorder.recordAibom(current);
         if (created) {
           deps.observeAibom?.((performance.now() - t0) / 1000);
-          await deps.api.event(
-            current,
-            'Normal',
-            EventReasons.AIBOMRecorded,
-            `AIBOM ${artifact.digest} stored at ${artifact.objectKey}`,
-          );
+          reason = EventReasons.AIBOMRecorded;
+          notes.push(`AIBOM ${artifact.digest} stored at ${artifact.objectKey}`);
         }
       }
       if (todo.repair !== null && observed.aibom !== null) {
@@ -177,18 +188,31 @@ export async function reconcileRun(
       }
       observed = await gather(deps.vault, current);
     }
-    const known = run.status?.attestations?.count ?? 0;
-    if (observed.attestations.length > known) {
-      // One LIST, then creates for the missing ones only (not a 409 per existing resource), at
-      // most `limits.resources` of them.
-      const existing = await deps.api.attestationIds(run);
-      const missing = observed.attestations.filter((a) => !existing.has(a.id));
-      const batch = missing.slice(0, limits.resources);
-      for (const a of batch) await deps.api.createAttestation(run, a);
-      resourcesLeft = missing.length > batch.length;
+    // Records are only appended, and the count on the status is written after the resources of
+    // that many records exist (a failure keeps the old count): the records past it are the ones
+    // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
+    const current = run;
+    let missing = observed.attestations.slice(run.status?.attestations?.count ?? 0);
+    if (missing.length > limits.resources) {
+      // More than one batch behind (a large Run, or resources deleted): one LIST, so that batches
+      // after the first do not repeat the creates of the earlier ones as AlreadyExists answers.
+      const existing = await deps.api.attestationIds(current);
+      missing = observed.attestations.filter((a) => !existing.has(a.id));
     }
+    const batch = missing.slice(0, limits.resources);
+    resourcesLeft = missing.length > batch.length;
+    await Promise.all([
+      tell(current),
+      (async () => {
+        for (let i = 0; i < batch.length; i += CREATE_CONCURRENCY) {
+          await Promise.all(
+            batch.slice(i, i + CREATE_CONCURRENCY).map((a) => deps.api.createAttestation(current, a)),
+          );
+        }
+      })(),
+    ]);
   } catch (err) {
-    const reason: FailureReason =
+    const failure: FailureReason =
       err instanceof RecordError
         ? err.code
         : err instanceof ObjectStoreError
@@ -196,11 +220,13 @@ export async function reconcileRun(
           : isVaultUnavailable(err)
             ? Reasons.VaultUnavailable
             : Reasons.RecordingFailed;
-    const message = humanCause(reason, err);
-    log.warn({ err, reason }, 'reconcile failed; will retry');
-    const failed = failedStatus(run, reason, message, now());
+    const message = humanCause(failure, err);
+    log.warn({ err, reason: failure }, 'reconcile failed; will retry');
+    // What was recorded before the failure is told still: a retry finds it claimed and stays silent.
+    await tell(run);
+    const failed = failedStatus(run, failure, message, now());
     if (statusChanged(run.status, failed)) await deps.api.applyStatus(run, failed);
-    await deps.api.event(run, 'Warning', reason, message);
+    await deps.api.event(run, 'Warning', failure, message);
     throw err;
   }
 
@@ -210,7 +236,11 @@ export async function reconcileRun(
   // step), and the count it holds must only ever cover records whose resources exist.
   if (todo.more || resourcesLeft) return { more: true };
   const status = desiredStatus(run, observed, now());
-  if (statusChanged(run.status, status)) await deps.api.applyStatus(run, status);
+  if (statusChanged(run.status, status)) {
+    await deps.api.applyStatus(run, status);
+    // Only what this reconcile saw and wrote: its echo carries exactly that, any other change differs.
+    deps.written?.set(key, { view: runView(run), status });
+  }
   const terminal = isTerminal(run.status?.phase);
   if (deleting && (!terminal || observed.aibom)) {
     await deps.api.removeFinalizer(run);

@@ -17,17 +17,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import type { Run } from '../../../src/api/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import {
-  kubeClient,
-  type KubeClient,
-  type RequestSpec,
-  type StreamSpec,
-} from '../../../src/controller/runtime/index.ts';
+import { kubeClient } from '../../../src/controller/runtime/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency } from '../../../src/transparency/setup.ts';
-import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
+import { migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { metricValue, sampleRunSpec } from '../../helpers/controller-process.ts';
+import {
+  countingPool,
+  CountingClient,
+  isIdle,
+  reconciles as reconcileCount,
+  settled as settledIn,
+} from '../../helpers/counting-client.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
@@ -36,65 +38,8 @@ import { waitFor } from '../../helpers/wait.ts';
 const GROUP = 'vault.service.dev';
 const ns = uniqueName('converged');
 
-/** Requests by `VERB resource`, e.g. `PATCH runs/status`, `LIST attestations`, `WATCH runs`. */
-class CountingClient implements KubeClient {
-  readonly counts = new Map<string, number>();
-  readonly #inner: KubeClient;
-  constructor(inner: KubeClient) {
-    this.#inner = inner;
-  }
-
-  private bump(method: string, path: string, watch: boolean): void {
-    const parts = path.split('/').filter(Boolean);
-    const at = parts.indexOf('namespaces');
-    const [plural, name, sub] = at >= 0 && parts.length > at + 2 ? parts.slice(at + 2) : parts.slice(-1);
-    const verb = watch ? 'WATCH' : method === 'GET' && name === undefined ? 'LIST' : method;
-    const key = `${verb} ${plural}${sub !== undefined ? `/${sub}` : ''}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
-  }
-
-  request<T>(spec: RequestSpec): Promise<T> {
-    this.bump(spec.method, spec.path, false);
-    return this.#inner.request<T>(spec);
-  }
-
-  stream(spec: StreamSpec, onObject: (value: unknown) => void): Promise<void> {
-    this.bump('GET', spec.path, true);
-    return this.#inner.stream(spec, onObject);
-  }
-
-  /** Every request except reads and the leader election's Lease renewals. */
-  writes(): Record<string, number> {
-    return Object.fromEntries(
-      [...this.counts].filter(([k]) => !/^(GET|LIST|WATCH) /.test(k) && !k.endsWith(' leases')),
-    );
-  }
-
-  reset(): void {
-    this.counts.clear();
-  }
-}
-
-/** Statements that write, including the vault's writing functions (migration 0008). */
 const WRITE_SQL =
   /^\s*(?:WITH\b[\s\S]*\b)?(INSERT|UPDATE|DELETE|COPY|MERGE|TRUNCATE)\b|\bpg_notify\s*\(|^\s*BEGIN\b|\b(runs_upsert|transparency_jobs_\w+|scitt_log_advance|\w+_lock_head)\s*\(/i;
-
-/** A pool that records the text of every statement its clients run (pool.query runs on one too). */
-function countingPool(url: string): { pool: pg.Pool; statements: string[] } {
-  const statements: string[] = [];
-  const pool = createVaultPool(url);
-  // Every physical connection, once, when the pool opens it.
-  pool.on('connect', (client) => {
-    const target = client as unknown as { query: (...a: unknown[]) => unknown };
-    const original = target.query.bind(client);
-    target.query = (config: unknown, ...rest: unknown[]) => {
-      const text = typeof config === 'string' ? config : (config as { text?: string } | null)?.text;
-      if (typeof text === 'string') statements.push(text);
-      return original(config, ...rest);
-    };
-  });
-  return { pool, statements };
-}
 
 const sqlWrites = (statements: readonly string[]): string[] => statements.filter((s) => WRITE_SQL.test(s));
 
@@ -119,31 +64,18 @@ const getRun = async (name: string) =>
 const metric = async (name: string, labels: Record<string, string>) =>
   metricValue(await registry.metrics(), name, labels);
 
+const CONTROLLERS = ['runs', 'transparency'];
+
 /** Both controllers idle: nothing queued, nothing being reconciled. */
 async function idle(): Promise<void> {
-  for (const c of ['runs', 'transparency']) {
-    if ((await metric('workqueue_depth', { name: c })) !== 0) return Promise.reject(new Error(`${c} queued`));
-    if ((await metric('controller_runtime_active_workers', { controller: c })) !== 0)
-      return Promise.reject(new Error(`${c} busy`));
-  }
+  if (!(await isIdle(registry, CONTROLLERS))) throw new Error('a controller is busy');
 }
 
-async function reconciles(controllerName: string): Promise<number> {
-  return metric('controller_runtime_reconcile_total', { controller: controllerName });
-}
+const reconciles = (controllerName: string): Promise<number> => reconcileCount(registry, controllerName);
 
 /** Waits until `controllerName` reconciled at least once more than `before` and both are idle again. */
-async function settled(controllerName: string, before: number): Promise<void> {
-  await waitFor(`${controllerName} reconciled and idle`, async () => {
-    if ((await reconciles(controllerName)) <= before) return undefined;
-    try {
-      await idle();
-      return true;
-    } catch {
-      return undefined;
-    }
-  });
-}
+const settled = (controllerName: string, before: number): Promise<void> =>
+  settledIn(registry, controllerName, before, CONTROLLERS);
 
 beforeAll(async () => {
   const url = await freshDatabase('converged');

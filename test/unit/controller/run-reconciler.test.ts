@@ -9,6 +9,7 @@ import { ConditionTypes, FINALIZER, Reasons } from '../../../src/api/reasons.ts'
 import type { Run } from '../../../src/api/run.ts';
 import { jcsSha256Hex, verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
+import { isOwnEcho, runView, type Written } from '../../../src/controller/run/plan.ts';
 import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
 import { aibomKey, stepKey, terminalKey, type AibomMetadata } from '../../../src/recorder/index.ts';
 import {
@@ -80,9 +81,9 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(w.vault.claimed.has(stepKey(id, 'post'))).toBe(false);
     expect(w.vault.claimed.has(terminalKey(id))).toBe(false);
     expect(w.kube.attestations.size).toBe(3);
+    // One Event for everything one reconcile recorded.
     expect(w.kube.events.filter((e) => e.reason === 'Attested').map((e) => e.note)).toEqual([
-      'recorded 2 attestation(s) for step retrieve',
-      'recorded 1 attestation(s) for step summarise',
+      'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise',
     ]);
     const now = stored(w, run);
     expect(now.status?.attestations).toEqual({ count: 3 });
@@ -109,12 +110,51 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(w.kube.requests.total()).toBe(0);
   });
 
-  it('a terminal Run: policies and provenance, then the AIBOM, from a live read; then it converges', async () => {
+  it('the event of its own status write is not reconciled again; any other change is', async () => {
+    const w = await world();
+    const written = new Map<string, Written>();
+    const withMemory: RunReconcilerDeps = { ...deps(w), written };
+    const run = w.kube.put(runFixture(stepsDone(1)));
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    expect(written.size).toBe(1);
+    // The echo: the Run as the reconcile left it. A vault read would fail: none is made.
+    w.vault.failNext = new Error('the vault must not be read');
+    resetCounts(w);
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    expect(w.kube.requests.total()).toBe(0);
+    expect(w.vault.failNext).toBeDefined();
+    w.vault.failNext = undefined;
+    // A pipeline write the reconciler has not seen: reconciled in full (the next step recorded).
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    const next = runFixture(stepsDone(2));
+    next.metadata.uid = run.metadata.uid;
+    w.kube.put(next);
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    expect(w.vault.claimed.has(stepKey(run.metadata.uid, 'summarise'))).toBe(true);
+    // Someone else changes a field the reconciler owns: not its echo, repaired.
+    const stored = w.kube.run('team-a', 'r1')!;
+    const status = stored.status!;
+    written.set('team-a/r1', { view: runView(stored), status });
+    const tampered = { ...stored, status: { ...status, attestations: { count: 0 } } };
+    expect(isOwnEcho(tampered, written.get('team-a/r1'))).toBe(false);
+    expect(isOwnEcho(stored, written.get('team-a/r1'))).toBe(true);
+  });
+
+  it('a terminal Run: policies and provenance, then the AIBOM, from the cache; then it converges', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(succeeded));
+    // The finalizer is on from an earlier reconcile: count what the terminal phase costs.
+    await w.kube.runApi().addFinalizer(run);
+    resetCounts(w);
     await reconcile(w, run);
     const id = run.metadata.uid;
-    expect(w.kube.requests.calls.get('GET run')).toBe(1);
+    // A resource per record, one Event, one status write; no read (ADR 0017).
+    const records = w.vault.rows.length;
+    expect(Object.fromEntries(w.kube.requests.calls)).toEqual({
+      'POST attestations': records,
+      'POST events': 1,
+      'PATCH runs/status': 1,
+    });
     // 2 policy records (baseline@1.2.0 and strict@2) + the run's provenance.
     const terminal = w.vault.claimed.get(terminalKey(id))!;
     expect(terminal).toHaveLength(3);
@@ -149,7 +189,15 @@ describe('Run reconciler (in-memory seams)', () => {
       meta,
     );
     expect(w.kube.attestations.size).toBe(before.length + 1);
-    expect(w.kube.events.map((e) => e.reason)).toContain('AIBOMRecorded');
+    expect(w.kube.events).toEqual([
+      {
+        type: 'Normal',
+        reason: 'AIBOMRecorded',
+        note:
+          'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise, ' +
+          `1 attestation(s) for step post, 3 attestation(s) for run and policies; AIBOM ${meta.digest} stored at ${meta.key}`,
+      },
+    ]);
 
     resetCounts(w);
     await reconcile(w, run);

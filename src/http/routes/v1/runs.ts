@@ -9,7 +9,7 @@ import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { visibilityOf } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
-import { problemResponses, UUID_PATTERN } from '../../schemas.ts';
+import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
 import type { PolicyPackSource } from '../../policy-packs.ts';
 
@@ -126,6 +126,25 @@ export async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId:
   return run;
 }
 
+/**
+ * The run `namespace/name` (the most recent of that name), on the same rule as visibleRun:
+ * authorised before the lookup, so whether the name exists is not told to who may not see it.
+ */
+async function visibleRunByName(
+  deps: RunRouteDeps,
+  req: FastifyRequest,
+  namespace: string,
+  name: string,
+): Promise<RunRecord> {
+  const access = await visibilityOf(deps.authorizer, req, namespace, { verb: 'get', resource: 'runs', name });
+  if (access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'run not found');
+  if (access === 'listed')
+    throw new ProblemError(403, 'FORBIDDEN', 'not allowed to get runs in this namespace');
+  const run = await deps.vault.runs.latest(namespace, name);
+  if (!run) throw new ProblemError(404, 'NOT_FOUND', 'run not found');
+  return run;
+}
+
 const artifactParams = {
   type: 'object',
   required: ['id', 'kind'],
@@ -204,36 +223,58 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
         response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
       },
     },
-    async (req) => {
-      const run = await visibleRun(deps, req, req.params.id);
-      const id = run.id;
-      const artifacts: Record<string, Record<string, unknown>> = {};
-      for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = currentMetadata(a);
-      // The transparency entry changes (queued → published) while the record is immutable: joined here.
-      const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
-      if (typeof aibomAttestation === 'string') {
-        const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
-        if (job) artifacts.aibom!.transparency = transparencyView(job);
-      }
-      const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
-      // The final step's output (or error) points at the BOM recorded for the run.
-      const aibom = artifacts.aibom;
-      const last = steps.at(-1);
-      if (aibom && last) {
-        last.artifacts = { aibom: { $ref: '#/artifacts/aibom', digest: aibom.digest, key: aibom.key } };
-      }
-      return {
-        id: run.id,
-        namespace: run.namespace,
-        name: run.name,
-        phase: run.phase,
-        spec: run.spec,
-        steps,
-        artifacts,
-        policy_pack: runPolicyPack(run.spec, await deps.policyPacks?.list()),
-        created_at: run.createdAt.toISOString(),
-        updated_at: run.updatedAt.toISOString(),
-      };
-    },
+    async (req) => runDetail(deps, await visibleRun(deps, req, req.params.id)),
   );
+
+  app.get<{ Params: { namespace: string; name: string } }>(
+    '/v1/namespaces/:namespace/runs/:name',
+    {
+      schema: {
+        summary:
+          'The run named namespace/name (the most recent one of that name), as GET /v1/runs/{id} returns it',
+        params: {
+          type: 'object',
+          required: ['namespace', 'name'],
+          properties: {
+            namespace: { type: 'string', pattern: DNS_LABEL, maxLength: 63 },
+            name: { type: 'string', pattern: DNS_SUBDOMAIN, maxLength: 253 },
+          },
+        },
+        response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
+      },
+    },
+    async (req) => runDetail(deps, await visibleRunByName(deps, req, req.params.namespace, req.params.name)),
+  );
+}
+
+/** The run detail: the run, its steps, and `artifacts` (with the AIBOM's transparency state). */
+async function runDetail(deps: RunRouteDeps, run: RunRecord): Promise<Record<string, unknown>> {
+  const id = run.id;
+  const artifacts: Record<string, Record<string, unknown>> = {};
+  for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = currentMetadata(a);
+  // The transparency entry changes (queued → published) while the record is immutable: joined here.
+  const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
+  if (typeof aibomAttestation === 'string') {
+    const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
+    if (job) artifacts.aibom!.transparency = transparencyView(job);
+  }
+  const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
+  // The final step's output (or error) points at the BOM recorded for the run.
+  const aibom = artifacts.aibom;
+  const last = steps.at(-1);
+  if (aibom && last) {
+    last.artifacts = { aibom: { $ref: '#/artifacts/aibom', digest: aibom.digest, key: aibom.key } };
+  }
+  return {
+    id: run.id,
+    namespace: run.namespace,
+    name: run.name,
+    phase: run.phase,
+    spec: run.spec,
+    steps,
+    artifacts,
+    policy_pack: runPolicyPack(run.spec, await deps.policyPacks?.list()),
+    created_at: run.createdAt.toISOString(),
+    updated_at: run.updatedAt.toISOString(),
+  };
 }

@@ -1,0 +1,184 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
+import type { ApiClient } from './client.ts';
+import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
+import { apiOptions, clientFrom, parseRunRef, runOption } from './options.ts';
+import { outputOption, parseOutput, render, type Column, type OutputFormat } from './output.ts';
+
+const FORMATS: OutputFormat[] = ['table', 'json', 'yaml', 'ndjson'];
+const KINDS = ['run', 'step', 'artifact', 'policy', 'capability', 'aibom'];
+
+type Envelope = Record<string, unknown> & {
+  id: string;
+  namespace?: string;
+  kind?: string;
+  subjects?: string[];
+  predicate_type?: string;
+  created_at?: string;
+  transparency?: { status?: string } | null;
+};
+
+/** The vault's own predicate URIs shortened to `step/v1`; others without their scheme. */
+export function shortPredicate(uri: string | undefined): string | undefined {
+  return uri?.replace(/^https?:\/\//, '').replace(/^vault\.service\.dev\/attestations\//, '');
+}
+
+const COLUMNS: Column<Envelope>[] = [
+  { header: 'id', value: (e) => e.id },
+  { header: 'namespace', value: (e) => e.namespace },
+  { header: 'kind', value: (e) => e.kind },
+  { header: 'subject', value: (e) => e.subjects?.[0] },
+  { header: 'predicate', value: (e) => shortPredicate(e.predicate_type) },
+  { header: 'created', value: (e) => e.created_at },
+  { header: 'transparency', value: (e) => e.transparency?.status },
+];
+
+const options = {
+  ...runOption,
+  subject: { type: 'string', value: 'SUBJECT', description: 'exact subject, e.g. step:<run id>:<step id>' },
+  step: { type: 'string', value: 'STEP', description: 'step id (with --run: that step of the run)' },
+  'artifact-digest': { type: 'string', value: 'sha256:HEX', description: 'records about this artifact' },
+  'policy-pack': {
+    type: 'string',
+    value: 'PACK[@VERSION]',
+    description: 'records governed by this policy pack',
+  },
+  'capability-token': {
+    type: 'string',
+    value: 'ID',
+    description: 'records of or authorised by this capability token',
+  },
+  kind: { type: 'string', value: 'KIND', description: `record kind: ${KINDS.join(', ')}` },
+  from: { type: 'string', value: 'TIME', description: 'created at or after (RFC 3339)' },
+  to: { type: 'string', value: 'TIME', description: 'created before (RFC 3339)' },
+  namespace: {
+    type: 'string',
+    short: 'n',
+    multiple: true,
+    value: 'NS',
+    description: 'only these namespaces',
+  },
+  limit: { type: 'string', value: 'N', description: 'page size, 1–1000 (default 100)' },
+  cursor: { type: 'string', value: 'CURSOR', description: 'the page after a previous one (its next_cursor)' },
+  all: {
+    type: 'boolean',
+    description: 'every matching record, streamed as NDJSON (what service-ctl verify reads)',
+  },
+  watch: { type: 'boolean', description: 'like --all, then keep printing new records as they are stored' },
+  interval: { type: 'string', value: 'SECONDS', default: '2', description: 'how often --watch asks' },
+  ...outputOption(FORMATS, 'table, ndjson with --all/--watch'),
+  ...apiOptions,
+} as const satisfies OptionSpecs;
+
+type Values = ReturnType<typeof parseCommand<typeof options>>['values'];
+
+/** The API's query body (docs/api.md) from the flags; a bad flag is a usage error. */
+async function filterOf(values: Values, client: () => ApiClient): Promise<Record<string, unknown>> {
+  const filter: Record<string, unknown> = {};
+  if (values.run !== undefined) {
+    const ref = parseRunRef(values.run);
+    filter.run_id = 'id' in ref ? ref.id : (await client().resolveRun(ref)).id;
+  }
+  if (values.subject !== undefined) filter.subject = values.subject;
+  if (values.step !== undefined) filter.step_id = values.step;
+  if (values['artifact-digest'] !== undefined) filter.artifact_digest = values['artifact-digest'];
+  if (values['policy-pack'] !== undefined) {
+    try {
+      const { name, version } = parsePolicyPackRef(values['policy-pack']);
+      filter.policy_pack = version !== undefined ? { name, version } : { name };
+    } catch (err) {
+      if (err instanceof PolicyError) throw new CliError(`--policy-pack: ${err.message}`, 2);
+      throw err;
+    }
+  }
+  if (values['capability-token'] !== undefined) filter.capability_token = values['capability-token'];
+  if (values.kind !== undefined) {
+    if (!KINDS.includes(values.kind)) throw new CliError(`--kind is one of ${KINDS.join(', ')}`, 2);
+    filter.kind = values.kind;
+  }
+  for (const bound of ['from', 'to'] as const) {
+    const v = values[bound];
+    if (v === undefined) continue;
+    if (Number.isNaN(Date.parse(v)) || !/^\d{4}-\d\d-\d\dT/.test(v))
+      throw new CliError(`--${bound}: ${v} is not an RFC 3339 time`, 2);
+    filter[bound] = v;
+  }
+  if (values.namespace !== undefined) filter.namespaces = [...new Set(values.namespace)];
+  if (values.limit !== undefined) {
+    const n = Number(values.limit);
+    if (!Number.isInteger(n) || n < 1 || n > 1000) throw new CliError('--limit is 1–1000', 2);
+    filter.limit = n;
+  }
+  if (values.cursor !== undefined) filter.cursor = values.cursor;
+  return filter;
+}
+
+/**
+ * Prints every record matching `filter` (NDJSON), then asks again every `intervalMs` for records
+ * stored since the last one seen. Records are stored in order (ids, sequence and created_at grow
+ * together: docs/vault.md), so asking `from` the last created_at misses none; records of that
+ * same millisecond already printed are skipped by id.
+ */
+async function watch(client: ApiClient, filter: Record<string, unknown>, intervalMs: number): Promise<never> {
+  let from = filter.from as string | undefined;
+  let atFrom = new Set<string>();
+  for (;;) {
+    for await (const record of client.queryAll({ ...filter, ...(from !== undefined ? { from } : {}) })) {
+      const e = record as Envelope;
+      if (atFrom.has(e.id)) continue;
+      process.stdout.write(`${JSON.stringify(e)}\n`);
+      if (e.created_at !== undefined && e.created_at !== from) {
+        from = e.created_at;
+        atFrom = new Set();
+      }
+      atFrom.add(e.id);
+    }
+    await sleep(intervalMs);
+  }
+}
+
+export const queryCommand = {
+  path: ['query'],
+  summary: 'find attestations by run, step, subject, artifact, policy pack, capability token, kind or time',
+  usage:
+    '[--run RUN] [--kind KIND] [...filters] [--limit N] [--cursor C] [-o table|json|yaml] | --all | --watch',
+  options,
+  details:
+    'Without --all one page is printed (json and yaml show next_cursor; the table names it on stderr).\n' +
+    'Only namespaces the caller may list are searched; the others are named on stderr.\n' +
+    'examples:\n' +
+    '  service-ctl query --run demo/sample-run\n' +
+    '  service-ctl query --policy-pack baseline@1.2.0 --kind step -o json\n' +
+    '  service-ctl query --run demo/sample-run --all > records.ndjson && service-ctl verify records.ndjson --key signer.pem',
+  async run(args) {
+    const { values } = parseCommand(this, args);
+    let client: ApiClient | undefined;
+    const api = (): ApiClient => (client ??= clientFrom(values));
+    const streaming = values.all === true || values.watch === true;
+    const format = parseOutput(values.output, FORMATS, streaming ? 'ndjson' : 'table');
+    if (streaming && format !== 'ndjson') throw new CliError('--all and --watch print NDJSON (-o ndjson)', 2);
+    if (streaming && (values.cursor !== undefined || values.limit !== undefined))
+      throw new CliError('--all and --watch read everything: no --cursor or --limit', 2);
+    if (values.watch === true && values.to !== undefined)
+      throw new CliError('--watch has no end: no --to', 2);
+    const interval = Number(values.interval);
+    if (!Number.isFinite(interval) || interval <= 0) throw new CliError('--interval takes seconds', 2);
+    const filter = await filterOf(values, api);
+    if (values.watch === true) return watch(api(), filter, interval * 1000);
+    if (values.all === true) {
+      for await (const record of api().queryAll(filter)) process.stdout.write(`${JSON.stringify(record)}\n`);
+      return 0;
+    }
+    const page = await api().queryPage(filter);
+    if (format === 'table') {
+      process.stdout.write(page.items.length > 0 ? render(page.items as Envelope[], 'table', COLUMNS) : '');
+      if (page.items.length === 0) console.error('no attestations found');
+      if (page.next_cursor !== null) console.error(`more: --cursor ${page.next_cursor}`);
+    } else {
+      process.stdout.write(format === 'ndjson' ? render(page.items, 'ndjson') : render(page, format));
+    }
+    if (page.excluded_namespaces.length > 0)
+      console.error(`not searched (no list permission): ${page.excluded_namespaces.join(', ')}`);
+    return 0;
+  },
+} satisfies Command & { options: typeof options };
