@@ -4,15 +4,19 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { parseArgs } from 'node:util';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { parsePolicyPackRef } from '../policy/index.ts';
 import { tsaTrustedRoot } from '../timestamp/index.ts';
 import type { ApiClient } from './client.ts';
-import { CliError, type Command } from './command.ts';
-import { apiOptions, clientFrom } from './options.ts';
+import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
+import { apiOptions, clientFrom, parseRunRef, runOption, type RunRef } from './options.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The run id a reference names: a UUID as given, NAMESPACE/NAME through the API (same authorisation). */
+async function runIdOf(client: ApiClient, ref: RunRef): Promise<string> {
+  return 'id' in ref ? ref.id : (await client.resolveRun(ref)).id;
+}
 
 /**
  * Writes the response body to `output` exactly as received (the route's bytes: what the UI
@@ -35,34 +39,47 @@ async function saveBody(res: Response, output: string): Promise<number> {
   return bytes;
 }
 
-export const attestationExportCommand: Command = {
+const attestationExportOptions = {
+  output: { type: 'string', short: 'o', value: 'FILE', description: 'where to write the bundle (required)' },
+  id: { type: 'string', multiple: true, value: 'UUID', description: 'an attestation id to export' },
+  ...runOption,
+  step: { type: 'string', value: 'STEP', description: 'records of this step id' },
+  subject: { type: 'string', value: 'NAME', description: 'records with this subject name' },
+  'artifact-digest': {
+    type: 'string',
+    value: 'sha256:HEX',
+    description: 'records naming this artifact digest',
+  },
+  'policy-pack': { type: 'string', value: 'PACK[@VERSION]', description: 'records under this policy pack' },
+  'capability-token': {
+    type: 'string',
+    value: 'TOKEN',
+    description: 'records of a capability token (VC, Biscuit, token id, capability id or scope)',
+  },
+  kind: { type: 'string', value: 'KIND', description: 'step, run, artifact, policy, capability or aibom' },
+  from: { type: 'string', value: 'RFC3339', description: 'records stored at or after this time' },
+  to: { type: 'string', value: 'RFC3339', description: 'records stored before this time' },
+  namespace: { type: 'string', multiple: true, value: 'NS', description: 'a namespace to export from' },
+  gzip: { type: 'boolean', default: false, description: 'gzip the bundle' },
+  scitt: { type: 'boolean', default: false, description: 'register records without a receipt first' },
+  ...apiOptions,
+} as const satisfies OptionSpecs;
+
+export const attestationExportCommand = {
   path: ['attestation', 'export'],
   summary: 'export a bundle (tar) of attestations with everything needed to verify them offline',
+  usage: '--output bundle.tar [--id UUID]... [filters] [--gzip] [--scitt]',
+  options: attestationExportOptions,
+  details:
+    'The bundle holds the records with their Sigstore bundles, receipts, signer chains, AIBOMs and\n' +
+    "C2PA manifests, an index and the bundle's own C2PA manifest (docs/export.md). Verify it with\n" +
+    '  service-ctl keys fetch --out trust && service-ctl verify bundle.tar --trust-bundle trust',
   async run(args) {
-    const { values } = parseArgs({
-      args: [...args],
-      options: {
-        output: { type: 'string', short: 'o' },
-        id: { type: 'string', multiple: true },
-        run: { type: 'string' },
-        step: { type: 'string' },
-        subject: { type: 'string' },
-        'artifact-digest': { type: 'string' },
-        'policy-pack': { type: 'string' },
-        'capability-token': { type: 'string' },
-        kind: { type: 'string' },
-        from: { type: 'string' },
-        to: { type: 'string' },
-        namespace: { type: 'string', multiple: true },
-        gzip: { type: 'boolean', default: false },
-        scitt: { type: 'boolean', default: false },
-        ...apiOptions,
-      },
-    });
+    const { values } = parseCommand(this, args);
+    const client = clientFrom(values);
     if (values.output === undefined) throw new CliError('--output <bundle.tar> is required', 2);
     for (const id of values.id ?? []) if (!UUID.test(id)) throw new CliError(`--id: ${id} is not a UUID`, 2);
-    if (values.run !== undefined && !UUID.test(values.run))
-      throw new CliError(`--run: ${values.run} is not a run UUID`, 2);
+    const runId = values.run !== undefined ? await runIdOf(client, parseRunRef(values.run)) : undefined;
     let pack;
     try {
       pack = values['policy-pack'] !== undefined ? parsePolicyPackRef(values['policy-pack']) : undefined;
@@ -71,7 +88,7 @@ export const attestationExportCommand: Command = {
     }
     const body: Record<string, unknown> = {
       ...(values.id !== undefined ? { ids: values.id } : {}),
-      ...(values.run !== undefined ? { run_id: values.run } : {}),
+      ...(runId !== undefined ? { run_id: runId } : {}),
       ...(values.step !== undefined ? { step_id: values.step } : {}),
       ...(values.subject !== undefined ? { subject: values.subject } : {}),
       ...(values['artifact-digest'] !== undefined ? { artifact_digest: values['artifact-digest'] } : {}),
@@ -91,7 +108,7 @@ export const attestationExportCommand: Command = {
       ...(values.gzip ? { gzip: true } : {}),
       ...(values.scitt ? { scitt: true } : {}),
     };
-    const res = await clientFrom(values).request(
+    const res = await client.request(
       'POST',
       '/v1/attestations/export',
       body,
@@ -109,50 +126,64 @@ export const attestationExportCommand: Command = {
     }
     return 0;
   },
-};
+} satisfies Command & { options: typeof attestationExportOptions };
 
-export const auditExportCommand: Command = {
+const auditExportOptions = {
+  ...runOption,
+  artifact: { type: 'string', value: 'KIND', default: 'aibom', description: 'the artifact (only aibom)' },
+  output: {
+    type: 'string',
+    short: 'o',
+    value: 'FILE',
+    description: 'where to write the bundle (default: evidence-<run id>-<artifact>.tar)',
+  },
+  gzip: { type: 'boolean', default: false, description: 'gzip the bundle' },
+  ...apiOptions,
+} as const satisfies OptionSpecs;
+
+export const auditExportCommand = {
   path: ['audit', 'export'],
   summary: "bundle one artifact's evidence: binary, C2PA manifest, capability chain, SCITT receipt",
+  usage: '--run <UUID|NAMESPACE/NAME> [--artifact aibom] [--output FILE] [--gzip]',
+  options: auditExportOptions,
+  details:
+    'The very bytes the web UI\'s "Export with receipts" downloads (GET /v1/runs/{id}/artifacts/aibom/evidence).',
   async run(args) {
-    const { values } = parseArgs({
-      args: [...args],
-      options: {
-        run: { type: 'string' },
-        artifact: { type: 'string', default: 'aibom' },
-        output: { type: 'string', short: 'o' },
-        gzip: { type: 'boolean', default: false },
-        ...apiOptions,
-      },
-    });
-    if (values.run === undefined || !UUID.test(values.run))
-      throw new CliError('--run <RUN_ID> is required', 2);
+    const { values } = parseCommand(this, args);
+    const ref = parseRunRef(values.run);
     if (values.artifact !== 'aibom')
       throw new CliError(`--artifact: only aibom is exported, not ${values.artifact}`, 2);
-    const output =
-      values.output ?? `evidence-${values.run}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
+    const client = clientFrom(values);
+    const runId = await runIdOf(client, ref);
+    const output = values.output ?? `evidence-${runId}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
     // The same GET the UI's "Export with receipts" button issues: the bytes are the route's.
-    const path = `/v1/runs/${values.run.toLowerCase()}/artifacts/${values.artifact}/evidence${values.gzip ? '?gzip=true' : ''}`;
-    const bytes = await saveBody(await clientFrom(values).request('GET', path, undefined, '*/*'), output);
+    const path = `/v1/runs/${runId}/artifacts/${values.artifact}/evidence${values.gzip ? '?gzip=true' : ''}`;
+    const bytes = await saveBody(await client.request('GET', path, undefined, '*/*'), output);
     process.stdout.write(`wrote ${output}: ${bytes} bytes\n`);
     return 0;
   },
-};
+} satisfies Command & { options: typeof auditExportOptions };
 
-export const auditLogCommand: Command = {
+const auditLogOptions = {
+  namespace: {
+    type: 'string',
+    short: 'n',
+    value: 'NS',
+    description: 'rows of this namespace (default: every row you may list)',
+  },
+  action: { type: 'string', value: 'ACTION', description: 'rows of this action (download, export, ...)' },
+  from: { type: 'string', value: 'RFC3339', description: 'rows at or after this time' },
+  to: { type: 'string', value: 'RFC3339', description: 'rows before this time' },
+  ...apiOptions,
+} as const satisfies OptionSpecs;
+
+export const auditLogCommand = {
   path: ['audit', 'log'],
   summary: 'print the audit log (downloads and exports) as NDJSON; needs list on auditlogs',
+  usage: '[--namespace NS] [--action ACTION] [--from RFC3339] [--to RFC3339]',
+  options: auditLogOptions,
   async run(args) {
-    const { values } = parseArgs({
-      args: [...args],
-      options: {
-        namespace: { type: 'string' },
-        action: { type: 'string' },
-        from: { type: 'string' },
-        to: { type: 'string' },
-        ...apiOptions,
-      },
-    });
+    const { values } = parseCommand(this, args);
     const client = clientFrom(values);
     let after: number | null = 0;
     while (after !== null) {
@@ -170,7 +201,7 @@ export const auditLogCommand: Command = {
     }
     return 0;
   },
-};
+} satisfies Command & { options: typeof auditLogOptions };
 
 interface TrustBundle {
   trust_anchors_pem: string;
@@ -210,12 +241,27 @@ export async function fetchTrust(client: ApiClient, dir: string): Promise<TrustB
   return bundle;
 }
 
-export const keysFetchCommand: Command = {
+const keysFetchOptions = {
+  out: {
+    type: 'string',
+    value: 'DIR',
+    default: 'trust',
+    description: 'directory to write the trust bundle into',
+  },
+  ...apiOptions,
+} as const satisfies OptionSpecs;
+
+export const keysFetchCommand = {
   path: ['keys', 'fetch'],
   summary: 'save the trust bundle (CA, signer chains current and past, SCITT log keys) into a directory',
+  usage: '[--out DIR]',
+  options: keysFetchOptions,
+  details:
+    'Writes ca.pem, log-keys.cbor, certs/<ref>.pem, keys/<key id>.pem (for cosign --key),\n' +
+    'trust-bundle.json and, when the service time-stamps, tsa-ca.pem and trusted_root.json.',
   async run(args) {
-    const { values } = parseArgs({ args: [...args], options: { out: { type: 'string' }, ...apiOptions } });
-    const dir = values.out ?? 'trust';
+    const { values } = parseCommand(this, args);
+    const dir = values.out;
     const bundle = await fetchTrust(clientFrom(values), dir);
     process.stdout.write(
       `wrote ${dir}/ca.pem, ${dir}/log-keys.cbor, ${bundle.signers.length} signer chain(s) in ${dir}/certs/, ${dir}/trust-bundle.json` +
@@ -223,17 +269,17 @@ export const keysFetchCommand: Command = {
     );
     return 0;
   },
-};
+} satisfies Command & { options: typeof keysFetchOptions };
 
-export const keysGetCommand: Command = {
+const keysGetOptions = { ...apiOptions } as const satisfies OptionSpecs;
+
+export const keysGetCommand = {
   path: ['keys', 'get'],
   summary: 'print the certificate chain (PEM) of a cert_chain_ref or key id',
+  usage: 'sha256:<hex>',
+  options: keysGetOptions,
   async run(args) {
-    const { values, positionals } = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      options: { ...apiOptions },
-    });
+    const { values, positionals } = parseCommand(this, args, { positionals: true });
     const ref = positionals[0];
     if (ref === undefined || !/^sha256:[0-9a-f]{64}$/.test(ref)) {
       throw new CliError('usage: service-ctl keys get sha256:<hex> (a cert_chain_ref or key_id)', 2);
@@ -247,4 +293,4 @@ export const keysGetCommand: Command = {
     process.stdout.write(await res.text());
     return 0;
   },
-};
+} satisfies Command & { options: typeof keysGetOptions };

@@ -2,7 +2,6 @@ import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, readFile, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
-import { parseArgs } from 'node:util';
 import {
   readStream,
   StreamError,
@@ -19,7 +18,7 @@ import { verifyChainCli } from './chain.ts';
 import { loadLogKeys, receiptProblems } from './receipts.ts';
 import { loadTrustBundle, recordTrust, rotationProblem, type TrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
-import { CliError, type Command } from './command.ts';
+import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
 import { apiOptions, clientFrom } from './options.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -224,33 +223,89 @@ async function isFile(path: string): Promise<boolean> {
   }
 }
 
-export const verifyCommand: Command = {
+const verifyOptions = {
+  key: {
+    type: 'string',
+    multiple: true,
+    value: 'PEM',
+    description: 'public key (PEM) the envelopes are signed with',
+  },
+  'cert-chain': {
+    type: 'string',
+    value: 'PEM',
+    description: 'signer certificate chain (PEM), checked against --trust-anchor',
+  },
+  'trust-anchor': {
+    type: 'string',
+    value: 'PEM',
+    description:
+      'CA certificate(s) the chains and C2PA manifests must lead to (default: SERVICE_TRUST_ANCHOR)',
+  },
+  'trust-bundle': {
+    type: 'string',
+    value: 'DIR|FILE',
+    description:
+      'the trust bundle of `service-ctl keys fetch`: every signer chain, current and rotated, and TSA roots',
+  },
+  'tsa-trust-anchor': {
+    type: 'string',
+    value: 'PEM',
+    description: 'TSA root(s) the RFC 3161 time-stamps must chain to (default: TSA_TRUST_ANCHORS)',
+  },
+  'log-keys': {
+    type: 'string',
+    value: 'FILE',
+    description: 'COSE key set of the SCITT log (checks receipts)',
+  },
+  json: { type: 'boolean', default: false, description: 'one JSON result per record instead of text' },
+  aibom: {
+    type: 'string',
+    value: 'DIR',
+    description: 'verify a fetched AIBOM directory (service-ctl aibom fetch)',
+  },
+  chain: {
+    type: 'boolean',
+    default: false,
+    description: "verify the whole vault against its signed checkpoints (the API's /v1/chain)",
+  },
+  checkpoint: {
+    type: 'string',
+    value: 'FILE',
+    description: '--chain: an earlier checkpoint the current one must be consistent with',
+  },
+  'save-checkpoint': {
+    type: 'string',
+    value: 'FILE',
+    description: '--chain: save the verified checkpoint for next time',
+  },
+  records: {
+    type: 'string',
+    value: 'FILE',
+    description: '--chain: records (NDJSON) that must still be in place',
+  },
+  fresh: {
+    type: 'boolean',
+    default: false,
+    description: '--chain: ask the service for a new checkpoint first',
+  },
+  ...apiOptions,
+} as const satisfies OptionSpecs;
+
+export const verifyCommand = {
   path: ['verify'],
   summary:
     'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   usage:
     '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain',
+  options: verifyOptions,
+  details:
+    'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors.\n' +
+    'examples:\n' +
+    '  service-ctl verify bundle.tar --trust-bundle trust\n' +
+    '  service-ctl verify records.ndjson --key signer.pub --log-keys trust/log-keys.cbor\n' +
+    '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem',
   async run(args) {
-    const { values, positionals } = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      options: {
-        key: { type: 'string', multiple: true },
-        'cert-chain': { type: 'string' },
-        'trust-anchor': { type: 'string' },
-        json: { type: 'boolean', default: false },
-        aibom: { type: 'string' },
-        'tsa-trust-anchor': { type: 'string' },
-        'trust-bundle': { type: 'string' },
-        'log-keys': { type: 'string' },
-        chain: { type: 'boolean', default: false },
-        checkpoint: { type: 'string' },
-        'save-checkpoint': { type: 'string' },
-        records: { type: 'string' },
-        fresh: { type: 'boolean', default: false },
-        ...apiOptions,
-      },
-    });
+    const { values, positionals } = parseCommand(this, args, { positionals: true });
     if (values.chain) {
       if (positionals.length > 0) throw new CliError('--chain takes no records to verify (see --records)', 2);
       return verifyChainCli(values, clientFrom(values), recordsFromText);
@@ -371,4 +426,4 @@ export const verifyCommand: Command = {
     if (!values.json) process.stdout.write(`${records.length - failed} verified, ${failed} failed\n`);
     return failed === 0 ? 0 : 1;
   },
-};
+} satisfies Command & { options: typeof verifyOptions };
