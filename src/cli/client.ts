@@ -96,7 +96,7 @@ export class ApiClient {
   queryPage(filter: Record<string, unknown>): Promise<{
     items: Record<string, unknown>[];
     next_cursor: string | null;
-    excluded_namespaces: string[];
+    excluded_namespace_count: number;
   }> {
     return this.json('POST', '/v1/attestations/query', filter);
   }

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { StreamDigest } from '../attest/index.ts';
 import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
@@ -145,7 +146,7 @@ export const queryCommand = {
   options,
   details:
     'Without --all one page is printed (json and yaml show next_cursor; the table names it on stderr).\n' +
-    'Only namespaces the caller may list are searched; the others are named on stderr.\n' +
+    'Only namespaces the caller may list are searched; how many others were asked for is said on stderr.\n' +
     'examples:\n' +
     '  service-ctl query --run demo/sample-run\n' +
     '  service-ctl query --policy-pack baseline@1.2.0 --kind step -o json\n' +
@@ -166,7 +167,16 @@ export const queryCommand = {
     const filter = await filterOf(values, api);
     if (values.watch === true) return watch(api(), filter, interval * 1000);
     if (values.all === true) {
-      for await (const record of api().queryAll(filter)) process.stdout.write(`${JSON.stringify(record)}\n`);
+      // The stream as the API sends it: record lines, then the trailer (count and digest of the
+      // lines) once the API's own trailer checked out, so `service-ctl verify` tells a complete
+      // file from a cut one.
+      const digest = new StreamDigest();
+      for await (const record of api().queryAll(filter)) {
+        const line = `${JSON.stringify(record)}\n`;
+        process.stdout.write(line);
+        digest.add(line, 1);
+      }
+      process.stdout.write(digest.trailer());
       return 0;
     }
     const page = await api().queryPage(filter);
@@ -177,8 +187,8 @@ export const queryCommand = {
     } else {
       process.stdout.write(format === 'ndjson' ? render(page.items, 'ndjson') : render(page, format));
     }
-    if (page.excluded_namespaces.length > 0)
-      console.error(`not searched (no list permission): ${page.excluded_namespaces.join(', ')}`);
+    if (page.excluded_namespace_count > 0)
+      console.error(`not searched (no list permission): ${page.excluded_namespace_count} namespace(s)`);
     return 0;
   },
 } satisfies Command & { options: typeof options };

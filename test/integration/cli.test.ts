@@ -334,13 +334,18 @@ describe('service-ctl query', { timeout: 300_000 }, () => {
   it('--all streams every record as NDJSON, which service-ctl verify checks', async () => {
     const ndjson = await ok(['query', '--run', `${ns}/queried`, '--all']);
     const lines = ndjson.trimEnd().split('\n');
-    expect(lines).toHaveLength(count);
+    // Every record, then the trailer: count and digest of the lines before it.
+    expect(lines).toHaveLength(count + 1);
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject({ trailer: { count } });
     const file = join(dir, 'records.ndjson');
     await writeFile(file, ndjson);
     const key = join(dir, 'signer.pem');
     await writeFile(key, signer.certificateChain![0]!.toString());
     const verified = await ok(['verify', file, '--key', key]);
     expect(verified).toContain(`${count} verified, 0 failed`);
+    // A file cut short (its trailer lost) does not pass.
+    await writeFile(file, `${lines.slice(0, -2).join('\n')}\n`);
+    expect((await cli(['verify', file, '--key', key])).code).not.toBe(0);
   });
 
   it('--watch prints what is there, then each new record once as it is stored', async () => {
