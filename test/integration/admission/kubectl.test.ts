@@ -125,13 +125,19 @@ describe('kubectl get', () => {
     expect(wideRow).toContain(PREDICATE);
   });
 
-  it('the category aibom lists Runs and Attestations; short names avr and att', async () => {
+  it('the category aibom lists Runs, Attestations and PolicyPacks; short names avr and att', async () => {
     const names = (await kubectl('get', 'aibom', '-n', ns, '-o', 'name')).trim().split('\n').sort();
-    expect(names).toEqual([
-      `attestation.vault.service.dev/${ATT_ID}`,
-      'run.vault.service.dev/shown',
-      'run.vault.service.dev/waiting',
-    ]);
+    // PolicyPacks are cluster-scoped: listed with any namespace's Runs and Attestations.
+    const packs = (await kubectl('get', 'policypacks', '-o', 'name')).trim().split('\n').filter(Boolean);
+    expect(packs.length).toBeGreaterThan(0);
+    expect(names).toEqual(
+      [
+        `attestation.vault.service.dev/${ATT_ID}`,
+        ...packs,
+        'run.vault.service.dev/shown',
+        'run.vault.service.dev/waiting',
+      ].sort(),
+    );
     expect((await kubectl('get', 'avr', '-n', ns, '-o', 'name')).trim().split('\n')).toHaveLength(2);
     expect((await kubectl('get', 'att', '-n', ns, '-o', 'name')).trim()).toBe(
       `attestation.vault.service.dev/${ATT_ID}`,
