@@ -5,6 +5,7 @@ import {
   type RequestOptions,
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type AgentOptions } from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { BaseError } from '../../errors.ts';
 
@@ -231,9 +232,12 @@ export function kubeClient(kc: KubeConfig, options: KubeClientOptions = {}): Kub
       const code = res.statusCode ?? 0;
       if (code !== 200) throw toError(code, await readBody(res), res.headers['retry-after']);
       let buffered = '';
+      // One decoder for the whole stream: a character's UTF-8 bytes may arrive in two chunks, and
+      // decoding each chunk on its own would turn them into U+FFFD (corrupting names in the cache).
+      const decoder = new StringDecoder('utf8');
       try {
         for await (const chunk of res) {
-          buffered += (chunk as Buffer).toString('utf8');
+          buffered += decoder.write(chunk as Buffer);
           let nl: number;
           while ((nl = buffered.indexOf('\n')) >= 0) {
             const line = buffered.slice(0, nl).trim();
@@ -247,6 +251,7 @@ export function kubeClient(kc: KubeConfig, options: KubeClientOptions = {}): Kub
       }
       // A socket torn down mid-stream may end the iterator without an error: treat as abnormal.
       if (!res.complete) throw new Error('watch stream ended before the response was complete');
+      buffered += decoder.end();
       if (buffered.trim() !== '') onObject(JSON.parse(buffered));
     },
   };

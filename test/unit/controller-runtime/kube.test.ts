@@ -128,6 +128,31 @@ describe('kubeClient.stream', () => {
     ]);
   });
 
+  it('decodes characters whose UTF-8 bytes arrive in different chunks', async () => {
+    // A watch event carrying names outside the BMP (4 bytes in UTF-8), sent one byte per chunk: a
+    // decoder per chunk turned each into U+FFFD, which then reached the informer cache, the run
+    // mirror and the records (the property test's immutable-mirror failures).
+    const names = ['user:𝣄𞤳𐅙␠ў⨹', 'café', '🛡️:x/y', 'مرحبا'];
+    const client = await serve((_req, res) => {
+      res.writeHead(200);
+      const bytes = Buffer.from(`${JSON.stringify({ type: 'ADDED', names })}\n`, 'utf8');
+      let i = 0;
+      const step = (): void => {
+        if (i >= bytes.length) {
+          res.end();
+          return;
+        }
+        res.write(bytes.subarray(i, i + 1));
+        i += 1;
+        setImmediate(step);
+      };
+      step();
+    });
+    const got: unknown[] = [];
+    await client.stream({ path: '/w', signal: new AbortController().signal }, (v) => got.push(v));
+    expect(got).toEqual([{ type: 'ADDED', names }]);
+  });
+
   it('rejects with the abort reason and closes the connection on abort', async () => {
     let closed = false;
     const client = await serve((req, res) => {
