@@ -2,7 +2,8 @@ import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import type pg from 'pg';
 import copyStreams from 'pg-copy-streams';
-import { isVaultUnavailable, VaultError } from './errors.ts';
+import { VaultError } from './errors.ts';
+import { inTransaction } from './transaction.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
 import {
   ATTESTATION_KINDS,
@@ -61,27 +62,7 @@ export async function append(
   // Encoding is most of the client-side cost: do it before taking the lock other writers wait on.
   const tails = input.map(copyTail);
   const ids = options.ids ?? processIds;
-  const client = await pool.connect();
-  let discard: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    try {
-      const result = await appendLocked(client, input, tails, ids, options);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      // A server that stopped answering would make the ROLLBACK wait out another deadline: drop
-      // the connection instead (the server rolls back a transaction whose session ends).
-      if (isVaultUnavailable(err)) discard = err as Error;
-      else
-        await client.query('ROLLBACK').catch((e: unknown) => {
-          discard = e instanceof Error ? e : new Error(String(e));
-        });
-      throw err;
-    }
-  } finally {
-    client.release(discard);
-  }
+  return inTransaction(pool, (client) => appendLocked(client, input, tails, ids, options));
 }
 
 interface HeadRow {

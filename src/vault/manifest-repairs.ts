@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { isVaultUnavailable } from './errors.ts';
+import { inTransaction } from './transaction.ts';
 
 /**
  * Requests to re-sign an artifact's C2PA manifest (`manifest_repairs`, migration 0012). The API
@@ -138,29 +138,6 @@ export function toRepair(r: RepairRow): ManifestRepair {
 const AUDIT_INSERT =
   'INSERT INTO audit_log (actor, action, namespace, object, manifest_digest, attestation_ids, details) ' +
   'VALUES ($1, $2, $3, $4, $5, $6::text[], $7::jsonb)';
-
-/** One transaction on one pooled connection; a dead connection is dropped, not rolled back. */
-async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let discard: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    try {
-      const out = await fn(client);
-      await client.query('COMMIT');
-      return out;
-    } catch (err) {
-      if (isVaultUnavailable(err)) discard = err as Error;
-      else
-        await client.query('ROLLBACK').catch((e: unknown) => {
-          discard = e instanceof Error ? e : new Error(String(e));
-        });
-      throw err;
-    }
-  } finally {
-    client.release(discard);
-  }
-}
 
 export function manifestRepairRepository(pool: pg.Pool): ManifestRepairRepository {
   const openOf = async (q: pg.Pool | pg.PoolClient, runId: string, kind: string) => {
