@@ -92,6 +92,11 @@ export class ApiClient {
     );
   }
 
+  /** The run id a reference names: a UUID as given, NAMESPACE/NAME through the API (same authorisation). */
+  async runId(ref: RunRef): Promise<string> {
+    return 'id' in ref ? ref.id : (await this.resolveRun(ref)).id;
+  }
+
   /** One page of `POST /v1/attestations/query`. */
   queryPage(filter: Record<string, unknown>): Promise<{
     items: Record<string, unknown>[];

@@ -9,14 +9,7 @@ import { parsePolicyPackRef } from '../policy/index.ts';
 import { tsaTrustedRoot } from '../timestamp/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
-import { apiOptions, clientFrom, parseRunRef, runOption, type RunRef } from './options.ts';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** The run id a reference names: a UUID as given, NAMESPACE/NAME through the API (same authorisation). */
-async function runIdOf(client: ApiClient, ref: RunRef): Promise<string> {
-  return 'id' in ref ? ref.id : (await client.resolveRun(ref)).id;
-}
+import { apiOptions, clientFrom, parseRunRef, runOption, UUID } from './options.ts';
 
 /**
  * Writes the response body to `output` exactly as received (the route's bytes: what the UI
@@ -79,7 +72,7 @@ export const attestationExportCommand = {
     const client = clientFrom(values);
     if (values.output === undefined) throw new CliError('--output <bundle.tar> is required', 2);
     for (const id of values.id ?? []) if (!UUID.test(id)) throw new CliError(`--id: ${id} is not a UUID`, 2);
-    const runId = values.run !== undefined ? await runIdOf(client, parseRunRef(values.run)) : undefined;
+    const runId = values.run !== undefined ? await client.runId(parseRunRef(values.run)) : undefined;
     let pack;
     try {
       pack = values['policy-pack'] !== undefined ? parsePolicyPackRef(values['policy-pack']) : undefined;
@@ -154,7 +147,7 @@ export const auditExportCommand = {
     if (values.artifact !== 'aibom')
       throw new CliError(`--artifact: only aibom is exported, not ${values.artifact}`, 2);
     const client = clientFrom(values);
-    const runId = await runIdOf(client, ref);
+    const runId = await client.runId(ref);
     const output = values.output ?? `evidence-${runId}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
     // The same GET the UI's "Export with receipts" button issues: the bytes are the route's.
     const path = `/v1/runs/${runId}/artifacts/${values.artifact}/evidence${values.gzip ? '?gzip=true' : ''}`;

@@ -78,7 +78,7 @@ async function filterOf(values: Values, client: () => ApiClient): Promise<Record
   const filter: Record<string, unknown> = {};
   if (values.run !== undefined) {
     const ref = parseRunRef(values.run);
-    filter.run_id = 'id' in ref ? ref.id : (await client().resolveRun(ref)).id;
+    filter.run_id = await client().runId(ref);
   }
   if (values.subject !== undefined) filter.subject = values.subject;
   if (values.step !== undefined) filter.step_id = values.step;

@@ -19,9 +19,7 @@ import { loadLogKeys, receiptProblems } from './receipts.ts';
 import { loadTrustBundle, recordTrust, rotationProblem, type TrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
-import { apiOptions, clientFrom } from './options.ts';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+import { apiOptions, clientFrom, UUID } from './options.ts';
 
 async function readPem(path: string, what: string): Promise<string> {
   try {

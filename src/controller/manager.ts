@@ -212,9 +212,9 @@ export function startController(deps: ControllerDeps): RunningController {
   // pipelines refuse a line with a duplicate key (test/integration/observability.test.ts).
   const log = deps.logger.child({ component: 'controller', identity });
   const metrics = recordingMetrics(deps.registry);
-  signerMetrics(deps.registry, {
-    service: () => (typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner),
-  });
+  const currentRuntimeSigner = (): KeySigner =>
+    typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
+  signerMetrics(deps.registry, { service: currentRuntimeSigner });
   transparencyMetrics(
     deps.registry,
     {
@@ -234,8 +234,6 @@ export function startController(deps: ControllerDeps): RunningController {
     reportingInstance: identity,
     logger: log,
   });
-  const currentRuntimeSigner = (): KeySigner =>
-    typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
   const recorder = createRecorder({
     vault: deps.vault,
     blobs: deps.blobs,
@@ -283,23 +281,19 @@ export function startController(deps: ControllerDeps): RunningController {
     inf.start();
     // Manifest repairs the API asked for (any replica's sidecar): reconcile the Run, whose plan then
     // holds the open request. After a (re)connect, the runs with an open request are read again.
-    const mine = (key: string): boolean =>
-      key.includes('/') && (deps.watchNamespace === undefined || key.startsWith(`${deps.watchNamespace}/`));
+    // Not a change of the Run: its entry in `written` goes, or the reconcile would take the Run for
+    // the echo of its own status write and skip the repair.
+    const repairRequested = (key: string): void => {
+      if (!key.includes('/')) return;
+      if (deps.watchNamespace !== undefined && !key.startsWith(`${deps.watchNamespace}/`)) return;
+      written.delete(key);
+      queue.add(key);
+    };
     const unsubscribeRepairs = await deps.vault.listener.subscribe(REPAIR_CHANNEL, {
-      // Not a change of the Run: its entry in `written` goes, or the reconcile would take the
-      // Run for the echo of its own status write and skip the repair.
-      onNotify: (key) => {
-        if (!mine(key)) return;
-        written.delete(key);
-        queue.add(key);
-      },
+      onNotify: repairRequested,
       resync: () => {
         deps.vault.manifestRepairs.openRunKeys().then(
-          (keys) =>
-            keys.filter(mine).forEach((k) => {
-              written.delete(k);
-              queue.add(k);
-            }),
+          (keys) => keys.forEach(repairRequested),
           (err: unknown) =>
             log.warn({ err }, 'could not list open manifest repairs; retried on the next reconnect'),
         );
@@ -332,13 +326,14 @@ export function startController(deps: ControllerDeps): RunningController {
           throw err;
         }
       };
+      const timeoutMs = deps.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS;
       const runs = runWorkers(
         queue,
         deps.workers ?? 4,
-        withReconcileDeadline(reconcile, deps.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS, (key) => {
+        withReconcileDeadline(reconcile, timeoutMs, (key) => {
           reconcileOverruns.inc();
           log.error(
-            { key, timeoutMs: deps.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS },
+            { key, timeoutMs },
             'reconcile exceeded its deadline; the worker moves on and the Run is retried with backoff',
           );
         }),

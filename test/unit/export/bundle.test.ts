@@ -9,9 +9,8 @@ import { verifyBundle } from '../../../src/export/verify.ts';
 import { logKeyOf } from '../../../src/cose/key.ts';
 import { toApiEnvelope } from '../../../src/http/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
-import type { StoredAttestation } from '../../../src/vault/index.ts';
 import { splitBundle } from '../../helpers/export.ts';
-import { runRecords } from '../../helpers/records.ts';
+import { runRecords, storedRecord } from '../../helpers/records.ts';
 
 /**
  * The export bundle, writer against verifier, without a stack: the same inputs give the same
@@ -23,29 +22,6 @@ let signer: KeySigner;
 let anchors: KeySigner['caCertificates'];
 let items: ExportItem[];
 
-function stored(rec: ReturnType<typeof runRecords>['records'][number], seq: number): StoredAttestation {
-  return {
-    id: `0190a5c8-0000-7000-8000-${String(seq).padStart(12, '0')}`,
-    seq,
-    namespace: rec.namespace,
-    runId: rec.runId ?? null,
-    stepId: rec.stepId ?? null,
-    kind: rec.kind,
-    subjects: [...rec.subjects],
-    artifactDigests: [...(rec.artifactDigests ?? [])],
-    predicateType: rec.predicateType,
-    policyPack: rec.policyPack ?? null,
-    policyVersion: rec.policyVersion ?? null,
-    capabilityTokenIds: [...(rec.capabilityTokenIds ?? [])],
-    envelope: rec.envelope,
-    digest: rec.digest,
-    prevDigest: `sha256:${'0'.repeat(64)}`,
-    signature: rec.signature,
-    c2paManifestRef: null,
-    createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, seq)),
-  };
-}
-
 beforeAll(async () => {
   signer = signerFromPem(await generateDevPki());
   anchors = signer.caCertificates;
@@ -55,7 +31,7 @@ beforeAll(async () => {
   ];
   const chain = signer.certificateChain!;
   items = records.map((r, i) => {
-    const s = stored(r, i + 1);
+    const s = storedRecord(r, i + 1);
     return {
       id: s.id,
       createdAt: s.createdAt,

@@ -15,9 +15,9 @@ import { tarHeader, writeTarHeader } from '../../../src/export/tar.ts';
 import { logKeyOf } from '../../../src/cose/key.ts';
 import { toApiEnvelope } from '../../../src/http/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
-import type { DsseEnvelope, StoredAttestation } from '../../../src/vault/index.ts';
+import type { DsseEnvelope } from '../../../src/vault/index.ts';
 import { tarEntries } from '../../helpers/export.ts';
-import { runRecords } from '../../helpers/records.ts';
+import { runRecords, storedRecord } from '../../helpers/records.ts';
 
 /**
  * The writer's streaming machinery (src/export/bundle.ts, tar.ts): entries written in place into
@@ -37,26 +37,7 @@ beforeAll(async () => {
   const records = [1, 2, 3].flatMap(() => runRecords(signer, 'team-a', { runId: randomUUID() }).records);
   items = records.map((r, i): ExportItem => {
     const seq = i + 1;
-    const s: StoredAttestation = {
-      id: `0190a5c8-0000-7000-8000-${String(seq).padStart(12, '0')}`,
-      seq,
-      namespace: r.namespace,
-      runId: r.runId ?? null,
-      stepId: r.stepId ?? null,
-      kind: r.kind,
-      subjects: [...r.subjects],
-      artifactDigests: [...(r.artifactDigests ?? [])],
-      predicateType: r.predicateType,
-      policyPack: r.policyPack ?? null,
-      policyVersion: r.policyVersion ?? null,
-      capabilityTokenIds: [...(r.capabilityTokenIds ?? [])],
-      envelope: r.envelope,
-      digest: r.digest,
-      prevDigest: `sha256:${'0'.repeat(64)}`,
-      signature: r.signature,
-      c2paManifestRef: null,
-      createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, seq)),
-    };
+    const s = storedRecord(r, seq);
     return {
       id: s.id,
       createdAt: s.createdAt,
