@@ -1,8 +1,9 @@
-import { hash, type X509Certificate } from 'node:crypto';
+import type { X509Certificate } from 'node:crypto';
 import { verifyManifest } from '../c2pa/index.ts';
 import { validateChain, verifyWith, type SignatureAlgorithm } from '../signing/index.ts';
 import { TimestampError, verifyTimestamp } from '../timestamp/index.ts';
 import type { Aibom } from './types.ts';
+import { aibomDigest } from './serialize.ts';
 
 /** Which stored part of an AIBOM a problem is about (the blob, its C2PA sidecar, its metadata record). */
 export type AibomPart = 'bom' | 'manifest' | 'metadata';
@@ -88,7 +89,7 @@ export function verifyAibomArtifact(
   } catch {
     problems.push({ part: 'bom', code: 'MALFORMED_AIBOM', message: 'the AIBOM is not JSON' });
   }
-  const digest = `sha256:${hash('sha256', parts.bytes)}`;
+  const digest = aibomDigest(parts.bytes);
   if (digest !== meta.digest) {
     problems.push({
       part: 'bom',

@@ -151,17 +151,6 @@ function splitCredential(token: string): { header: Record<string, unknown>; part
   return { header, parts };
 }
 
-/** Splits and parses a compact JWS without checking it; TOKEN_MALFORMED when it is not one. */
-export function decodeCredential(token: string): DecodedCredential {
-  const { header, parts } = splitCredential(token);
-  return {
-    header,
-    claims: jsonPart(parts[1]!, 'payload'),
-    signingInput: Buffer.from(`${parts[0]!}.${parts[1]!}`, 'ascii'),
-    signature: Buffer.from(parts[2]!, 'base64url'),
-  };
-}
-
 /**
  * Verifies a VC-JWT under one of `keys` (chosen by `kid`), and its validity window at `at` (skipped
  * when `at` is null). TOKEN_UNTRUSTED when no key has the token's kid, TOKEN_SIGNATURE_INVALID when

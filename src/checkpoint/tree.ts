@@ -1,7 +1,6 @@
 import type { X509Certificate } from 'node:crypto';
 import type { Signer } from '../signing/signer.ts';
 import {
-  EMPTY_ROOT,
   foldPerfect,
   nodeHash,
   perfectNodes,
@@ -71,14 +70,6 @@ async function storedNodes(
     }
   }
   return found;
-}
-
-/** MTH of the first `size` records from the stored subtrees. */
-export async function storedRoot(repo: CheckpointRepository, size: number): Promise<Buffer> {
-  if (size === 0) return EMPTY_ROOT;
-  const nodes = perfectNodes({ start: 0, end: size });
-  const found = await storedNodes(repo, nodes);
-  return foldPerfect(nodes.map((n) => found.get(nodeKey(n))!));
 }
 
 /** RFC 9162 consistency proof from `m` to `n` records, from the stored subtrees. */

@@ -144,6 +144,24 @@ export function recordTrust(
 }
 
 /**
+ * recordTrust for many records of one bundle: the chains and keys are parsed once per
+ * `cert_chain_ref` (or bare key id), not once per record.
+ */
+export function recordTruster(
+  bundle: TrustBundle,
+  tsaTrustAnchors: readonly X509Certificate[],
+): (record: unknown) => ReturnType<typeof recordTrust> {
+  const seen = new Map<string, ReturnType<typeof recordTrust>>();
+  return (record) => {
+    const { keyId, certRef } = signatureOf(record);
+    const key = certRef !== undefined ? `chain ${certRef}` : `key ${keyId ?? ''}`;
+    let chosen = seen.get(key);
+    if (chosen === undefined) seen.set(key, (chosen = recordTrust(record, bundle, tsaTrustAnchors)));
+    return chosen;
+  };
+}
+
+/**
  * KEY_ROTATED (or KEY_MISMATCH) for a record whose certificate's key had been replaced, beyond
  * the grace, before the record was signed: its `created_at`, or its trusted time-stamp's time
  * when earlier (src/signing/rotation.ts `signedAtOf`).

@@ -16,7 +16,7 @@ import { verifyBundle } from '../export/verify.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
 import { loadLogKeys, receiptProblems } from './receipts.ts';
-import { loadTrustBundle, recordTrust, rotationProblem, type TrustBundle } from './trust-bundle.ts';
+import { loadTrustBundle, recordTruster, rotationProblem, type TrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
 import { apiOptions, clientFrom, UUID } from './options.ts';
@@ -367,8 +367,9 @@ export const verifyCommand = {
       }
     }
     let failed = 0;
+    const trustOf = bundle !== undefined ? recordTruster(bundle, tsaTrustAnchors) : undefined;
     for (const { source, record } of records) {
-      const chosen = given !== undefined ? { trust: given } : recordTrust(record, bundle!, tsaTrustAnchors);
+      const chosen = given !== undefined ? { trust: given } : trustOf!(record);
       const trust: Trust = 'trust' in chosen ? chosen.trust : { publicKeys: [] };
       const result: VerificationResult =
         'trust' in chosen ? verifyRecord(record, trust) : { ok: false, problems: [chosen.problem] };

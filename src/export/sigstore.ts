@@ -1,4 +1,3 @@
-import type { X509Certificate } from 'node:crypto';
 import type { Rfc3161SignedTimestamp } from '../timestamp/sigstore.ts';
 import type { DsseEnvelope } from '../vault/index.ts';
 
@@ -9,9 +8,10 @@ export const SIGSTORE_BUNDLE_V03 = 'application/vnd.dev.sigstore.bundle.v0.3+jso
  * A Sigstore bundle v0.3 around one stored DSSE envelope, for `cosign verify-blob-attestation
  * --bundle … --insecure-ignore-tlog` and other Sigstore clients, offline:
  *
- * - verification material: the signer's leaf certificate (`certificate`, what v0.3 carries instead
- *   of the deprecated `x5chain`; intermediates and the root are the verifier's trust material, not
- *   the bundle's), or a public-key hint (the vault key id) for a signer without a certificate;
+ * - verification material: a public-key hint (the vault key id), not the certificate: cosign
+ *   verifies a certificate bundle only with a Fulcio-style identity (a SAN and an OIDC issuer),
+ *   which service signers do not have; with the hint, `--key` takes the key the key-distribution
+ *   endpoint serves (ADR 0009);
  * - no transparency-log entries: the vault's transparency is SCITT, shipped beside as COSE files;
  * - the record's RFC 3161 time-stamp, when it has one, in
  *   `timestampVerificationData.rfc3161Timestamps` (over the raw signature bytes, what sigstore-go
@@ -25,15 +25,16 @@ export const SIGSTORE_BUNDLE_V03 = 'application/vnd.dev.sigstore.bundle.v0.3+jso
 export interface SigstoreBundle {
   mediaType: typeof SIGSTORE_BUNDLE_V03;
   verificationMaterial: {
-    certificate?: { rawBytes: string };
-    publicKey?: { hint: string };
+    publicKey: { hint: string };
     tlogEntries: [];
     timestampVerificationData: { rfc3161Timestamps: Rfc3161SignedTimestamp[] };
   };
   dsseEnvelope: { payload: string; payloadType: string; signatures: { sig: string }[] };
 }
 
-export type SignerMaterial = { readonly certificate: X509Certificate } | { readonly keyId: string };
+export interface SignerMaterial {
+  readonly keyId: string;
+}
 
 export function sigstoreBundle(
   envelope: DsseEnvelope,
@@ -43,9 +44,7 @@ export function sigstoreBundle(
   return {
     mediaType: SIGSTORE_BUNDLE_V03,
     verificationMaterial: {
-      ...('certificate' in signer
-        ? { certificate: { rawBytes: signer.certificate.raw.toString('base64') } }
-        : { publicKey: { hint: signer.keyId } }),
+      publicKey: { hint: signer.keyId },
       tlogEntries: [],
       timestampVerificationData: {
         rfc3161Timestamps: timestamps.map((t) => ({ signedTimestamp: t.signedTimestamp })),

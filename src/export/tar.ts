@@ -131,11 +131,6 @@ export function tarPadding(size: number): Buffer {
   return ZEROS.subarray(0, rest === 0 ? 0 : BLOCK - rest);
 }
 
-/** A whole entry (header, content, padding) in one buffer. */
-export function tarEntry(path: string, content: Buffer): Buffer {
-  return Buffer.concat([tarHeader(path, content.length), content, tarPadding(content.length)]);
-}
-
 export interface ParsedHeader {
   readonly path: string;
   readonly size: number;

@@ -243,6 +243,13 @@ export async function verifyBundle(
     runs++;
   };
 
+  // The key id of each chain's leaf, computed once per chain (not per record: it exports the key).
+  const chainKeyIds = new Map<string, string>();
+  const chainKeyId = (ref: string, chain: readonly X509Certificate[]): string => {
+    let id = chainKeyIds.get(ref);
+    if (id === undefined) chainKeyIds.set(ref, (id = keyIdOf(chain[0]!.publicKey)));
+    return id;
+  };
   const signerOf = (
     record: Record<string, unknown>,
     path: string,
@@ -267,7 +274,7 @@ export async function verifyBundle(
           at,
           ...(options.tsaTrustAnchors !== undefined ? { tsaTrustAnchors: options.tsaTrustAnchors } : {}),
         },
-        material: { keyId: keyIdOf(chain[0]!.publicKey) },
+        material: { keyId: chainKeyId(ref, chain) },
       };
     }
     if (keyId !== undefined) {

@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { labelMismatches, type Statement as SignedStatement } from '../attest/index.ts';
-import type { StoredAttestation } from '../vault/index.ts';
+import { transparencyView } from '../transparency/jobs.ts';
+import type { StoredAttestation, TransparencyJob } from '../vault/index.ts';
 import { ProblemError } from './problem.ts';
 import { transparencyViewSchema } from './schemas.ts';
 
@@ -179,6 +180,11 @@ export function checkedStatement(a: StoredAttestation): Statement {
   );
   if (mismatched.length > 0) tampered(`${mismatched.join(', ')} not as signed`);
   return parsed;
+}
+
+/** The API body of a record with its transparency job (none: `transparency` is null). */
+export function withJob(record: StoredAttestation, job: TransparencyJob | null | undefined): ApiEnvelope {
+  return toApiEnvelope(record, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
 }
 
 /**

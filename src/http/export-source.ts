@@ -1,9 +1,8 @@
 import type { ExportItem, ExportSegment, ItemSigner } from '../export/bundle.ts';
 import { SEGMENT_SIZE } from '../export/layout.ts';
 import { parseCertificates } from '../signing/index.ts';
-import { transparencyView, type TransparencyJob } from '../transparency/jobs.ts';
 import type { AttestationFilter, DsseEnvelope, StoredAttestation, Vault } from '../vault/index.ts';
-import { toApiEnvelope } from './envelope.ts';
+import { withJob } from './envelope.ts';
 import { currentMetadata } from '../recorder/index.ts';
 import { guardStoredArtifact, type ArtifactGuardDeps } from './export-guard.ts';
 
@@ -29,11 +28,6 @@ export interface ExportSourceOptions {
   /** Who exports (a manifest repair the guard opens is asked by them). */
   readonly actor: string;
   readonly segmentSize?: number;
-}
-
-/** The API view of a record with its job, exactly as GET /v1/attestations/{id} serves it. */
-function viewOf(record: StoredAttestation, job: TransparencyJob | undefined): object {
-  return toApiEnvelope(record, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
 }
 
 export function exportSource(
@@ -93,7 +87,8 @@ export function exportSource(
         for (const j of await deps.vault.transparencyJobs.enqueue(missing)) {
           scittEnqueued.push({ attestation_id: j.attestationId, job_id: j.id });
         }
-        jobs = await deps.vault.transparencyJobs.getByAttestation(ids);
+        // Only the new jobs are read back; the others were read above.
+        jobs = new Map([...jobs, ...(await deps.vault.transparencyJobs.getByAttestation(missing))]);
       }
     }
     const items: ExportItem[] = [];
@@ -110,7 +105,7 @@ export function exportSource(
         namespace: record.namespace,
         envelope: record.envelope,
         // Built when its entry is written: a segment's views never live all at once.
-        view: () => viewOf(record, job),
+        view: () => withJob(record, job),
         signer: await signerOf(record),
         ...(record.timestamp !== undefined
           ? { timestamp: { signedTimestamp: record.timestamp.response.toString('base64') } }

@@ -9,6 +9,7 @@ import {
   type PolicyPackOverride,
 } from '../aibom/index.ts';
 import type { BlobStore } from '../blob/store.ts';
+import { backoffDelay } from '../controller/runtime/queue-loop.ts';
 import {
   buildManifest,
   buildTimestampedManifest,
@@ -436,7 +437,12 @@ export async function repairManifest(
     );
     return { repair: done ?? repair, outcome: 'done' };
   } catch (err) {
-    const delayMs = Math.min(REPAIR_RETRY_MAX_MS, REPAIR_RETRY_MS * 2 ** repair.attempts);
+    // The queue loops' backoff without jitter: 1 s, 2 s, 4 s, … 30 s.
+    const delayMs = backoffDelay(
+      repair.attempts + 1,
+      { baseDelayMs: REPAIR_RETRY_MS, maxDelayMs: REPAIR_RETRY_MAX_MS },
+      () => 1,
+    );
     await deps.vault.manifestRepairs
       .fail(repair.id, { error: (err as Error).message ?? String(err), final: false, delayMs })
       .catch(() => undefined);

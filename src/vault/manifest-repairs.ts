@@ -64,8 +64,6 @@ export interface ManifestRepairRepository {
    * failed) in the same transaction.
    */
   request(input: RepairRequest): Promise<{ repair: ManifestRepair; created: boolean }>;
-  /** Every request of one artifact, oldest first. */
-  forArtifact(runId: string, kind: string): Promise<ManifestRepair[]>;
   /**
    * Records the new manifest and closes the request, with an audit_log entry
    * (`manifest.repair.completed`, the new digest); null when the request was not open any more.
@@ -198,15 +196,6 @@ export function manifestRepairRepository(pool: pg.Pool): ManifestRepairRepositor
       const raced = await openOf(pool, input.runId, input.kind);
       if (raced) return { repair: raced, created: false };
       throw new Error(`manifest repair of ${input.runId}/${input.kind} neither opened nor open`);
-    },
-
-    async forArtifact(runId, kind) {
-      const { rows } = await pool.query<RepairRow>({
-        name: 'manifest_repairs_for_artifact',
-        text: `SELECT ${REPAIR_COLUMNS} FROM manifest_repairs WHERE run_id = $1::uuid AND kind = $2 ORDER BY requested_at, id`,
-        values: [runId, kind],
-      });
-      return rows.map(toRepair);
     },
 
     complete(id, manifest, audit) {

@@ -10,7 +10,7 @@ import {
   textField,
   timestamptzField,
 } from './copy-binary.ts';
-import { isVaultUnavailable } from './errors.ts';
+import { inTransaction } from './transaction.ts';
 
 /**
  * Storage of the service's own RFC 9162 Merkle log (migrations 0005, 0006): `scitt_log_entries` (one
@@ -275,27 +275,14 @@ export function scittLogStorage(pool: pg.Pool): ScittLogStorage {
 
     async inAppendTransaction(fn) {
       for (let attempt = 1; ; attempt++) {
-        const client = await pool.connect();
-        let discard: Error | undefined;
         try {
-          await client.query('BEGIN');
-          try {
-            const result = await fn(appendTransaction(client, await readHead(client, true)));
-            await client.query('COMMIT');
-            return result;
-          } catch (err) {
-            // A server that stopped answering would make the ROLLBACK wait out another deadline: drop
-            // the connection instead (the server rolls back a transaction whose session ends).
-            if (isVaultUnavailable(err)) discard = err as Error;
-            else
-              await client.query('ROLLBACK').catch((e: unknown) => {
-                discard = e instanceof Error ? e : new Error(String(e));
-              });
-            if ((err as { code?: string }).code === SQLSTATE_UNIQUE_VIOLATION && attempt < 2) continue;
-            throw err;
-          }
-        } finally {
-          client.release(discard);
+          return await inTransaction(pool, async (client) =>
+            fn(appendTransaction(client, await readHead(client, true))),
+          );
+        } catch (err) {
+          // A unique violation (only reachable if something appended outside the head lock): once more.
+          if ((err as { code?: string }).code === SQLSTATE_UNIQUE_VIOLATION && attempt < 2) continue;
+          throw err;
         }
       }
     },

@@ -167,3 +167,27 @@ export async function visibilityOf(
   } as const;
   return (await isAllowed(authorizer, req, list)) ? 'listed' : 'hidden';
 }
+
+/**
+ * `found` (the object the caller asked for, looked up by the caller), if the caller may
+ * `attrs.verb` it in `namespace` (visibilityOf). Else 404 `<what> not found` when it does not exist
+ * or is hidden (the same answer, after the same reviews), or 403 when the caller may only list
+ * there. Without `found` only the access is decided (for a lookup that must wait until then).
+ */
+export async function requireVisible<T = true>(
+  authorizer: Authorizer,
+  req: FastifyRequest,
+  namespace: string | undefined,
+  attrs: Omit<ResourceAttributes, 'namespace'>,
+  what: string,
+  found: T | null | undefined = true as T,
+): Promise<T> {
+  const access = await visibilityOf(authorizer, req, namespace, attrs);
+  if (found == null || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', `${what} not found`);
+  if (access === 'listed') {
+    const resource =
+      attrs.subresource !== undefined ? `${attrs.resource}/${attrs.subresource}` : attrs.resource;
+    throw new ProblemError(403, 'FORBIDDEN', `not allowed to ${attrs.verb} ${resource} in this namespace`);
+  }
+  return found;
+}

@@ -8,6 +8,7 @@ import { UI_HEADERS, type Viewer } from './layout.ts';
 import { errorPage, signInPage } from './pages/misc.ts';
 import { exportPage, runPage, type EnvelopeView, type RunView } from './pages/run.ts';
 import { runsPage, type RunListView, type RunsFilter } from './pages/runs.ts';
+import { visibleRun } from '../routes/v1/runs.ts';
 import {
   bindingOf,
   cookie,
@@ -274,11 +275,6 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
     },
   );
 
-  const loadRun = async (req: FastifyRequest, id: string) => {
-    const run = await api<RunView>(req, 'GET', `/v1/runs/${id}`);
-    return run;
-  };
-
   app.get<{ Params: { id: string }; Querystring: { drawer?: string } }>(
     '/ui/runs/:id',
     {
@@ -292,7 +288,7 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
     async (req, reply) => {
       const viewer = viewerOf(req);
       if (viewer === undefined) return toSignIn(req, reply);
-      const run = await loadRun(req, req.params.id);
+      const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
       // The run's records (at most 515 by the Run's bounds: one page) and the keys that verify them.
       const [page, keys] = await Promise.all([
         api<{ items: EnvelopeView[] }>(req, 'POST', '/v1/attestations/query', {
@@ -323,7 +319,7 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
     async (req, reply) => {
       const viewer = viewerOf(req);
       if (viewer === undefined) return toSignIn(req, reply);
-      const run = await loadRun(req, req.params.id);
+      const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
       const raw = req.query.ids;
       const ids = (Array.isArray(raw) ? raw : raw !== undefined ? [raw] : []).filter((id) => UUID.test(id));
       return html(reply, ids.length === 0 ? 400 : 200, exportPage(viewer, run, ids.slice(0, MAX_EXPORT_IDS)));
@@ -355,9 +351,10 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
         'confirm that you have read the retention notice before the download',
       );
     }
-    // The run decides the namespace (and the caller must be allowed to get it); the ids must lie in
-    // it, as the export route checks.
-    const run = await loadRun(req, runId);
+    // The run decides the namespace (and the caller must be allowed to get it: the same reviews and
+    // 404/403 as GET /v1/runs/{id}, without building the run's detail); the ids must lie in it, as
+    // the export route checks.
+    const run = await visibleRun(deps.exports, req, runId);
     return exportSelection(deps.exports, req, reply, { ids: [...new Set(ids)], namespaces: [run.namespace] });
   });
 

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
 import { StreamDigest } from '../../../attest/index.ts';
-import { isAllowed, visibilityOf } from '../../auth/plugin.ts';
+import { isAllowed, requireVisible } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { listableNamespaces } from '../../auth/namespaces.ts';
 import {
@@ -10,7 +10,7 @@ import {
   checkedStatement,
   ndjsonLine,
   sendBody,
-  toApiEnvelope,
+  withJob,
   type ApiEnvelope,
 } from '../../envelope.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
@@ -90,11 +90,6 @@ async function withTransparency(
   return records.map((r) => withJob(r, jobs.get(r.id)));
 }
 
-/** The API view of a record with its transparency job (none: `transparency` is null). */
-function withJob(record: StoredAttestation, job: TransparencyJob | null | undefined): ApiEnvelope {
-  return toApiEnvelope(record, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
-}
-
 /** A record with its transparency job (if any), as GET /v1/attestations/{id} serves it. */
 interface LoadedRecord {
   readonly record: StoredAttestation;
@@ -132,17 +127,16 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     },
     async (req, reply) => {
       const id = req.params.id.toLowerCase();
-      const loaded = await records.load(id);
+      const stored = await records.load(id);
       // Hidden and unknown ids take the same path (visibilityOf): same reviews, same 404.
-      const access = await visibilityOf(deps.authorizer, req, loaded?.record.namespace, {
-        verb: 'get',
-        resource: 'attestations',
-        name: id,
-      });
-      if (!loaded || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'attestation not found');
-      if (access === 'listed') {
-        throw new ProblemError(403, 'FORBIDDEN', 'not allowed to get attestations in this namespace');
-      }
+      const loaded = await requireVisible(
+        deps.authorizer,
+        req,
+        stored?.record.namespace,
+        { verb: 'get', resource: 'attestations', name: id },
+        'attestation',
+        stored,
+      );
       return sendBody(reply, withJob(loaded.record, loaded.job));
     },
   );
@@ -248,21 +242,15 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     },
     async (req, reply) => {
       const id = req.body.id.toLowerCase();
-      const record = await deps.vault.attestations.get(id);
-      const access = await visibilityOf(deps.authorizer, req, record?.namespace, {
-        verb: 'create',
-        resource: 'attestations',
-        subresource: 'scitt',
-        name: id,
-      });
-      if (!record || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'attestation not found');
-      if (access === 'listed') {
-        throw new ProblemError(
-          403,
-          'FORBIDDEN',
-          'not allowed to create attestations/scitt in this namespace',
-        );
-      }
+      const stored = await deps.vault.attestations.get(id);
+      const record = await requireVisible(
+        deps.authorizer,
+        req,
+        stored?.namespace,
+        { verb: 'create', resource: 'attestations', subresource: 'scitt', name: id },
+        'attestation',
+        stored,
+      );
       // Authorised by the stored namespace: the record must be signed with it (RECORD_TAMPERED).
       checkedStatement(record);
       if (!deps.transparency) {

@@ -1,7 +1,7 @@
 import { createPublicKey, type X509Certificate } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { encodeKeySet, type LogKey } from '../../../cose/key.ts';
-import { keyIdOf, parseCertificates } from '../../../signing/index.ts';
+import { encodeKeySet, logKeyOf, type LogKey } from '../../../cose/key.ts';
+import { parseCertificates } from '../../../signing/index.ts';
 import type { SignerCertificate, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
@@ -133,8 +133,8 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
         const key = e.chainPem.includes('CERTIFICATE')
           ? parseCertificates(e.chainPem, 'chain_pem')[0]!.publicKey
           : createPublicKey(e.chainPem);
-        const kid = Buffer.from(keyIdOf(key).slice(7), 'hex');
-        keys.set(kid.toString('hex'), { kid, key });
+        const logKey = logKeyOf(key);
+        keys.set(logKey.kid.toString('hex'), logKey);
       }
       return {
         trust_anchors_pem: pemOf(anchorsOf(deps, entries)),

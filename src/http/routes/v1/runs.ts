@@ -7,7 +7,7 @@ import { guardStoredArtifact } from '../../export-guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { visibilityOf } from '../../auth/plugin.ts';
+import { requireVisible } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
@@ -115,15 +115,14 @@ export const runPolicyPackSchema = {
 export async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId: string): Promise<RunRecord> {
   const id = rawId.toLowerCase();
   const run = await deps.vault.runs.get(id);
-  const access = await visibilityOf(deps.authorizer, req, run?.namespace, {
-    verb: 'get',
-    resource: 'runs',
-    name: run?.name ?? id,
-  });
-  if (!run || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'run not found');
-  if (access === 'listed')
-    throw new ProblemError(403, 'FORBIDDEN', 'not allowed to get runs in this namespace');
-  return run;
+  return requireVisible(
+    deps.authorizer,
+    req,
+    run?.namespace,
+    { verb: 'get', resource: 'runs', name: run?.name ?? id },
+    'run',
+    run,
+  );
 }
 
 /**
@@ -136,10 +135,7 @@ async function visibleRunByName(
   namespace: string,
   name: string,
 ): Promise<RunRecord> {
-  const access = await visibilityOf(deps.authorizer, req, namespace, { verb: 'get', resource: 'runs', name });
-  if (access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', 'run not found');
-  if (access === 'listed')
-    throw new ProblemError(403, 'FORBIDDEN', 'not allowed to get runs in this namespace');
+  await requireVisible(deps.authorizer, req, namespace, { verb: 'get', resource: 'runs', name }, 'run');
   const run = await deps.vault.runs.latest(namespace, name);
   if (!run) throw new ProblemError(404, 'NOT_FOUND', 'run not found');
   return run;
