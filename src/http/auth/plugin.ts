@@ -172,15 +172,17 @@ export async function visibilityOf(
  * `found` (the object the caller asked for, looked up by the caller), if the caller may
  * `attrs.verb` it in `namespace` (visibilityOf). Else 404 `<what> not found` when it does not exist
  * or is hidden (the same answer, after the same reviews), or 403 when the caller may only list
- * there. Without `found` only the access is decided (for a lookup that must wait until then).
+ * there. A caller that looks up only once allowed passes `true` (only the access is decided).
  */
-export async function requireVisible<T = true>(
+export async function requireVisible<T>(
   authorizer: Authorizer,
   req: FastifyRequest,
   namespace: string | undefined,
   attrs: Omit<ResourceAttributes, 'namespace'>,
   what: string,
-  found: T | null | undefined = true as T,
+  // Required, never defaulted: a lookup that found nothing passes undefined, which a default
+  // parameter would silently replace.
+  found: T | null | undefined,
 ): Promise<T> {
   const access = await visibilityOf(authorizer, req, namespace, attrs);
   if (found == null || access === 'hidden') throw new ProblemError(404, 'NOT_FOUND', `${what} not found`);

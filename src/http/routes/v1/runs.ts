@@ -135,7 +135,7 @@ async function visibleRunByName(
   namespace: string,
   name: string,
 ): Promise<RunRecord> {
-  await requireVisible(deps.authorizer, req, namespace, { verb: 'get', resource: 'runs', name }, 'run');
+  await requireVisible(deps.authorizer, req, namespace, { verb: 'get', resource: 'runs', name }, 'run', true);
   const run = await deps.vault.runs.latest(namespace, name);
   if (!run) throw new ProblemError(404, 'NOT_FOUND', 'run not found');
   return run;
