@@ -1,87 +1,8 @@
-import { createPublicKey, type X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { Problem, Trust } from '../attest/index.ts';
-import {
-  parseCertificates,
-  resolveInKeyStore,
-  signedAtOf,
-  type ScopedCertificate,
-} from '../signing/index.ts';
+import { trustBundleOf, TrustBundleError, type TrustBundle } from '../attest/trust-bundle.ts';
 import { CliError } from './command.ts';
 
-/**
- * The trust bundle `service-ctl keys fetch` saves (`trust-bundle.json`, GET /v1/keys): the CA
- * certificates, every signer the service ever used with its first use, and the TSA roots. With it,
- * `service-ctl verify --trust-bundle` verifies each record with the certificate its
- * `cert_chain_ref` names (records of rotated keys included) and refuses a record signed with a key
- * that had been rotated away before (KEY_ROTATED, src/signing/rotation.ts).
- */
-
-/** One signer of the bundle, as the history and the per-record trust need it. */
-export interface BundleSigner extends ScopedCertificate {
-  readonly chainPem: string;
-  readonly caPem: string;
-}
-
-export interface TrustBundle {
-  readonly anchors: readonly X509Certificate[];
-  readonly signers: readonly BundleSigner[];
-  /** `tsa_trust_anchors_pem`: the roots of the TSA the service uses (empty when it has none). */
-  readonly tsaAnchors: readonly X509Certificate[];
-}
-
-interface KeyEntryJson {
-  cert_chain_ref: string;
-  key_id: string;
-  namespace?: string;
-  role?: 'signer' | 'log';
-  chain_pem: string;
-  ca_pem?: string;
-  first_used_at: string;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** Parses a trust bundle (the JSON of GET /v1/keys); throws CliError naming what is wrong. */
-export function parseTrustBundle(text: string, path: string): TrustBundle {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new CliError(`${path}: not JSON (the trust-bundle.json of service-ctl keys fetch)`);
-  }
-  if (!isObject(json) || typeof json.trust_anchors_pem !== 'string' || !Array.isArray(json.signers)) {
-    throw new CliError(`${path}: not a trust bundle (trust_anchors_pem and signers expected)`);
-  }
-  try {
-    const signers = (json.signers as KeyEntryJson[]).map((e) => {
-      const firstUsedAt = new Date(e.first_used_at);
-      if (typeof e.cert_chain_ref !== 'string' || !Number.isFinite(firstUsedAt.getTime())) {
-        throw new Error('a signer lacks cert_chain_ref or first_used_at');
-      }
-      return {
-        certRef: e.cert_chain_ref,
-        keyId: e.key_id,
-        namespace: e.namespace ?? '',
-        role: e.role ?? 'signer',
-        firstUsedAt,
-        chainPem: e.chain_pem,
-        caPem: e.ca_pem ?? '',
-      } satisfies BundleSigner;
-    });
-    const tsaPem = typeof json.tsa_trust_anchors_pem === 'string' ? json.tsa_trust_anchors_pem : '';
-    return {
-      anchors: parseCertificates(json.trust_anchors_pem, 'trust_anchors_pem'),
-      signers,
-      tsaAnchors: tsaPem.includes('CERTIFICATE') ? parseCertificates(tsaPem, 'tsa_trust_anchors_pem') : [],
-    };
-  } catch (err) {
-    throw new CliError(`${path}: ${(err as Error).message}`);
-  }
-}
-
+/** Reads `trust-bundle.json` (service-ctl keys fetch); a one-line CliError naming the file otherwise. */
 export async function loadTrustBundle(path: string): Promise<TrustBundle> {
   let text: string;
   try {
@@ -91,95 +12,16 @@ export async function loadTrustBundle(path: string): Promise<TrustBundle> {
       `cannot read trust bundle ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
     );
   }
-  return parseTrustBundle(text, path);
-}
-
-function signatureOf(record: unknown): { keyId?: string; certRef?: string } {
-  const sig = isObject(record) && isObject(record.signature) ? record.signature : {};
-  return {
-    ...(typeof sig.key_id === 'string' ? { keyId: sig.key_id } : {}),
-    ...(typeof sig.cert_chain_ref === 'string' ? { certRef: sig.cert_chain_ref } : {}),
-  };
-}
-
-/**
- * The trust for one record: the chain its `cert_chain_ref` names in the bundle (anchored at the
- * bundle's CAs and the signer's own `ca_pem`), or the bare key its `key_id` names. A record naming
- * nothing the bundle holds gets UNKNOWN_CERTIFICATE.
- */
-export function recordTrust(
-  record: unknown,
-  bundle: TrustBundle,
-  tsaTrustAnchors: readonly X509Certificate[],
-): { trust: Trust } | { problem: Problem } {
-  const { keyId, certRef } = signatureOf(record);
-  const signers = bundle.signers.filter((s) => s.role === 'signer');
-  const tsa = tsaTrustAnchors.length > 0 ? { tsaTrustAnchors } : {};
-  if (certRef !== undefined) {
-    const entry = signers.find((s) => s.certRef === certRef);
-    if (entry === undefined) {
-      return {
-        problem: {
-          code: 'UNKNOWN_CERTIFICATE',
-          message: `certificate ${certRef} is not in the trust bundle (fetch it again: service-ctl keys fetch)`,
-        },
-      };
-    }
-    const own = entry.caPem.includes('CERTIFICATE') ? parseCertificates(entry.caPem, 'ca_pem') : [];
-    return {
-      trust: {
-        certificateChain: parseCertificates(entry.chainPem, entry.certRef),
-        trustAnchors: [...bundle.anchors, ...own],
-        ...tsa,
-      },
-    };
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new CliError(`${path}: not JSON (the trust-bundle.json of service-ctl keys fetch)`);
   }
-  const bare = signers.find((s) => s.keyId === keyId && !s.chainPem.includes('CERTIFICATE'));
-  if (bare === undefined) {
-    return {
-      problem: { code: 'UNKNOWN_CERTIFICATE', message: `no key ${keyId ?? '(none)'} in the trust bundle` },
-    };
+  try {
+    return trustBundleOf(json);
+  } catch (err) {
+    if (err instanceof TrustBundleError) throw new CliError(`${path}: ${err.message}`);
+    throw err;
   }
-  return { trust: { publicKeys: [createPublicKey(bare.chainPem)], ...tsa } };
-}
-
-/**
- * recordTrust for many records of one bundle: the chains and keys are parsed once per
- * `cert_chain_ref` (or bare key id), not once per record.
- */
-export function recordTruster(
-  bundle: TrustBundle,
-  tsaTrustAnchors: readonly X509Certificate[],
-): (record: unknown) => ReturnType<typeof recordTrust> {
-  const seen = new Map<string, ReturnType<typeof recordTrust>>();
-  return (record) => {
-    const { keyId, certRef } = signatureOf(record);
-    const key = certRef !== undefined ? `chain ${certRef}` : `key ${keyId ?? ''}`;
-    let chosen = seen.get(key);
-    if (chosen === undefined) seen.set(key, (chosen = recordTrust(record, bundle, tsaTrustAnchors)));
-    return chosen;
-  };
-}
-
-/**
- * KEY_ROTATED (or KEY_MISMATCH) for a record whose certificate's key had been replaced, beyond
- * the grace, before the record was signed: its `created_at`, or its trusted time-stamp's time
- * when earlier (src/signing/rotation.ts `signedAtOf`).
- */
-export function rotationProblem(
-  record: unknown,
-  bundle: TrustBundle,
-  trustedTimestamp: Date | undefined,
-): Problem | undefined {
-  const { keyId, certRef } = signatureOf(record);
-  if (keyId === undefined || certRef === undefined) return undefined;
-  const createdAt =
-    isObject(record) && typeof record.created_at === 'string' ? new Date(record.created_at) : undefined;
-  const signedAt =
-    createdAt !== undefined && Number.isFinite(createdAt.getTime())
-      ? signedAtOf(createdAt, trustedTimestamp)
-      : trustedTimestamp;
-  if (signedAt === undefined) return undefined;
-  const r = resolveInKeyStore(bundle.signers, { keyId, certChainRef: certRef }, signedAt);
-  return r.ok ? undefined : { code: r.code, message: r.message };
 }

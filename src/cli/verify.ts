@@ -16,7 +16,8 @@ import { verifyBundle } from '../export/verify.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
 import { loadLogKeys, receiptProblems } from './receipts.ts';
-import { loadTrustBundle, recordTruster, rotationProblem, type TrustBundle } from './trust-bundle.ts';
+import { bundleVerifier, type TrustBundle } from '../attest/trust-bundle.ts';
+import { loadTrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
 import { apiOptions, clientFrom, UUID } from './options.ts';
@@ -367,23 +368,10 @@ export const verifyCommand = {
       }
     }
     let failed = 0;
-    const trustOf = bundle !== undefined ? recordTruster(bundle, tsaTrustAnchors) : undefined;
+    const verifyOne = bundle !== undefined ? bundleVerifier(bundle, tsaTrustAnchors) : undefined;
     for (const { source, record } of records) {
-      const chosen = given !== undefined ? { trust: given } : trustOf!(record);
-      const trust: Trust = 'trust' in chosen ? chosen.trust : { publicKeys: [] };
-      const result: VerificationResult =
-        'trust' in chosen ? verifyRecord(record, trust) : { ok: false, problems: [chosen.problem] };
-      if (bundle !== undefined && 'trust' in chosen) {
-        const rotated = rotationProblem(
-          record,
-          bundle,
-          result.timestamp?.trusted === true ? result.timestamp.time : undefined,
-        );
-        if (rotated !== undefined) {
-          result.problems.push(rotated);
-          result.ok = false;
-        }
-      }
+      const { result, trust } =
+        verifyOne !== undefined ? verifyOne(record) : { result: verifyRecord(record, given!), trust: given };
       // With --log-keys, the SCITT receipt is part of the verdict.
       if (logKeys) {
         for (const p of receiptProblems(record as Record<string, unknown>, logKeys)) {
@@ -394,7 +382,7 @@ export const verifyCommand = {
       }
       // Capability chains (capability and step records): signatures, attenuation, approvals, tokens.
       const caps =
-        'trust' in chosen ? await verifyCapabilities(record, trust) : { ok: true, problems: [], lines: [] };
+        trust !== undefined ? await verifyCapabilities(record, trust) : { ok: true, problems: [], lines: [] };
       for (const p of caps.problems) result.problems.push({ code: p.code as never, message: p.message });
       if (!caps.ok) result.ok = false;
       const id = (record as { id?: unknown }).id;

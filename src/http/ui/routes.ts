@@ -21,7 +21,7 @@ import {
   SIGNIN_TTL_MS,
   type SessionCodec,
 } from './session.ts';
-import { recordVerifier, type TrustBundleView } from './verify.ts';
+import { recordVerifier } from './verify.ts';
 
 /**
  * The web UI: server-rendered pages under /ui/ (docs/adr/0016-web-ui.md). Every page is built from
@@ -296,7 +296,7 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
           namespaces: [run.namespace],
           limit: 1000,
         }),
-        api<TrustBundleView>(req, 'GET', '/v1/keys'),
+        api<unknown>(req, 'GET', '/v1/keys'),
       ]);
       const verify = recordVerifier(keys);
       const attestations = page.items.map((r) => ({

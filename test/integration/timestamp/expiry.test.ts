@@ -256,6 +256,45 @@ describe('an AIBOM after its signer certificate expired', () => {
     expect(blind.out).toContain('CERTIFICATE_EXPIRED');
   });
 
+  it("the web UI's run page says 'signature valid' for every record, judged at its time-stamp like service-ctl verify --trust-bundle", async () => {
+    // The UI once checked chains at the moment of the page (no TSA roots, no rotation check): after
+    // the leaf expired it showed "verification failed" for records the CLI accepts.
+    const cookies = new Map<string, string>();
+    const send = async (
+      url: string,
+      init: { method?: 'GET' | 'POST'; form?: Record<string, string> } = {},
+    ) => {
+      const res = await app!.inject({
+        method: init.method ?? 'GET',
+        url,
+        headers: {
+          cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join('; '),
+          ...(init.form !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+        },
+        ...(init.form !== undefined ? { payload: new URLSearchParams(init.form).toString() } : {}),
+      });
+      for (const c of [res.headers['set-cookie'] ?? []].flat()) {
+        const pair = c.split(';')[0]!;
+        cookies.set(pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1));
+      }
+      return res;
+    };
+    const form = await send('/ui/sign-in');
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(form.body)?.[1];
+    expect(csrf).toBeDefined();
+    const signedIn = await send('/ui/sign-in', {
+      method: 'POST',
+      form: { _csrf: csrf!, token: stack().kube.tokens.admin, next: '/ui/runs' },
+    });
+    expect(signedIn.statusCode).toBe(303);
+    const page = await send(`/ui/runs/${runId}`);
+    expect(page.statusCode, page.body).toBe(200);
+    for (const id of recordIds) expect(page.body).toContain(id);
+    expect(page.body.split('signature valid')).toHaveLength(recordIds.length + 1);
+    expect(page.body).not.toContain('verification failed');
+    expect(page.body).not.toContain('signer unknown');
+  });
+
   it('the export bundle verifies offline at the time-stamps, and cosign verifies every Sigstore bundle with its RFC 3161 time-stamp', async () => {
     const trust = join(dir, 'trust');
     const file = join(dir, 'evidence.tar');
