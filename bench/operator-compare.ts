@@ -19,8 +19,8 @@
  * seconds the whole process tree (the stack's servers, both controllers, the pipeline) spent per
  * AIBOM: the cost per AIBOM does not move with other tenants' load the way wall-clock rates do.
  */
-import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -40,6 +40,7 @@ import {
   kubeClient,
   resourcePath,
   type KubeClient,
+  type RequestSpec,
   type kubeClient as KubeClientFn,
 } from '../src/controller/runtime/index.ts';
 import type { s3BlobStore as S3BlobStore } from '../src/blob/store.ts';
@@ -105,14 +106,14 @@ const TICKS = (() => {
  * (NaN elsewhere). A difference over a scenario is its CPU cost, whatever else the machine ran
  * meanwhile: the figure that other tenants' load does not skew.
  */
-function treeCpuSeconds(): number {
+function treeCpu(): Map<string, number> {
   let entries: string[];
   try {
     entries = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
   } catch {
-    return Number.NaN;
+    return new Map([['total', Number.NaN]]);
   }
-  const children = new Map<number, { pid: number; ticks: number }[]>();
+  const children = new Map<number, { pid: number; ticks: number; comm: string }[]>();
   const self = { ticks: 0 };
   for (const p of entries) {
     let stat: string;
@@ -121,23 +122,89 @@ function treeCpuSeconds(): number {
     } catch {
       continue; // gone meanwhile
     }
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // Fields 14–17 of proc(5): utime, stime, cutime, cstime (f[0] is field 3).
     const ticks = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
     const pid = Number(p);
     if (pid === process.pid) self.ticks = ticks;
     const ppid = Number(f[1]);
-    children.set(ppid, [...(children.get(ppid) ?? []), { pid, ticks }]);
+    children.set(ppid, [...(children.get(ppid) ?? []), { pid, ticks, comm }]);
   }
+  // By program: the stack's servers by name, this process (controllers, pipeline) as `bench`.
+  const out = new Map<string, number>([['bench', self.ticks / TICKS]]);
   let total = self.ticks;
   const todo = [process.pid];
   while (todo.length > 0) {
     for (const c of children.get(todo.pop()!) ?? []) {
       total += c.ticks;
+      out.set(c.comm, (out.get(c.comm) ?? 0) + c.ticks / TICKS);
       todo.push(c.pid);
     }
   }
-  return total / TICKS;
+  out.set('total', total / TICKS);
+  return out;
+}
+
+/** `after − before` per program (a program absent before counts from zero). */
+function cpuDiff(before: Map<string, number>, after: Map<string, number>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [k, v] of after) out.set(k, v - (before.get(k) ?? 0));
+  return out;
+}
+
+/**
+ * With BENCH_PPROF_DIR: a CPU profile of kube-apiserver (its /debug/pprof endpoint, on by default)
+ * over the first BENCH_PPROF_SECONDS (default 8) of each burst, written as `<name>.pprof` for
+ * `go tool pprof -top`: where the API server's share of a Run goes.
+ */
+function profiler(kubectl: string, kubeconfig: string): (name: string) => Promise<void> {
+  const dir = process.env.BENCH_PPROF_DIR;
+  if (dir === undefined || dir === '') return () => Promise.resolve();
+  const seconds = Number(process.env.BENCH_PPROF_SECONDS ?? '8');
+  return (name) =>
+    new Promise((resolve, reject) => {
+      execFile(
+        kubectl,
+        ['--kubeconfig', kubeconfig, 'get', '--raw', `/debug/pprof/profile?seconds=${seconds}`],
+        { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 },
+        (err, stdout) => {
+          if (err !== null) {
+            reject(new Error(`API server profile ${name}: ${err.message}`));
+            return;
+          }
+          writeFileSync(join(dir, `${name}.pprof`), stdout);
+          resolve();
+        },
+      );
+    });
+}
+
+/**
+ * BENCH_CANDIDATE_WITHOUT=attestations,events: a what-if, never a result. The candidate's creates
+ * of those resources are answered with their own body and not sent, so the run shows what the
+ * rest of a Run costs without them (docs/bench.md "operator-compare"). The tables say so.
+ */
+const WITHOUT: readonly string[] = (process.env.BENCH_CANDIDATE_WITHOUT ?? '')
+  .split(',')
+  .map((s) => s.trim())
+  .filter((s) => s !== '');
+for (const w of WITHOUT) {
+  if (w !== 'attestations' && w !== 'events') {
+    throw new Error(`BENCH_CANDIDATE_WITHOUT: "${w}" is neither attestations nor events`);
+  }
+}
+
+function withheld(inner: KubeClient, without: readonly string[]): KubeClient {
+  if (without.length === 0) return inner;
+  return {
+    request<T>(spec: RequestSpec): Promise<T> {
+      const plural = spec.path.split('/').at(-1) ?? '';
+      if (spec.method === 'POST' && without.includes(plural)) return Promise.resolve(spec.body as T);
+      return inner.request<T>(spec);
+    },
+    stream: (spec, onObject) => inner.stream(spec, onObject),
+  };
 }
 
 /** What the bench uses of one checkout, imported from its own files. */
@@ -195,6 +262,8 @@ interface Result {
   readonly requestsPerRun: number;
   /** CPU seconds of the whole process tree (stack, controllers, pipeline) per AIBOM, flip to idle. */
   readonly cpuPerRun: number;
+  /** The same, by program (`bench` = this process: both controllers and the pipeline). */
+  readonly cpuByProgram: ReadonlyMap<string, number>;
 }
 
 export const operatorCompareBenchmark: Benchmark = {
@@ -220,6 +289,7 @@ class Compare {
   #pipe!: KubeClient;
   #sample!: Run;
   #seq = 0;
+  #profile: (name: string) => Promise<void> = () => Promise.resolve();
 
   constructor(ctx: BenchContext, baselineRoot: string) {
     this.#ctx = ctx;
@@ -230,6 +300,7 @@ class Compare {
     const ctx = this.#ctx;
     const stack = await ctx.stack();
     this.#pipe = kubeClient(loadKube(stack.kube.kubeconfigs.admin), { userAgent: 'bench-operator-compare' });
+    this.#profile = profiler(stack.tools.kubectl, stack.kube.kubeconfigs.admin);
     this.#sample = parseYaml(await readFile(`${repoRoot}/manifests/samples/run.yaml`, 'utf8')) as Run;
     this.#sample.spec.steps = this.#sample.spec.steps.slice(0, STEPS);
     const pki = await generateDevPki();
@@ -291,7 +362,12 @@ class Compare {
     const vault = await code.vault.openVault(pool);
     const signer = code.signerFromPem(pki);
     const registry = new Registry();
-    const counting = countingClient(code.kubeClient(loadKube(stack.kube.kubeconfigs['aibom-vault'])));
+    const counting = countingClient(
+      withheld(
+        code.kubeClient(loadKube(stack.kube.kubeconfigs['aibom-vault'])),
+        label === 'candidate' ? WITHOUT : [],
+      ),
+    );
     const env = stack.env;
     const controller = code.startController({
       client: counting.client,
@@ -435,8 +511,9 @@ class Compare {
   ): Promise<Result> {
     this.#ctx.log(`operator-compare: ${side.label}: ${scenario}, ${fmtCount(runs.length)} Runs`);
     const before = snapshot(side.counted.byCategory);
-    const cpuBefore = treeCpuSeconds();
+    const cpuBefore = treeCpu();
     const retries = { n: 0 };
+    const profiled = scenario === 'burst' ? this.#profile(`${side.label}-${scenario}-${round}`) : undefined;
     const flipping = flip(runs, retries);
     let flipError: Error | undefined;
     flipping.catch((err: unknown) => (flipError = err as Error));
@@ -457,8 +534,10 @@ class Compare {
       for (const r of rows) recordedAt.set(r.run_id, r.ms);
     }
     const flipped = await flipping;
+    await profiled;
     await this.#settle(side, `${side.label} ${scenario}: idle`, 300_000, () => Promise.resolve(true));
-    const cpu = treeCpuSeconds() - cpuBefore;
+    const cpuBy = cpuDiff(cpuBefore, treeCpu());
+    const cpu = cpuBy.get('total')!;
     const k = perKind(diff(side.counted.byCategory, before));
     const sent = Math.min(...flipped.map((f) => f.sent));
     const latencies = flipped.map((f) => recordedAt.get(f.run.uid)! - f.done);
@@ -472,6 +551,7 @@ class Compare {
       p99: percentile(latencies, 99),
       requestsPerRun: (k.read + k.write + k.create) / runs.length,
       cpuPerRun: cpu / runs.length,
+      cpuByProgram: new Map([...cpuBy].filter(([k]) => k !== 'total').map(([k, v]) => [k, v / runs.length])),
     };
     this.#ctx.log(
       `operator-compare: ${side.label}: ${scenario} ${fmtRate(result.aibomsPerSecond)} AIBOMs/s, p99 ${fmtMs(result.p99)}, ${(result.cpuPerRun * 1000).toFixed(0)} CPU-ms per AIBOM`,
@@ -481,7 +561,7 @@ class Compare {
 
   #report(results: readonly Result[], burst: number, steadyRuns: number): SummaryRow[] {
     printTable(
-      `operator-compare — ${fmtCount(burst)} Runs at once and ${fmtCount(steadyRuns)} at ${STEADY_RATE} Runs/s, per side and round (alternating order), ${WORKERS} workers, sample Run (first ${STEPS} steps)`,
+      `${WITHOUT.length > 0 ? `WHAT-IF (the candidate sends no creates of ${WITHOUT.join(', ')}) ` : ''}operator-compare — ${fmtCount(burst)} Runs at once and ${fmtCount(steadyRuns)} at ${STEADY_RATE} Runs/s, per side and round (alternating order), ${WORKERS} workers, sample Run (first ${STEPS} steps)`,
       [
         'round',
         'scenario',
@@ -505,6 +585,19 @@ class Compare {
         (r.cpuPerRun * 1000).toFixed(0),
       ]),
     );
+    const programs = [...new Set(results.flatMap((r) => [...r.cpuByProgram.keys()]))].sort(
+      (a, b) => (results[0]!.cpuByProgram.get(b) ?? 0) - (results[0]!.cpuByProgram.get(a) ?? 0),
+    );
+    printTable(
+      'operator-compare — CPU-ms per AIBOM by program (bench = this process: both controllers and the pipeline)',
+      ['round', 'scenario', 'side', ...programs],
+      results.map((r) => [
+        String(r.round),
+        r.scenario,
+        r.side,
+        ...programs.map((p) => ((r.cpuByProgram.get(p) ?? 0) * 1000).toFixed(1)),
+      ]),
+    );
     const of = (side: Side['label'], scenario: Result['scenario']) =>
       results.filter((r) => r.side === side && r.scenario === scenario);
     const ratios = of('candidate', 'burst').map(
@@ -517,7 +610,7 @@ class Compare {
     const steadyP99 = median(of('candidate', 'steady').map((r) => r.p99));
     const baseP99 = median(of('baseline', 'steady').map((r) => r.p99));
     printTable(
-      'operator-compare — summary',
+      `${WITHOUT.length > 0 ? 'WHAT-IF ' : ''}operator-compare — summary`,
       ['measure', 'baseline', 'candidate', 'ratio (per round)', 'goal', 'verdict'],
       [
         [
@@ -549,7 +642,7 @@ class Compare {
     return [
       {
         benchmark: 'operator-compare',
-        case: `${fmtCount(burst)} at once: AIBOMs/s vs baseline`,
+        case: `${WITHOUT.length > 0 ? 'WHAT-IF ' : ''}${fmtCount(burst)} at once: AIBOMs/s vs baseline`,
         ratioOf: 'candidate AIBOMs/s ÷ baseline AIBOMs/s',
         ratio,
         goal: THROUGHPUT_GOAL,

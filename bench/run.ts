@@ -24,6 +24,7 @@ import { exportBenchmark } from './export.ts';
 import { formatsBenchmark } from './formats.ts';
 import { getBenchmark } from './get.ts';
 import { ingestBenchmark } from './ingest.ts';
+import { kubeRequestsBenchmark } from './kube-requests.ts';
 import { operatorBenchmark } from './operator.ts';
 import { operatorCompareBenchmark } from './operator-compare.ts';
 import { queryBenchmark } from './query.ts';
@@ -37,6 +38,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   getBenchmark,
   operatorBenchmark,
   operatorCompareBenchmark,
+  kubeRequestsBenchmark,
   transparencyBenchmark,
   formatsBenchmark,
   exportBenchmark,
@@ -53,6 +55,8 @@ function usage(): string {
     '     BENCH_HTTP_CLIENT=http|fetch (default http): HTTP client of the query and get benchmarks.',
     '     BENCH_OPERATOR_BASELINE=<checkout>: the controller operator-compare measures this one against',
     '     (operator-compare runs only when named).',
+    '     BENCH_OPERATOR_ROUNDS, BENCH_PPROF_DIR (+ STACK_KUBE_PROFILING=1), BENCH_CANDIDATE_WITHOUT:',
+    '     operator-compare rounds, API server profiles, what-ifs (docs/bench.md "Running").',
   ].join('\n');
 }
 

@@ -192,7 +192,8 @@ export async function startKube(
       '--disable-admission-plugins=ServiceAccount',
       '--allow-privileged=false',
       '--enable-priority-and-fairness=false',
-      '--profiling=false',
+      // STACK_KUBE_PROFILING=1 serves /debug/pprof (bench/operator-compare.ts BENCH_PPROF_DIR).
+      `--profiling=${process.env.STACK_KUBE_PROFILING === '1'}`,
       '--v=1',
     ],
     logFile: join(root, 'kube-apiserver.log'),
