@@ -13,7 +13,8 @@ import {
   type IndexEntry,
   type SegmentIndex,
 } from './layout.ts';
-import { sigstoreBundle } from './sigstore.ts';
+import { dsseJson, intotoLine, viewJson } from './json.ts';
+import { sigstoreBundleJson } from './sigstore.ts';
 import { Spool, type SpoolOptions } from './spool.ts';
 import { BLOCK, END_OF_ARCHIVE, writeTarHeader } from './tar.ts';
 
@@ -115,44 +116,6 @@ export interface BundleInput {
   readonly beforeEnd?: (report: FinalReport) => Promise<void>;
   /** Size of the chunks the archive is written into and released in; default 1 MiB. */
   readonly chunkSize?: number;
-}
-
-/** Printable ASCII without `"` and `\`: JSON.stringify only adds the quotes (base64, ids, media types). */
-const JSON_PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
-
-/** `JSON.stringify(s)`; a string that needs no escaping skips V8's escaping pass (half the cost). */
-function jsonString(s: string): string {
-  return JSON_PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
-}
-
-/** The envelope has the shape the `.intoto.jsonl` line is written from (strings where strings belong). */
-function plainEnvelope(envelope: DsseEnvelope): boolean {
-  if (typeof envelope.payload !== 'string' || typeof envelope.payloadType !== 'string') return false;
-  if (!Array.isArray(envelope.signatures)) return false;
-  for (const s of envelope.signatures) {
-    if (typeof s !== 'object' || s === null || typeof s.keyid !== 'string' || typeof s.sig !== 'string') {
-      return false;
-    }
-  }
-  return true;
-}
-
-/** A line of the `.intoto.jsonl`: the DSSE envelope exactly as stored (its digest is the record's). */
-export function intotoLine(envelope: DsseEnvelope): string {
-  if (!plainEnvelope(envelope)) {
-    // Whatever the vault holds, the line is this serialisation of it; the fast path below gives
-    // the same bytes for the shape every stored envelope has.
-    return `${JSON.stringify({
-      payload: envelope.payload,
-      payloadType: envelope.payloadType,
-      signatures: envelope.signatures.map((s) => ({ keyid: s.keyid, sig: s.sig })),
-    })}\n`;
-  }
-  let sigs = '';
-  for (const s of envelope.signatures) {
-    sigs += `${sigs === '' ? '' : ','}{"keyid":${jsonString(s.keyid)},"sig":${jsonString(s.sig)}}`;
-  }
-  return `{"payload":${jsonString(envelope.payload)},"payloadType":${jsonString(envelope.payloadType)},"signatures":[${sigs}]}\n`;
 }
 
 export class BundleError extends Error {}
@@ -400,8 +363,10 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
         shipped.add(s.ref);
         out.addText(s.certificate !== undefined ? Paths.cert(s.ref) : Paths.key(s.ref), s.pem);
       }
+      // The envelope's JSON texts, shared by the three entries that carry it (json.ts).
+      const dsse = dsseJson(item.envelope);
       const view: object = typeof item.view === 'function' ? (item.view as () => object)() : item.view;
-      out.addText(Paths.envelope(item.id), JSON.stringify(view), true);
+      out.addText(Paths.envelope(item.id), viewJson(view, item.envelope, dsse), true);
       if (s !== null) {
         // A public-key hint (the key id), not the certificate: cosign verifies a certificate bundle
         // only with a Fulcio-style identity (a SAN and an OIDC issuer), which service signers do not
@@ -409,7 +374,7 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
         const times = item.timestamp !== undefined ? [item.timestamp] : [];
         out.addText(
           Paths.sigstore(item.id),
-          JSON.stringify(sigstoreBundle(item.envelope, { keyId: s.keyId }, times)),
+          sigstoreBundleJson(item.envelope, { keyId: s.keyId }, times, dsse),
           true,
         );
       }
@@ -425,7 +390,7 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
         out.addText(Paths.aibomMetadata(a.runId), JSON.stringify(a.metadata), true);
         runs++;
       }
-      spool.write(intotoLine(item.envelope));
+      spool.write(intotoLine(item.envelope, dsse));
       if (spool.overLimit) await spool.spill();
       firstId ??= item.id;
       last = item;
