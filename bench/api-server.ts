@@ -36,7 +36,7 @@ type ToWorker =
   | 'cpu'
   | 'close'
   | { type: 'serve'; bytes: Uint8Array; chunkSize: number }
-  | { type: 'passes'; namespaces: string[] };
+  | { type: 'reads'; namespaces: string[] };
 
 type FromWorker =
   | { type: 'listening'; url: string }
@@ -44,7 +44,7 @@ type FromWorker =
   | { type: 'error'; message: string }
   | { type: 'cpu'; micros: number }
   | { type: 'serving'; url: string }
-  | { type: 'passes'; rows: number };
+  | { type: 'reads'; rows: number };
 
 export interface ApiServer {
   readonly url: string;
@@ -57,10 +57,10 @@ export interface ApiServer {
    */
   serveBytes(bytes: Uint8Array, chunkSize: number): Promise<string>;
   /**
-   * Reads what an export of `namespaces` reads, in the worker: both keyset passes (records, then
-   * envelopes, reading ahead), rows decoded by node-postgres, nothing else done with them.
+   * Reads what an export of `namespaces` reads, in the worker: its one keyset pass over the
+   * records (reading ahead), rows decoded by node-postgres, nothing else done with them.
    */
-  readPasses(namespaces: string[]): Promise<number>;
+  readRecords(namespaces: string[]): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -102,7 +102,7 @@ export async function startApiServer(ctx: BenchContext, options: ApiServerOption
     url: first.url,
     cpuMicros: async () => (await ask('cpu', 'cpu')).micros,
     serveBytes: async (bytes, chunkSize) => (await ask({ type: 'serve', bytes, chunkSize }, 'serving')).url,
-    readPasses: async (namespaces) => (await ask({ type: 'passes', namespaces }, 'passes')).rows,
+    readRecords: async (namespaces) => (await ask({ type: 'reads', namespaces }, 'reads')).rows,
     close,
   };
 }
@@ -203,10 +203,7 @@ async function workerMain(options: ApiServerOptions): Promise<void> {
       let rows = 0;
       const options = { until, batchSize: 1000, readAhead: true };
       for await (const r of vault.attestations.stream(filter, options)) rows += r.seq > 0 ? 1 : 0;
-      for await (const e of vault.attestations.streamEnvelopes(filter, options)) {
-        rows += e.payload.length > 0 ? 1 : 0;
-      }
-      port.postMessage({ type: 'passes', rows } satisfies FromWorker);
+      port.postMessage({ type: 'reads', rows } satisfies FromWorker);
     })().catch((err: unknown) => {
       port.postMessage({ type: 'error', message: String((err as Error).stack ?? err) } satisfies FromWorker);
     });

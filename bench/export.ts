@@ -2,7 +2,7 @@
  * export: throughput of POST /v1/attestations/export — the sidecar API in a worker thread (as
  * bench/api-server.ts wires it, with the service signer), streaming a bundle of 20,000 ×
  * BENCH_SCALE really signed attestations (every record with its Sigstore bundle, one segment index
- * per 1000, the .intoto.jsonl pass, the index and the bundle's own C2PA manifest) to a node:http
+ * per 1000, the .intoto.jsonl, the index and the bundle's own C2PA manifest) to a node:http
  * client that only counts the bytes — vs the baseline: writing the SAME entries (same paths, same
  * bytes, read back from the first export, checked to rebuild it byte for byte) as a raw tar (ustar
  * headers, padding) with SHA-256 over the whole archive, in the same process, in alternating
@@ -291,8 +291,8 @@ export const exportBenchmark: Benchmark = {
     const transferOnce = () => measure(api, pgCpu, () => receive(floorUrl, { method: 'GET' }, false));
     const readOnce = () =>
       measure(api, pgCpu, async () => {
-        const rows = await api.readPasses([NAMESPACE]);
-        if (rows !== 2 * total) throw new Error(`the read passes saw ${rows} rows, not ${2 * total}`);
+        const rows = await api.readRecords([NAMESPACE]);
+        if (rows !== total) throw new Error(`the read pass saw ${rows} rows, not ${total}`);
         return { bytes: first.bytes };
       });
 

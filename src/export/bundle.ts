@@ -13,14 +13,18 @@ import {
   type IndexEntry,
   type SegmentIndex,
 } from './layout.ts';
-import { sigstoreBundle } from './sigstore.ts';
+import { dsseJson, intotoLine, viewJson } from './json.ts';
+import { sigstoreBundleJson } from './sigstore.ts';
+import { Spool, type SpoolOptions } from './spool.ts';
 import { BLOCK, END_OF_ARCHIVE, writeTarHeader } from './tar.ts';
 
 /**
  * The export bundle writer (layout: docs/export.md; choices: docs/adr/0009-export-bundle.md). Pure
  * apart from the sources it is given: records arrive in segments (one keyset batch each), and the
  * archive leaves as a stream of chunks, so memory holds one segment whatever the size of the
- * selection. The same inputs give the same bytes: fixed headers (tar.ts), fixed entry order,
+ * selection. The `.intoto.jsonl`, which follows every record but whose header needs its size, is
+ * collected on the way in a spool (memory up to a bound, then a temp file: spool.ts), so the records
+ * are read once. The same inputs give the same bytes: fixed headers (tar.ts), fixed entry order,
  * canonical serialisations, and a bundle manifest signed deterministically (RFC 6979 / Ed25519)
  * with labels and time derived from the content; how the bytes are chunked changes none of them.
  * Its cost per record is measured by bench/export.ts (docs/bench.md).
@@ -93,8 +97,12 @@ export const DEFAULT_CHUNK_SIZE = 1024 * 1024;
 
 export interface BundleInput {
   readonly segments: AsyncIterable<ExportSegment>;
-  /** The same records' envelopes again, in the same order (the `.intoto.jsonl` pass). */
-  readonly envelopes: () => AsyncIterable<DsseEnvelope>;
+  /**
+   * Where the `.intoto.jsonl` is collected until it is written (spool.ts): bytes kept in memory
+   * before it spills to a temp file (default 8 MiB), and the directory the temp file's own
+   * directory is made in (default `os.tmpdir()`), which needs about the size of the `.intoto.jsonl`.
+   */
+  readonly spool?: SpoolOptions;
   /** The keys of the transparency log(s) whose receipts may appear, with a chain when they have one. */
   readonly logKeys: readonly { readonly key: LogKey; readonly chainPem?: string }[];
   readonly service: Record<string, unknown>;
@@ -108,61 +116,6 @@ export interface BundleInput {
   readonly beforeEnd?: (report: FinalReport) => Promise<void>;
   /** Size of the chunks the archive is written into and released in; default 1 MiB. */
   readonly chunkSize?: number;
-}
-
-/** Printable ASCII without `"` and `\`: JSON.stringify only adds the quotes (base64, ids, media types). */
-const JSON_PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
-
-/** `JSON.stringify(s)`; a string that needs no escaping skips V8's escaping pass (half the cost). */
-function jsonString(s: string): string {
-  return JSON_PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
-}
-
-/** UTF-8 length of `JSON.stringify(s)`. */
-function jsonStringBytes(s: string): number {
-  return JSON_PLAIN.test(s) ? s.length + 2 : Buffer.byteLength(JSON.stringify(s), 'utf8');
-}
-
-/** The envelope has the shape the `.intoto.jsonl` line is written from (strings where strings belong). */
-function plainEnvelope(envelope: DsseEnvelope): boolean {
-  if (typeof envelope.payload !== 'string' || typeof envelope.payloadType !== 'string') return false;
-  if (!Array.isArray(envelope.signatures)) return false;
-  for (const s of envelope.signatures) {
-    if (typeof s !== 'object' || s === null || typeof s.keyid !== 'string' || typeof s.sig !== 'string') {
-      return false;
-    }
-  }
-  return true;
-}
-
-/** A line of the `.intoto.jsonl`: the DSSE envelope exactly as stored (its digest is the record's). */
-export function intotoLine(envelope: DsseEnvelope): string {
-  if (!plainEnvelope(envelope)) {
-    // Whatever the vault holds, the line is this serialisation of it; the fast path below gives
-    // the same bytes for the shape every stored envelope has.
-    return `${JSON.stringify({
-      payload: envelope.payload,
-      payloadType: envelope.payloadType,
-      signatures: envelope.signatures.map((s) => ({ keyid: s.keyid, sig: s.sig })),
-    })}\n`;
-  }
-  let sigs = '';
-  for (const s of envelope.signatures) {
-    sigs += `${sigs === '' ? '' : ','}{"keyid":${jsonString(s.keyid)},"sig":${jsonString(s.sig)}}`;
-  }
-  return `{"payload":${jsonString(envelope.payload)},"payloadType":${jsonString(envelope.payloadType)},"signatures":[${sigs}]}\n`;
-}
-
-/** `Buffer.byteLength(intotoLine(envelope))`, without building the line (the first pass only sums sizes). */
-export function intotoLineBytes(envelope: DsseEnvelope): number {
-  if (!plainEnvelope(envelope)) return Buffer.byteLength(intotoLine(envelope), 'utf8');
-  // {"payload":P,"payloadType":T,"signatures":[S,S]}\n with S = {"keyid":K,"sig":G}
-  let n = 44 + jsonStringBytes(envelope.payload) + jsonStringBytes(envelope.payloadType);
-  for (let i = 0; i < envelope.signatures.length; i++) {
-    const s = envelope.signatures[i]!;
-    n += (i > 0 ? 1 : 0) + 17 + jsonStringBytes(s.keyid) + jsonStringBytes(s.sig);
-  }
-  return n;
 }
 
 export class BundleError extends Error {}
@@ -297,22 +250,18 @@ class Archive {
     return entry;
   }
 
-  /** Starts an entry of `size` bytes whose content arrives piece by piece ({@link streamText}). */
+  /** Starts an entry of `size` bytes whose content arrives piece by piece ({@link streamBytes}). */
   beginStream(path: string, size: number): void {
     this.header(path, size);
     this.streamed = { path, size, written: 0, hash: createHash('sha256'), from: this.used };
   }
 
-  streamText(text: string): void {
+  /**
+   * The next piece of the streamed entry, copied (the caller may reuse `bytes`). The bytes are
+   * split wherever a chunk ends; the entry's digest follows them across chunks (`close`).
+   */
+  streamBytes(bytes: Buffer): void {
     const s = this.streamed!;
-    if (3 * text.length <= this.room()) {
-      const n = this.chunk.write(text, this.used, 'utf8');
-      this.used += n;
-      s.written += n;
-      return;
-    }
-    // Across chunks: the bytes are split wherever the chunk ends (they are one entry's content).
-    const bytes = Buffer.from(text, 'utf8');
     for (let at = 0; at < bytes.length;) {
       if (this.room() === 0) this.close();
       const k = Math.min(this.room(), bytes.length - at);
@@ -353,8 +302,20 @@ class Archive {
   }
 }
 
-/** Streams the bundle. Throws BundleError if the sources disagree between passes. */
+/**
+ * Streams the bundle. The spool's temp file, if it came to one, is removed however the stream ends
+ * (last byte, failure, or the consumer stopping early).
+ */
 export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, void, undefined> {
+  const spool = new Spool(input.spool);
+  try {
+    yield* bundleBytes(input, spool);
+  } finally {
+    await spool.dispose();
+  }
+}
+
+async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Buffer, void, undefined> {
   const out = new Archive(input.chunkSize ?? DEFAULT_CHUNK_SIZE);
   // Write-ahead: the audit rows of a segment are being written while its bytes are prepared, and
   // no byte of it is released before they are (`release` waits for them).
@@ -379,7 +340,6 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
   let runs = 0;
   let receipts = 0;
   let enqueued = 0;
-  let jsonlSize = 0;
   let firstId: string | undefined;
   let last: ExportItem | undefined;
 
@@ -403,8 +363,10 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
         shipped.add(s.ref);
         out.addText(s.certificate !== undefined ? Paths.cert(s.ref) : Paths.key(s.ref), s.pem);
       }
+      // The envelope's JSON texts, shared by the three entries that carry it (json.ts).
+      const dsse = dsseJson(item.envelope);
       const view: object = typeof item.view === 'function' ? (item.view as () => object)() : item.view;
-      out.addText(Paths.envelope(item.id), JSON.stringify(view), true);
+      out.addText(Paths.envelope(item.id), viewJson(view, item.envelope, dsse), true);
       if (s !== null) {
         // A public-key hint (the key id), not the certificate: cosign verifies a certificate bundle
         // only with a Fulcio-style identity (a SAN and an OIDC issuer), which service signers do not
@@ -412,7 +374,7 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
         const times = item.timestamp !== undefined ? [item.timestamp] : [];
         out.addText(
           Paths.sigstore(item.id),
-          JSON.stringify(sigstoreBundle(item.envelope, { keyId: s.keyId }, times)),
+          sigstoreBundleJson(item.envelope, { keyId: s.keyId }, times, dsse),
           true,
         );
       }
@@ -428,7 +390,8 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
         out.addText(Paths.aibomMetadata(a.runId), JSON.stringify(a.metadata), true);
         runs++;
       }
-      jsonlSize += intotoLineBytes(item.envelope);
+      spool.write(intotoLine(item.envelope, dsse));
+      if (spool.overLimit) await spool.spill();
       firstId ??= item.id;
       last = item;
       count++;
@@ -446,11 +409,10 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
   }
   if (last === undefined || firstId === undefined) throw new BundleError('the selection is empty');
 
-  // Second pass: every envelope, one per line. Its size was summed on the first pass; records are
-  // immutable and the passes share `until`, so a difference is a bug, never a partial file.
-  out.beginStream(Paths.intotoJsonl, jsonlSize);
-  for await (const envelope of input.envelopes()) {
-    out.streamText(intotoLine(envelope));
+  // Every envelope, one per line, as the records went by.
+  out.beginStream(Paths.intotoJsonl, spool.size);
+  for await (const piece of spool.read()) {
+    out.streamBytes(piece);
     if (out.hasReady) yield* release();
   }
   const tail: IndexEntry[] = [out.endStream()];

@@ -1,5 +1,6 @@
 import type { Rfc3161SignedTimestamp } from '../timestamp/sigstore.ts';
 import type { DsseEnvelope } from '../vault/index.ts';
+import { dsseJson, jsonString, type DsseJson } from './json.ts';
 
 /** Media type of a Sigstore bundle v0.3 (protobuf-specs `Bundle`, JSON form). */
 export const SIGSTORE_BUNDLE_V03 = 'application/vnd.dev.sigstore.bundle.v0.3+json';
@@ -56,6 +57,32 @@ export function sigstoreBundle(
       signatures: envelope.signatures.map((s) => ({ sig: s.sig })),
     },
   };
+}
+
+/**
+ * `JSON.stringify(sigstoreBundle(envelope, signer, timestamps))`, built from the envelope's shared
+ * JSON texts (json.ts) when it has them.
+ */
+export function sigstoreBundleJson(
+  envelope: DsseEnvelope,
+  signer: SignerMaterial,
+  timestamps: readonly Rfc3161SignedTimestamp[] = [],
+  dsse: DsseJson | null = dsseJson(envelope),
+): string {
+  if (
+    dsse === null ||
+    typeof signer.keyId !== 'string' ||
+    !timestamps.every((t) => typeof t.signedTimestamp === 'string')
+  ) {
+    return JSON.stringify(sigstoreBundle(envelope, signer, timestamps));
+  }
+  const times = timestamps.map((t) => `{"signedTimestamp":${jsonString(t.signedTimestamp)}}`).join(',');
+  const sigs = dsse.signatures.map((s) => `{"sig":${s.sig}}`).join(',');
+  return (
+    `{"mediaType":"${SIGSTORE_BUNDLE_V03}","verificationMaterial":{"publicKey":{"hint":${jsonString(signer.keyId)}},` +
+    `"tlogEntries":[],"timestampVerificationData":{"rfc3161Timestamps":[${times}]}},` +
+    `"dsseEnvelope":{"payload":${dsse.payload},"payloadType":${dsse.payloadType},"signatures":[${sigs}]}}`
+  );
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { ExportItem, ExportSegment, ItemSigner } from '../export/bundle.ts';
 import { SEGMENT_SIZE } from '../export/layout.ts';
 import { parseCertificates } from '../signing/index.ts';
-import type { AttestationFilter, DsseEnvelope, StoredAttestation, Vault } from '../vault/index.ts';
+import type { AttestationFilter, StoredAttestation, Vault } from '../vault/index.ts';
 import { withJob } from './envelope.ts';
 import { currentMetadata } from '../recorder/index.ts';
 import { guardStoredArtifact, type ArtifactGuardDeps } from './export-guard.ts';
@@ -9,9 +9,9 @@ import { guardStoredArtifact, type ArtifactGuardDeps } from './export-guard.ts';
 /**
  * Where an export's records and everything they reference come from: the vault (records, SCITT
  * jobs, signer chains, AIBOM metadata records) and the object store (AIBOM blobs and sidecars).
- * Two passes over the same selection (`until` fixed by the caller): segments of records with their
- * material, then the bare envelopes for the `.intoto.jsonl`. Both read the next batch from
- * PostgreSQL while the writer works through the current one.
+ * One pass over the selection (`until` fixed by the caller): segments of records with their
+ * material, the next batch read from PostgreSQL while the writer works through the current one
+ * (the writer collects the `.intoto.jsonl` on the way).
  */
 export interface ExportSourceDeps extends ArtifactGuardDeps {
   readonly vault: Pick<
@@ -133,11 +133,5 @@ export function exportSource(
       }
       if (batch.length > 0) yield await segmentOf(batch);
     },
-    envelopes: (): AsyncGenerator<DsseEnvelope> =>
-      deps.vault.attestations.streamEnvelopes(filter, {
-        until: options.until,
-        batchSize: size,
-        readAhead: true,
-      }),
   };
 }

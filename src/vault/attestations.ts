@@ -8,7 +8,6 @@ import {
   queryAttestations,
   selectionSize,
   streamAttestations,
-  streamEnvelopes,
   type AttestationFilter,
   type StreamOptions,
   type Page,
@@ -16,7 +15,7 @@ import {
 } from './query.ts';
 import { enqueueTimestampJobs } from './timestamps.ts';
 import { enqueueJobs } from './transparency-jobs.ts';
-import type { AttestationKind, DsseEnvelope, NewAttestation, StoredAttestation } from './types.ts';
+import type { AttestationKind, NewAttestation, StoredAttestation } from './types.ts';
 import type { UuidV7Generator } from './uuidv7.ts';
 
 /** What a Kubernetes Attestation resource mirrors of a record (no envelope). */
@@ -56,11 +55,6 @@ export interface AttestationRepository {
     filter: AttestationFilter,
     options?: StreamOptions,
   ): AsyncGenerator<StoredAttestation, void, undefined>;
-  /** Only the DSSE envelopes of what `stream` yields for the same filter and `until`. */
-  streamEnvelopes(
-    filter: AttestationFilter,
-    options: StreamOptions & { until: string | null },
-  ): AsyncGenerator<DsseEnvelope, void, undefined>;
   /** How many records match (counting up to `max + 1`) and the head to stream them with (`until`). */
   selectionSize(filter: AttestationFilter, max: number): Promise<{ count: number; until: string | null }>;
   /** The records of one run, in insert order, without their envelopes. */
@@ -143,7 +137,6 @@ export function attestationRepository(
         }
       : (filter, options) => streamAttestations(pool, filter, options),
     selectionSize: (filter, max) => selectionSize(pool, filter, max),
-    streamEnvelopes: (filter, options) => streamEnvelopes(pool, filter, options),
 
     async ofRun(namespace, runId) {
       const { rows } = await pool.query<{

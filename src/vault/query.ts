@@ -3,12 +3,7 @@ import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
 import { JOBS_JOIN, jobOfJoinedRow, type TransparencyJob } from './transparency-jobs.ts';
-import {
-  ATTESTATION_KINDS,
-  type AttestationKind,
-  type DsseEnvelope,
-  type StoredAttestation,
-} from './types.ts';
+import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
 
 /** All present fields are ANDed. */
 export interface AttestationFilter {
@@ -195,7 +190,7 @@ export interface StreamOptions {
    * records: stored records never change and later ones have greater ids.
    */
   readonly until?: string | null;
-  /** Fetch the next batch while the caller consumes this one (an export's passes). */
+  /** Fetch the next batch while the caller consumes this one (an export's pass). */
   readonly readAhead?: boolean;
 }
 
@@ -227,30 +222,6 @@ export async function selectionSize(
     values: inner.values,
   });
   return { count: rows[0]?.n ?? 0, until };
-}
-
-/**
- * The DSSE envelopes of the records {@link streamAttestations} yields for the same filter and
- * `until`, in the same order, reading only `id` and `envelope` (an export's `.intoto.jsonl` pass).
- */
-export async function* streamEnvelopes(
-  pool: pg.Pool,
-  filter: AttestationFilter,
-  options: StreamOptions & { until: string | null },
-): AsyncGenerator<DsseEnvelope, void, undefined> {
-  validateFilter(filter);
-  const batchSize = options.batchSize ?? STREAM_BATCH;
-  if (filter.namespaces.length === 0 || options.until === null) return;
-  const until = options.until;
-  yield* batches(
-    async (after) => {
-      const { name, text, values } = buildSelect(filter, after, until, batchSize, 'id, envelope');
-      return (await pool.query<{ id: string; envelope: DsseEnvelope }>({ name, text, values })).rows;
-    },
-    batchSize,
-    options.readAhead === true,
-    (r) => r.envelope,
-  );
 }
 
 function pageLimit(limit: number | undefined): number {

@@ -253,6 +253,18 @@ describe('helm chart charts/aibom-vault', () => {
       { name: 'metrics', containerPort: 9091, protocol: 'TCP' },
     ]);
     expect(api.readinessProbe?.httpGet?.port).toBe('http');
+    // /tmp, the only writable path: in memory for the controller; on disk for the API, whose
+    // exports spool their .intoto.jsonl there (docs/export.md).
+    for (const c of [controller, api])
+      expect(c.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+    expect(controllerDeployment.spec!.template.spec!.volumes).toContainEqual({
+      name: 'tmp',
+      emptyDir: { medium: 'Memory', sizeLimit: '64Mi' },
+    });
+    expect(apiDeployment.spec!.template.spec!.volumes).toContainEqual({
+      name: 'tmp',
+      emptyDir: { sizeLimit: '4Gi' },
+    });
     // The two selectors are disjoint: neither Deployment adopts the other's pods.
     expect(controllerDeployment.spec?.selector.matchLabels).not.toEqual(
       apiDeployment.spec?.selector.matchLabels,
@@ -417,6 +429,7 @@ describe('helm chart charts/aibom-vault', () => {
       /'maxUnavailable' not allowed/,
     ],
     ['a port out of range', ['sidecar.port=70000'], /\/sidecar\/port/],
+    ['a /tmp size that is not a quantity', ['sidecar.tmp.sizeLimit=lots'], /\/sidecar\/tmp\/sizeLimit/],
     [
       'the API port on its metrics port',
       ['sidecar.port=9091'],

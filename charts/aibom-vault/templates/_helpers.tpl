@@ -197,7 +197,8 @@ the same configuration; only the listen ports differ (set per container).
 {{- end }}
 
 {{- define "aibom-vault.volumeMounts" -}}
-# readOnlyRootFilesystem: the only writable path is an in-memory /tmp.
+# readOnlyRootFilesystem: the only writable path is /tmp (in memory for the controller, on the
+# node's disk for the API, whose exports spool there).
 - name: tmp
   mountPath: /tmp
 {{- if .Values.tsa.url }}

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,8 +64,8 @@ describe('vault streaming export', () => {
     expect(count).toBe(ROWS / 2);
   });
 
-  it('yields the same rows and envelopes when it reads ahead, in flat memory', async () => {
-    // The export's passes fetch the next batch while the current one is consumed.
+  it('yields the same rows when it reads ahead, in flat memory', async () => {
+    // The export's pass fetches the next batch while the current one is consumed.
     const filter = { namespaces: ['odd', 'even'] };
     const { count: total, until } = await t.vault.attestations.selectionSize(filter, 2 * ROWS);
     const ids = async (readAhead: boolean, batchSize: number) => {
@@ -81,21 +80,6 @@ describe('vault streaming export', () => {
     expect(await ids(true, 777)).toEqual(plain);
     // A last batch shorter than the others, and one exactly full (an empty read ends the stream).
     expect(await ids(true, 1000)).toEqual(plain);
-
-    const envelopes = async (readAhead: boolean) => {
-      const h = createHash('sha256');
-      let n = 0;
-      for await (const e of t.vault.attestations.streamEnvelopes(filter, {
-        until,
-        batchSize: 1000,
-        readAhead,
-      })) {
-        h.update(digestOf(e));
-        n += 1;
-      }
-      return { n, digest: h.digest('hex') };
-    };
-    expect(await envelopes(true)).toEqual(await envelopes(false));
 
     const baseline = retainedHeap();
     let peak = baseline;

@@ -167,7 +167,6 @@ describe('service-ctl verify --trust-bundle', () => {
     const chunks: Buffer[] = [];
     for await (const c of writeBundle({
       segments: Readable.from([{ items, scittEnqueued: [] }]),
-      envelopes: () => Readable.from(items.map((i) => i.envelope)),
       logKeys: [{ key: logKeyOf(after.publicKey) }],
       service: { name: 'aibom-vault', version: 'test' },
       selection: { namespaces: ['team-a'] },

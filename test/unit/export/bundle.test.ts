@@ -56,7 +56,6 @@ async function bundle(segmentSize = 4): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of writeBundle({
     segments: Readable.from(segments),
-    envelopes: () => Readable.from(items.map((i) => i.envelope)),
     logKeys: [
       {
         key: logKeyOf(signer.publicKey),

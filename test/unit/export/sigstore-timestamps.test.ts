@@ -66,7 +66,6 @@ async function bundleOf(list: ExportItem[]): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of writeBundle({
     segments: Readable.from([{ items: list, scittEnqueued: [] }]),
-    envelopes: () => Readable.from(list.map((i) => i.envelope)),
     logKeys: [{ key: logKeyOf(signer.publicKey) }],
     service: { name: 'aibom-vault', version: 'test' },
     selection: { namespaces: ['team-a'] },

@@ -245,7 +245,6 @@ async function streamExport(
             yield s;
           }
         })(),
-        envelopes: () => source.envelopes(),
         logKeys,
         service: {
           name: deps.claimGenerator.split('/')[0],
