@@ -75,6 +75,7 @@ await runUntilSignal(logger, async () => {
     tsaTrustAnchors,
     signer: () => signer.current(),
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
+    exportConcurrency: config.EXPORT_CONCURRENCY,
     policyPacks: kubePolicyPackSource(kc, {
       timeoutMs: config.KUBE_TIMEOUT_MS,
       logger: logger.child({ component: 'policy-packs' }),

@@ -200,6 +200,12 @@ export const schema = {
     default: '1000000',
     parse: intIn(1, 100_000_000),
   },
+  EXPORT_CONCURRENCY: {
+    description:
+      'exports (POST /v1/attestations/export, audit exports, the UI) streaming at once per sidecar replica, at most half of them (at least 1) for one caller; more get 429 EXPORT_BUSY with Retry-After. Each reads the database while it streams and keeps its spool in /tmp (docs/export.md)',
+    default: '2',
+    parse: intIn(1, 64),
+  },
   SERVICE_CAPABILITY_TOKENS: {
     description:
       'Value 1 projects every capability chain as a W3C VC (application/vc+jwt) and a Biscuit v3 token, minted when the step is recorded and listed in the capability_tokens field of capability and step envelopes; 0 mints none and removes the field (docs/capabilities.md)',

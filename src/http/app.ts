@@ -26,6 +26,7 @@ import { sessionCodec } from './ui/session.ts';
 import { registerScrapiRoutes } from './routes/scrapi.ts';
 import { auditPageSchema, auditRoutes } from './routes/v1/audit.ts';
 import { DEFAULT_EXPORT_LIMIT, exportBodySchema, exportRoutes } from './routes/v1/export.ts';
+import { DEFAULT_EXPORT_CONCURRENCY, ExportSlots } from './export-slots.ts';
 import { keyEntrySchema, keyRoutes, trustBundleSchema } from './routes/v1/keys.ts';
 import { exportKeys } from './export-keys.ts';
 import type { KeySigner } from '../signing/index.ts';
@@ -68,6 +69,8 @@ export interface AppDeps {
   readonly signer?: KeySigner | (() => KeySigner);
   /** EXPORT_MAX_ATTESTATIONS: largest selection one export may hold. */
   readonly exportLimit?: number;
+  /** EXPORT_CONCURRENCY: exports streaming at once (at most half of them for one caller). */
+  readonly exportConcurrency?: number;
   /** How long a client may take to send a request, and keep a connection idle (HTTP_*_TIMEOUT_MS). */
   readonly timeouts?: Partial<HttpTimeouts>;
   /** The PolicyPack resources (GET /v1/runs/{id} `policy_pack`, the UI's export dialog). */
@@ -231,6 +234,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...deps,
     ...keys,
     exportLimit: deps.exportLimit ?? DEFAULT_EXPORT_LIMIT,
+    exportSlots: new ExportSlots(deps.exportConcurrency ?? DEFAULT_EXPORT_CONCURRENCY),
     claimGenerator: CLAIM_GENERATOR,
   };
   exportRoutes(app, exports);

@@ -24,6 +24,7 @@ export type ProblemCode =
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'EMPTY_SELECTION'
   | 'EXPORT_TOO_LARGE'
+  | 'EXPORT_BUSY'
   | 'UPSTREAM_UNAVAILABLE'
   | 'REGISTRATION_FAILED'
   | 'RECORD_TAMPERED'
@@ -65,6 +66,7 @@ const TITLES: Record<ProblemCode, string> = {
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   EMPTY_SELECTION: 'Nothing to export',
   EXPORT_TOO_LARGE: 'Export selection too large',
+  EXPORT_BUSY: 'Too many exports at once',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   REGISTRATION_FAILED: 'Registration failed',
   RECORD_TAMPERED: 'Stored record does not match what is signed',

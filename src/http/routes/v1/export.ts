@@ -16,6 +16,7 @@ import type { AttestationFilter, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { guardStoredArtifact } from '../../export-guard.ts';
+import type { ExportSlots } from '../../export-slots.ts';
 import { exportSource } from '../../export-source.ts';
 import { ProblemError } from '../../problem.ts';
 import { resolveCapabilityFilter } from '../../capability-filter.ts';
@@ -41,6 +42,8 @@ export interface ExportRouteDeps {
   readonly ensureServiceKeys: () => Promise<void>;
   /** Largest selection (attestations) one export may hold. */
   readonly exportLimit: number;
+  /** Exports streaming at once (EXPORT_CONCURRENCY). */
+  readonly exportSlots: ExportSlots;
   /** `name/version` of the service, recorded in every index and manifest. */
   readonly claimGenerator: string;
 }
@@ -166,6 +169,24 @@ async function streamExport(
       },
     );
   }
+  // A slot before any work, held until the response stream closes (below), however it ends.
+  const release = deps.exportSlots.acquire(req.user?.username ?? 'unknown');
+  try {
+    return await planned(deps, req, reply, plan, configured, release);
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+async function planned(
+  deps: ExportRouteDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  plan: StreamPlan,
+  configured: KeySigner,
+  release: () => void,
+): Promise<FastifyReply> {
   const { count, until } = await deps.vault.attestations.selectionSize(plan.filter, deps.exportLimit);
   if (count === 0) {
     throw new ProblemError(
@@ -275,6 +296,8 @@ async function streamExport(
   }
   // One chunk is prepared while the previous one is being sent (bounded: one chunk per export).
   const tar = Readable.from(bytes(), { objectMode: false, highWaterMark: DEFAULT_CHUNK_SIZE });
+  // 'close' comes after the last byte, a failure or the client going away (the stream is destroyed).
+  tar.once('close', release);
   const body = plan.gzip ? pipeline(tar, createGzip(), () => undefined) : tar;
   return reply
     .type(plan.gzip ? TAR_GZIP_MEDIA_TYPE : TAR_MEDIA_TYPE)
@@ -357,6 +380,7 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
           ...problemResponses,
           409: { $ref: 'Problem#' },
           413: { $ref: 'Problem#' },
+          429: { $ref: 'Problem#' },
           422: { $ref: 'Problem#' },
         },
       },
@@ -383,7 +407,12 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
           additionalProperties: false,
           properties: { gzip: { type: 'string', enum: ['true', 'false'] } },
         },
-        response: { ...tarResponse, ...problemResponses, 409: { $ref: 'Problem#' } },
+        response: {
+          ...tarResponse,
+          ...problemResponses,
+          409: { $ref: 'Problem#' },
+          429: { $ref: 'Problem#' },
+        },
       },
     },
     async (req, reply) => {

@@ -1,0 +1,114 @@
+/**
+ * EXPORT_CONCURRENCY against the real stack (real TokenReview/SubjectAccessReview, PostgreSQL, a
+ * real socket): a tenant starting exports in parallel gets 429 EXPORT_BUSY with Retry-After for
+ * the ones past its share, another tenant still gets one, everyone past the replica's total is
+ * refused, and a slot comes back however its export ends: the client going away mid-stream, a
+ * refusal after the slot was taken (nothing to export), and the last byte.
+ */
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateDevPki } from '../../../hack/dev-pki.ts';
+import { signerFromPem } from '../../../src/signing/index.ts';
+import { stackApp } from '../../helpers/app.ts';
+import { bindUser, createNamespace } from '../../helpers/rbac.ts';
+import { stack, uniqueName } from '../../helpers/stack.ts';
+import { poll } from '../../helpers/controller-process.ts';
+import { attestation, setupVault, type TestVault } from '../vault/helpers.ts';
+
+/** Enough records that an unread response cannot fit in the socket buffers (about 30 MB of tar). */
+const ROWS = 4000;
+const namespace = uniqueName('export-slots');
+let t: TestVault;
+let app: FastifyInstance;
+let url: string;
+
+type User = 'admin' | 'alice' | 'bob';
+
+function exportAs(
+  user: User,
+  body: Record<string, unknown> = { namespaces: [namespace] },
+): Promise<Response> {
+  return fetch(`${url}/v1/attestations/export`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${stack().kube.tokens[user]}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+}
+
+async function problemOf(res: Response): Promise<{ code: string; detail: string }> {
+  expect(res.headers.get('content-type')).toContain('application/problem+json');
+  return (await res.json()) as { code: string; detail: string };
+}
+
+beforeAll(async () => {
+  await createNamespace(namespace);
+  await bindUser('alice', 'aibom-vault-auditor', namespace);
+  await bindUser('bob', 'aibom-vault-auditor', namespace);
+  t = await setupVault('export_slots');
+  for (let b = 0; b < ROWS / 1000; b++) {
+    await t.vault.attestations.append(
+      Array.from({ length: 1000 }, () => attestation({ namespace, padding: 1000 })),
+    );
+  }
+  const signer = signerFromPem(await generateDevPki());
+  app = await stackApp(t.vault, signer.caCertificates, { signer, exportConcurrency: 2 });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+}, 300_000);
+
+afterAll(async () => {
+  await app?.close();
+  await t?.close();
+});
+
+describe('exports streaming at once (EXPORT_CONCURRENCY=2: one per caller)', () => {
+  it('refuses a second export of the same caller and a third of anyone, and frees the slots of exports whose clients went away', async () => {
+    const first = await exportAs('admin');
+    expect(first.status).toBe(200);
+    // Its body is not read: the export holds its slot while it waits for the client.
+    const again = await exportAs('admin');
+    expect(again.status).toBe(429);
+    expect(again.headers.get('retry-after')).toBe('30');
+    const own = await problemOf(again);
+    expect(own.code).toBe('EXPORT_BUSY');
+    expect(own.detail).toContain('of yours');
+
+    const alice = await exportAs('alice');
+    expect(alice.status).toBe(200);
+    const bob = await exportAs('bob');
+    expect(bob.status).toBe(429);
+    expect((await problemOf(bob)).detail).toContain('at most 2 at once');
+
+    // Both clients go away mid-stream: their slots come back.
+    await first.body!.cancel();
+    await alice.body!.cancel();
+    let last: Response | undefined;
+    await poll(async () => {
+      const res = await exportAs('bob');
+      if (res.status === 200) {
+        last = res;
+        return true;
+      }
+      await res.body?.cancel();
+      return false;
+    }, 'a slot released by the abandoned exports');
+    // Read to the end: the last byte frees the slot too, so bob may export again at once.
+    const bytes = (await last!.arrayBuffer()).byteLength;
+    expect(bytes).toBeGreaterThan(4 * 1024 * 1024);
+    const next = await exportAs('bob');
+    expect(next.status).toBe(200);
+    await next.arrayBuffer();
+  });
+
+  it('frees the slot of an export refused after it was taken (nothing to export)', async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await exportAs('alice', { namespaces: [namespace], run_id: crypto.randomUUID() });
+      expect(res.status).toBe(422);
+      expect((await problemOf(res)).code).toBe('EMPTY_SELECTION');
+    }
+    const res = await exportAs('alice');
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+  });
+});
