@@ -7,14 +7,12 @@ import { extract } from 'tar-stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { writeBundle, type ExportItem, type ExportSegment } from '../../../src/export/bundle.ts';
-import { intotoLine } from '../../../src/export/json.ts';
 import { Paths } from '../../../src/export/layout.ts';
 import type { SpoolOptions } from '../../../src/export/spool.ts';
 import { tarHeader, writeTarHeader } from '../../../src/export/tar.ts';
 import { logKeyOf } from '../../../src/cose/key.ts';
 import { toApiEnvelope } from '../../../src/http/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
-import type { DsseEnvelope } from '../../../src/vault/index.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { runRecords, storedRecord } from '../../helpers/records.ts';
 
@@ -200,37 +198,6 @@ describe('bundle writer', () => {
     expect(receivedAtAudit.size).toBe(segments);
     for (let s = 1; s <= segments; s++) {
       expect(receivedAtAudit.get(s), `segment ${s}`).toBeLessThanOrEqual(starts.get(s)!);
-    }
-  });
-});
-
-describe('.intoto.jsonl lines', () => {
-  const base: DsseEnvelope = {
-    payload: Buffer.from('{"a":1}').toString('base64'),
-    payloadType: 'application/vnd.in-toto+json',
-    signatures: [{ keyid: 'sha256:abc', sig: 'MEUCIQ+/==' }],
-  };
-  const odd: unknown[] = [
-    base,
-    { ...base, signatures: [] },
-    { ...base, signatures: [base.signatures[0], { keyid: 'k2', sig: 's2' }] },
-    { ...base, payloadType: 'text/"quoted"\\back\nslash\u0001' },
-    { ...base, payload: 'non-base64 é ✓ 😀 \ud800 lone' },
-    { ...base, signatures: [{ keyid: 'ключ', sig: 'x', extra: 1 }] },
-    { ...base, signatures: [{ sig: 'no keyid' }] },
-    { ...base, payloadType: 42 },
-    { payload: base.payload, signatures: base.signatures },
-    { ...base, extra: 'not written' },
-  ];
-
-  it('are the JSON of the envelope (payload, payloadType, keyid and sig)', () => {
-    for (const e of odd as DsseEnvelope[]) {
-      const expected = `${JSON.stringify({
-        payload: e.payload,
-        payloadType: e.payloadType,
-        signatures: e.signatures.map((s) => ({ keyid: s.keyid, sig: s.sig })),
-      })}\n`;
-      expect(intotoLine(e), JSON.stringify(e)).toBe(expected);
     }
   });
 });
