@@ -114,13 +114,17 @@ export async function loadGuardedArtifact(
     digest: meta.c2pa_manifest?.digest ?? null,
   });
   if (opts.required) {
-    const retryAfter = repair !== undefined ? repairRetryAfter(repair) : 30;
+    // A repair already done: this request read the artifact just before it completed; asking
+    // again finds the new manifest.
+    const retryAfter = repair === undefined ? 30 : repair.state === 'done' ? 1 : repairRetryAfter(repair);
     const asked =
       repair === undefined
         ? ''
         : repair.state === 'queued'
           ? ` (re-signing requested: repair ${repair.id})`
-          : ` (repair ${repair.id} failed: ${repair.lastError ?? 'the manifest cannot be re-signed'})`;
+          : repair.state === 'done'
+            ? ` (re-signed meanwhile by repair ${repair.id}: ask again)`
+            : ` (repair ${repair.id} failed: ${repair.lastError ?? 'the manifest cannot be re-signed'})`;
     throw new ProblemError(
       409,
       'UNSIGNED_EXPORT_BLOCKED',

@@ -146,6 +146,18 @@ export function manifestRepairRepository(pool: pg.Pool): ManifestRepairRepositor
     });
     return rows[0] === undefined ? null : toRepair(rows[0]);
   };
+  /** The completed repair that replaced the manifest `digest` of (run, kind), if any. */
+  const replacedBy = async (runId: string, kind: string, digest: string | null) => {
+    if (digest === null) return null;
+    const { rows } = await pool.query<RepairRow>({
+      name: 'manifest_repairs_replaced_by',
+      text:
+        `SELECT ${REPAIR_COLUMNS} FROM manifest_repairs WHERE run_id = $1::uuid AND kind = $2 ` +
+        `AND state = 'done' AND replaces_digest = $3 ORDER BY completed_at DESC LIMIT 1`,
+      values: [runId, kind, digest],
+    });
+    return rows[0] === undefined ? null : toRepair(rows[0]);
+  };
 
   return {
     async request(input) {
@@ -157,8 +169,10 @@ export function manifestRepairRepository(pool: pg.Pool): ManifestRepairRepositor
           name: 'manifest_repairs_insert',
           text:
             'INSERT INTO manifest_repairs (run_id, kind, reason, detail, replaces_key, replaces_digest, requested_by) ' +
-            `VALUES ($1::uuid, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id, kind) WHERE state = 'queued' DO NOTHING ` +
-            `RETURNING ${REPAIR_COLUMNS}`,
+            'SELECT $1::uuid, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS (' +
+            `SELECT 1 FROM manifest_repairs WHERE run_id = $1::uuid AND kind = $2 AND state = 'done' ` +
+            'AND replaces_digest = $6) ' +
+            `ON CONFLICT (run_id, kind) WHERE state = 'queued' DO NOTHING RETURNING ${REPAIR_COLUMNS}`,
           values: [
             input.runId,
             input.kind,
@@ -195,6 +209,11 @@ export function manifestRepairRepository(pool: pg.Pool): ManifestRepairRepositor
       // Another download opened it between the two statements.
       const raced = await openOf(pool, input.runId, input.kind);
       if (raced) return { repair: raced, created: false };
+      // Or the manifest it names was replaced already: the caller read the artifact before that
+      // repair completed (a download racing the signer). A new request would re-sign once more,
+      // for nothing, and put a second manifest in force; the completed repair is the answer.
+      const replaced = await replacedBy(input.runId, input.kind, input.replacesDigest);
+      if (replaced) return { repair: replaced, created: false };
       throw new Error(`manifest repair of ${input.runId}/${input.kind} neither opened nor open`);
     },
 
