@@ -63,10 +63,11 @@ describe('manifest repair requests', () => {
     // A download that read the artifact before the completion: it still sees manifest 1 missing.
     const stale = await t.vault.manifestRepairs.request(missing(runId, digest('1')));
     expect(stale).toMatchObject({ created: false, repair: { id: first.repair.id, state: 'done' } });
-    const { rows } = await t.pool.query('SELECT count(*)::int AS n FROM manifest_repairs WHERE run_id = $1', [
-      runId,
-    ]);
-    expect(rows[0].n).toBe(1);
+    const { rows } = await t.pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM manifest_repairs WHERE run_id = $1',
+      [runId],
+    );
+    expect(rows[0]?.n).toBe(1);
 
     // The manifest now in force going missing is a new problem: a new request.
     const again = await t.vault.manifestRepairs.request(missing(runId, digest('2')));
