@@ -44,16 +44,12 @@ export interface ExportRouteDeps {
   readonly exportLimit: number;
   /** Exports streaming at once (EXPORT_CONCURRENCY). */
   readonly exportSlots: ExportSlots;
-  /** An export whose connection carries no byte for this long is closed (its client stopped reading). */
-  readonly exportIdleMs: number;
   /** `name/version` of the service, recorded in every index and manifest. */
   readonly claimGenerator: string;
 }
 
 /** Default of {@link ExportRouteDeps.exportLimit} (EXPORT_MAX_ATTESTATIONS). */
 export const DEFAULT_EXPORT_LIMIT = 1_000_000;
-/** Default of {@link ExportRouteDeps.exportIdleMs}: a minute without a byte read. */
-export const DEFAULT_EXPORT_IDLE_MS = 60_000;
 /** Explicit ids one request may name. */
 export const MAX_EXPORT_IDS = 1000;
 
@@ -300,22 +296,8 @@ async function planned(
   }
   // One chunk is prepared while the previous one is being sent (bounded: one chunk per export).
   const tar = Readable.from(bytes(), { objectMode: false, highWaterMark: DEFAULT_CHUNK_SIZE });
-  // A client that stops reading would hold its slot (and the spool) for ever: a socket with no
-  // traffic for exportIdleMs is closed. Node's HTTP server sets the socket's timeout again for the
-  // next request of a kept-alive connection; the listener goes with the export.
-  const socket = req.raw.socket;
-  const idle = (): void => {
-    log.warn({ exportId, idleMs: deps.exportIdleMs }, 'export client read nothing: connection closed');
-    tar.destroy();
-    socket.destroy();
-  };
-  socket.setTimeout(deps.exportIdleMs);
-  socket.on('timeout', idle);
   // 'close' comes after the last byte, a failure or the client going away (the stream is destroyed).
-  tar.once('close', () => {
-    socket.off('timeout', idle);
-    release();
-  });
+  tar.once('close', release);
   const body = plan.gzip ? pipeline(tar, createGzip(), () => undefined) : tar;
   return reply
     .type(plan.gzip ? TAR_GZIP_MEDIA_TYPE : TAR_MEDIA_TYPE)
