@@ -25,7 +25,12 @@ import { uiRoutes } from './ui/routes.ts';
 import { sessionCodec } from './ui/session.ts';
 import { registerScrapiRoutes } from './routes/scrapi.ts';
 import { auditPageSchema, auditRoutes } from './routes/v1/audit.ts';
-import { DEFAULT_EXPORT_LIMIT, exportBodySchema, exportRoutes } from './routes/v1/export.ts';
+import {
+  DEFAULT_EXPORT_IDLE_MS,
+  DEFAULT_EXPORT_LIMIT,
+  exportBodySchema,
+  exportRoutes,
+} from './routes/v1/export.ts';
 import { DEFAULT_EXPORT_CONCURRENCY, ExportSlots } from './export-slots.ts';
 import { keyEntrySchema, keyRoutes, trustBundleSchema } from './routes/v1/keys.ts';
 import { exportKeys } from './export-keys.ts';
@@ -71,6 +76,8 @@ export interface AppDeps {
   readonly exportLimit?: number;
   /** EXPORT_CONCURRENCY: exports streaming at once (at most half of them for one caller). */
   readonly exportConcurrency?: number;
+  /** Closes an export whose client read nothing for this long (default one minute; tests shorten it). */
+  readonly exportIdleMs?: number;
   /** How long a client may take to send a request, and keep a connection idle (HTTP_*_TIMEOUT_MS). */
   readonly timeouts?: Partial<HttpTimeouts>;
   /** The PolicyPack resources (GET /v1/runs/{id} `policy_pack`, the UI's export dialog). */
@@ -235,6 +242,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...keys,
     exportLimit: deps.exportLimit ?? DEFAULT_EXPORT_LIMIT,
     exportSlots: new ExportSlots(deps.exportConcurrency ?? DEFAULT_EXPORT_CONCURRENCY),
+    exportIdleMs: deps.exportIdleMs ?? DEFAULT_EXPORT_IDLE_MS,
     claimGenerator: CLAIM_GENERATOR,
   };
   exportRoutes(app, exports);

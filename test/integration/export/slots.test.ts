@@ -3,7 +3,8 @@
  * real socket): a tenant starting exports in parallel gets 429 EXPORT_BUSY with Retry-After for
  * the ones past its share, another tenant still gets one, everyone past the replica's total is
  * refused, and a slot comes back however its export ends: the client going away mid-stream, a
- * refusal after the slot was taken (nothing to export), and the last byte.
+ * refusal after the slot was taken (nothing to export), the last byte, and a client that stops
+ * reading (closed after the idle time instead of holding the slot for ever).
  */
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -77,7 +78,13 @@ beforeAll(async () => {
     );
   }
   const signer = signerFromPem(await generateDevPki());
-  app = await stackApp(t.vault, signer.caCertificates, { signer, exportConcurrency: 2 });
+  // A client that takes no byte for 10 s is closed (the default is a minute); the first tests
+  // finish their held exports well within that.
+  app = await stackApp(t.vault, signer.caCertificates, {
+    signer,
+    exportConcurrency: 2,
+    exportIdleMs: 10_000,
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 }, 300_000);
@@ -135,5 +142,27 @@ describe('exports streaming at once (EXPORT_CONCURRENCY=2: one per caller)', () 
     const res = await exportAs('alice');
     expect(res.status).toBe(200);
     await res.arrayBuffer();
+  });
+
+  it('closes an export whose client stops reading, so two idle clients cannot hold every slot', async () => {
+    const held = [await heldExport('alice'), await heldExport('bob')];
+    for (const h of held) expect(h.status).toBe(200);
+    const refused = await exportAs('admin');
+    expect(refused.status).toBe(429);
+    await refused.body?.cancel();
+    // Nobody reads: once the idle time has passed the server closes both responses, and the slots
+    // come back. (A paused client does not see the close: it reads nothing, not even the FIN.)
+    const served = await poll(
+      async () => {
+        const res = await exportAs('admin');
+        if (res.status === 200) return res;
+        await res.body?.cancel();
+        return undefined;
+      },
+      'a slot freed by the closed idle exports',
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect((await served.arrayBuffer()).byteLength).toBeGreaterThan(4 * 1024 * 1024);
+    for (const h of held) h.drop();
   });
 });

@@ -44,12 +44,16 @@ export interface ExportRouteDeps {
   readonly exportLimit: number;
   /** Exports streaming at once (EXPORT_CONCURRENCY). */
   readonly exportSlots: ExportSlots;
+  /** An export whose client takes no byte for this long is closed (it stopped reading). */
+  readonly exportIdleMs: number;
   /** `name/version` of the service, recorded in every index and manifest. */
   readonly claimGenerator: string;
 }
 
 /** Default of {@link ExportRouteDeps.exportLimit} (EXPORT_MAX_ATTESTATIONS). */
 export const DEFAULT_EXPORT_LIMIT = 1_000_000;
+/** Default of {@link ExportRouteDeps.exportIdleMs}: a minute without taking a byte. */
+export const DEFAULT_EXPORT_IDLE_MS = 60_000;
 /** Explicit ids one request may name. */
 export const MAX_EXPORT_IDS = 1000;
 
@@ -295,9 +299,33 @@ async function planned(
     }
   }
   // One chunk is prepared while the previous one is being sent (bounded: one chunk per export).
-  const tar = Readable.from(bytes(), { objectMode: false, highWaterMark: DEFAULT_CHUNK_SIZE });
+  // A client that stops reading would hold its slot (and its spool) for ever. The watchdog closes
+  // the response once a prepared chunk has waited exportIdleMs for the client to take it; time the
+  // service itself spends (a slow query) never counts.
+  let waitingSince: number | null = null;
+  async function* watched(): AsyncGenerator<Buffer> {
+    for await (const chunk of bytes()) {
+      waitingSince = Date.now();
+      yield chunk;
+      waitingSince = null;
+    }
+  }
+  const tar = Readable.from(watched(), { objectMode: false, highWaterMark: DEFAULT_CHUNK_SIZE });
+  const watchdog = setInterval(
+    () => {
+      if (waitingSince === null || Date.now() - waitingSince < deps.exportIdleMs) return;
+      clearInterval(watchdog);
+      log.warn({ exportId, idleMs: deps.exportIdleMs }, 'export client took no byte: response closed');
+      reply.raw.destroy();
+    },
+    Math.max(100, Math.min(5_000, Math.floor(deps.exportIdleMs / 4))),
+  );
+  watchdog.unref();
   // 'close' comes after the last byte, a failure or the client going away (the stream is destroyed).
-  tar.once('close', release);
+  tar.once('close', () => {
+    clearInterval(watchdog);
+    release();
+  });
   const body = plan.gzip ? pipeline(tar, createGzip(), () => undefined) : tar;
   return reply
     .type(plan.gzip ? TAR_GZIP_MEDIA_TYPE : TAR_MEDIA_TYPE)
