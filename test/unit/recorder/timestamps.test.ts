@@ -7,6 +7,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { parseClaimSignature, sigTstOf } from '../../../src/c2pa/claim-signature.ts';
+import { childSuperBoxes, contentBoxes, parseJumbf, Uuids } from '../../../src/c2pa/jumbf.ts';
 import { createRecorder, RecordError, type AibomMetadata } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner, type Signer } from '../../../src/signing/index.ts';
 import { TimestampError, type Timestamper, type VerifiedTimestamp } from '../../../src/timestamp/index.ts';
@@ -89,9 +90,12 @@ async function setup(opts: { tsa?: (s: KeySigner) => Timestamper; customer?: boo
 }
 
 const sigTstOfStore = (store: Buffer): Buffer | undefined => {
-  // The claim signature is the last CBOR box of the store: find the COSE_Sign1 tag (0xd2) from the end.
-  const at = store.lastIndexOf(Buffer.from([0xd2, 0x84]));
-  return sigTstOf(parseClaimSignature(store.subarray(at)).sign1);
+  // The active manifest's signature box, read as JUMBF (searching the bytes for the COSE_Sign1 tag
+  // from the end found it inside the signature itself once in a few hundred runs).
+  const manifest = childSuperBoxes(parseJumbf(store)).at(-1)!;
+  const signature = childSuperBoxes(manifest).find((b) => b.uuid.equals(Uuids.signature))!;
+  const cbor = contentBoxes(signature).find((c) => c.type === 'cbor')!.payload;
+  return sigTstOf(parseClaimSignature(cbor).sign1);
 };
 
 describe('recorder with a TSA', () => {
