@@ -92,7 +92,7 @@ function signatureOf(record: unknown): { keyId?: string; certRef?: string } {
  * bundle's CAs and the signer's own `ca_pem`), or the bare key its `key_id` names. A record naming
  * nothing the bundle holds gets UNKNOWN_CERTIFICATE.
  */
-export function recordTrust(
+function recordTrust(
   record: unknown,
   bundle: TrustBundle,
   tsaTrustAnchors: readonly X509Certificate[],
@@ -132,7 +132,7 @@ export function recordTrust(
  * recordTrust for many records of one bundle: the chains and keys are parsed once per
  * `cert_chain_ref` (or bare key id), not once per record.
  */
-export function recordTruster(
+function recordTruster(
   bundle: TrustBundle,
   tsaTrustAnchors: readonly X509Certificate[],
 ): (record: unknown) => ReturnType<typeof recordTrust> {
@@ -151,7 +151,7 @@ export function recordTruster(
  * the grace, before the record was signed: its `created_at`, or its trusted time-stamp's time
  * when earlier (src/signing/rotation.ts `signedAtOf`).
  */
-export function rotationProblem(
+function rotationProblem(
   record: unknown,
   bundle: TrustBundle,
   trustedTimestamp: Date | undefined,

@@ -76,7 +76,7 @@ export interface AppDeps {
   readonly exportLimit?: number;
   /** EXPORT_CONCURRENCY: exports streaming at once (at most half of them for one caller). */
   readonly exportConcurrency?: number;
-  /** Closes an export whose client read nothing for this long (default one minute; tests shorten it). */
+  /** Closes an export whose client takes no byte for this long (default one minute; tests shorten it). */
   readonly exportIdleMs?: number;
   /** How long a client may take to send a request, and keep a connection idle (HTTP_*_TIMEOUT_MS). */
   readonly timeouts?: Partial<HttpTimeouts>;

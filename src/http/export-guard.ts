@@ -42,10 +42,12 @@ export const REPAIR_SERVICE_SECONDS = 2;
 
 /**
  * Retry-After of a download blocked on `repair`: when the signer will next try (now for a new
- * request, later after failed attempts) plus the time one attempt takes; null when the request
- * failed for good (nothing will come).
+ * request, later after failed attempts) plus the time one attempt takes; a second for a repair
+ * already done (the download read the artifact just before it completed: asking again finds the
+ * new manifest); null when the request failed for good (nothing will come).
  */
 export function repairRetryAfter(repair: ManifestRepair, now = Date.now()): number | null {
+  if (repair.state === 'done') return 1;
   if (repair.state !== 'queued') return null;
   const due = Math.max(0, Math.ceil((repair.nextAttemptAt.getTime() - now) / 1000));
   return due + REPAIR_SERVICE_SECONDS;
@@ -114,9 +116,7 @@ export async function loadGuardedArtifact(
     digest: meta.c2pa_manifest?.digest ?? null,
   });
   if (opts.required) {
-    // A repair already done: this request read the artifact just before it completed; asking
-    // again finds the new manifest.
-    const retryAfter = repair === undefined ? 30 : repair.state === 'done' ? 1 : repairRetryAfter(repair);
+    const retryAfter = repair !== undefined ? repairRetryAfter(repair) : 30;
     const asked =
       repair === undefined
         ? ''

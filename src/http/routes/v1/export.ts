@@ -188,7 +188,7 @@ async function planned(
   req: FastifyRequest,
   reply: FastifyReply,
   plan: StreamPlan,
-  configured: KeySigner,
+  signer: KeySigner,
   release: () => void,
 ): Promise<FastifyReply> {
   const { count, until } = await deps.vault.attestations.selectionSize(plan.filter, deps.exportLimit);
@@ -215,7 +215,6 @@ async function planned(
       await guardStoredArtifact(deps, artifact, req.user?.username ?? 'unknown', true);
     }
   }
-  const signer: KeySigner = configured;
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
   const actor = req.user?.username ?? 'unknown';
