@@ -1,4 +1,4 @@
-import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
+import { mkdtemp, open, rm, rmdir, unlink, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -19,9 +19,12 @@ export interface SpoolOptions {
 /**
  * Bytes written once, in order, then read back once, in order: the export's `.intoto.jsonl`, built
  * during the records pass and written after it (its tar header needs its size first). Up to
- * `memoryLimit` bytes stay in memory; past that, full blocks are written to a file in a directory
- * of its own (`fs.mkdtemp` under `dir`, mode 0700; the file mode 0600). {@link dispose} removes
- * both, and must be called however the use ends (the writer calls it in a `finally`).
+ * `memoryLimit` bytes stay in memory; past that, full blocks are written to a temp file, created
+ * in a directory of its own (`fs.mkdtemp` under `dir`, mode 0700; the file mode 0600) and unlinked,
+ * with its directory, as soon as it is open: only the open handle reaches it, so however the process
+ * ends (SIGKILL, OOM kill included) the kernel frees its space and nothing is left under `dir`.
+ * {@link dispose} closes the handle (and drops the memory), and must be called however the use
+ * ends (the writer calls it in a `finally`).
  *
  * Writing is synchronous (into the current block); the file is written only by {@link spill},
  * which the caller awaits when {@link overLimit} says so, one write at a time.
@@ -35,7 +38,7 @@ export class Spool {
   private fullBytes = 0;
   private block: Buffer;
   private used = 0;
-  private file: { readonly dir: string; readonly path: string; readonly handle: FileHandle } | null = null;
+  private file: { readonly path: string; readonly handle: FileHandle } | null = null;
   private fileBytes = 0;
   private total = 0;
   private state: 'writing' | 'read' | 'disposed' = 'writing';
@@ -58,7 +61,7 @@ export class Spool {
     return this.total;
   }
 
-  /** The temp file, once the spool has spilled (for tests and logs). */
+  /** Where the temp file was created, once the spool has spilled (for logs: it is unlinked at once). */
   get path(): string | undefined {
     return this.file?.path;
   }
@@ -118,20 +121,25 @@ export class Spool {
   private async createFile(): Promise<NonNullable<Spool['file']>> {
     const dir = await mkdtemp(join(this.dir, 'aibom-export-'));
     const path = join(dir, 'spool');
+    let handle: FileHandle | undefined;
     try {
-      const handle = await open(path, 'wx+', 0o600);
-      const file = { dir, path, handle };
-      this.file = file;
-      if (this.state === 'disposed') {
-        // Disposed while the file was being created: nothing is left behind.
-        await this.removeFile();
-        throw new Error('spool: disposed');
-      }
-      return file;
+      handle = await open(path, 'wx+', 0o600);
+      // Unlinked while open: the name is gone at once, the bytes live as long as the handle.
+      await unlink(path);
+      await rmdir(dir);
     } catch (err) {
+      await handle?.close().catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
       throw err;
     }
+    const file = { path, handle };
+    this.file = file;
+    if (this.state === 'disposed') {
+      // Disposed while the file was being created: close it too.
+      await this.removeFile();
+      throw new Error('spool: disposed');
+    }
+    return file;
   }
 
   /**
@@ -158,7 +166,7 @@ export class Spool {
     if (this.used > 0) yield this.block.subarray(0, this.used);
   }
 
-  /** Drops the bytes and removes the temp file and its directory; idempotent. */
+  /** Drops the bytes and closes the temp file (which has no name left: closing frees it); idempotent. */
   async dispose(): Promise<void> {
     this.state = 'disposed';
     this.full = [];
@@ -172,11 +180,7 @@ export class Spool {
     const file = this.file;
     if (file === null) return;
     this.file = null;
-    try {
-      await file.handle.close();
-    } finally {
-      await rm(file.dir, { recursive: true, force: true });
-    }
+    await file.handle.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

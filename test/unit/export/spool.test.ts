@@ -1,8 +1,11 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Spool, type SpoolOptions } from '../../../src/export/spool.ts';
+import { openFilesUnder } from '../../helpers/open-files.ts';
 
 /**
  * The spool the export writer collects the `.intoto.jsonl` in (src/export/spool.ts): the same bytes
@@ -65,23 +68,58 @@ describe('export spool', () => {
         await spool.dispose();
       }
       expect(await readdir(parent), name).toEqual([]);
+      expect(await openFilesUnder(parent), name).toEqual([]);
     }
   });
 
-  it('keeps its temp file private, in a directory of its own, and removes both when disposed', async () => {
+  it('keeps its temp file private and nameless: unlinked once open, closed when disposed', async () => {
     const spool = new Spool({ memoryLimit: 0, blockSize: 100, dir: parent });
     await fill(spool);
     const path = spool.path!;
     expect(dirname(dirname(path))).toBe(parent);
-    expect((await stat(path)).mode & 0o777).toBe(0o600);
-    expect((await stat(dirname(path))).mode & 0o777).toBe(0o700);
-    expect((await stat(path)).size).toBeGreaterThan(0);
-    await readAll(spool);
-    // Normal end: the reader has finished; disposing removes the file and its directory.
-    await spool.dispose();
+    // Spilled: the bytes are on file, but neither the file nor its directory has a name.
     expect(await readdir(parent)).toEqual([]);
+    const open = await openFilesUnder(parent);
+    expect(open).toHaveLength(1);
+    expect(open[0]!.link).toBe(`${path} (deleted)`);
+    const st = await stat(`/proc/self/fd/${open[0]!.fd}`);
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(st.size).toBeGreaterThan(0);
+    expect((await readAll(spool)).equals(expected)).toBe(true);
+    await spool.dispose();
+    expect(await openFilesUnder(parent)).toEqual([]);
     await spool.dispose(); // idempotent
     expect(() => spool.write('x')).toThrow(/after disposed/);
+  });
+
+  it('leaves nothing behind when its process is killed mid-export (SIGKILL: no finally runs)', async () => {
+    // A child process spills a spool, says so, and waits to be killed.
+    const script = `
+      import { Spool } from ${JSON.stringify(fileURLToPath(new URL('../../../src/export/spool.ts', import.meta.url)))};
+      const spool = new Spool({ memoryLimit: 0, blockSize: 4096, dir: process.argv[1] });
+      for (let i = 0; i < 1000; i++) spool.write('x'.repeat(100) + '\\n');
+      await spool.spill();
+      process.stdout.write('spilled ' + spool.size + '\\n');
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, parent], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const said = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      child.stdout.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (text.includes('\n')) resolve(text.trim());
+      });
+      child.on('exit', (code) => reject(new Error(`child exited (${code}) before spilling: ${text}`)));
+    });
+    expect(said).toMatch(/^spilled \d+$/);
+    const held = await openFilesUnder(parent, child.pid);
+    expect(held.map((f) => f.link.endsWith(' (deleted)'))).toEqual([true]);
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+    expect(await readdir(parent)).toEqual([]);
   });
 
   it('removes its temp file when its user fails or stops reading early', async () => {
@@ -91,14 +129,14 @@ describe('export spool', () => {
       (async () => {
         try {
           await fill(failing);
-          expect(await readdir(parent)).toHaveLength(1);
+          expect(await openFilesUnder(parent)).toHaveLength(1);
           throw new Error('the database went away');
         } finally {
           await failing.dispose();
         }
       })(),
     ).rejects.toThrow('the database went away');
-    expect(await readdir(parent)).toEqual([]);
+    expect(await openFilesUnder(parent)).toEqual([]);
 
     // A reader that stops after the first piece (the client going away mid-entry).
     const early = new Spool({ memoryLimit: 0, blockSize: 100, dir: parent });
@@ -108,19 +146,19 @@ describe('export spool', () => {
         expect(piece.length).toBeGreaterThan(0);
         break;
       }
-      expect(await readdir(parent)).toHaveLength(1);
+      expect(await openFilesUnder(parent)).toHaveLength(1);
     } finally {
       await early.dispose();
     }
-    expect(await readdir(parent)).toEqual([]);
+    expect(await openFilesUnder(parent)).toEqual([]);
 
     // `await using` disposes it too.
     {
       await using scoped = new Spool({ memoryLimit: 0, blockSize: 100, dir: parent });
       await fill(scoped);
-      expect(await readdir(parent)).toHaveLength(1);
+      expect(await openFilesUnder(parent)).toHaveLength(1);
     }
-    expect(await readdir(parent)).toEqual([]);
+    expect(await openFilesUnder(parent)).toEqual([]);
   });
 
   it('is read once, after the last write', async () => {

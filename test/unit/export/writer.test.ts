@@ -14,6 +14,7 @@ import { logKeyOf } from '../../../src/cose/key.ts';
 import { toApiEnvelope } from '../../../src/http/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { tarEntries } from '../../helpers/export.ts';
+import { openFilesUnder } from '../../helpers/open-files.ts';
 import { runRecords, storedRecord } from '../../helpers/records.ts';
 
 /**
@@ -144,6 +145,7 @@ describe('bundle writer', () => {
           const { bytes } = await run({ chunkSize, spool: { memoryLimit: 0, blockSize, dir: parent } });
           expect(bytes.equals(reference), `chunkSize ${chunkSize}, blockSize ${blockSize}`).toBe(true);
           expect(await readdir(parent)).toEqual([]);
+          expect(await openFilesUnder(parent)).toEqual([]);
         }
       }
     } finally {
@@ -151,32 +153,34 @@ describe('bundle writer', () => {
     }
   });
 
-  it('removes the temp file when the consumer stops early or a source fails', async () => {
+  it('closes the temp file (which has no name) when the consumer stops early or a source fails', async () => {
     const parent = await mkdtemp(join(tmpdir(), 'writer-spool-test-'));
     const spool = { memoryLimit: 0, blockSize: 100, dir: parent };
     try {
       // The consumer goes away (client abort) while the spool has a file.
       let sawFile = false;
       for await (const _ of bundleOf({ chunkSize: 512, spool }, Readable.from(segmentsOf(items)))) {
-        if ((await readdir(parent)).length > 0) {
+        if ((await openFilesUnder(parent)).length > 0) {
           sawFile = true;
           break;
         }
       }
       expect(sawFile).toBe(true);
       expect(await readdir(parent)).toEqual([]);
+      expect(await openFilesUnder(parent)).toEqual([]);
 
       // The records source fails after the spool has a file.
       const failing = async function* (): AsyncGenerator<ExportSegment> {
         const [first, ...rest] = segmentsOf(items);
         yield first!;
-        expect((await readdir(parent)).length).toBe(1);
+        expect(await openFilesUnder(parent)).toHaveLength(1);
         if (rest.length > 0) throw new Error('the database went away');
       };
       await expect(async () => {
         for await (const _ of bundleOf({ chunkSize: 512, spool }, failing())) void _;
       }).rejects.toThrow('the database went away');
       expect(await readdir(parent)).toEqual([]);
+      expect(await openFilesUnder(parent)).toEqual([]);
     } finally {
       await rm(parent, { recursive: true, force: true });
     }
