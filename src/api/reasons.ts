@@ -38,6 +38,11 @@ export const Reasons = {
    * before the CRD checked it): the step is not recorded; the message names the link.
    */
   CapabilityChainInvalid: 'CapabilityChainInvalid',
+  /**
+   * The Run was admitted but cannot be recorded as it is (free-form JSON nested deeper than the
+   * vault records, src/controller/run/recordable.ts): never retried; the message names the field.
+   */
+  RunNotRecordable: 'RunNotRecordable',
 } as const;
 
 /** Reasons of a failed recording: which dependency it failed on, or none of them. */
@@ -55,4 +60,6 @@ export const EventReasons = {
   TransparencyPublished: 'TransparencyPublished',
   ManifestRepaired: 'ManifestRepaired',
   ManifestRepairFailed: 'ManifestRepairFailed',
+  /** The Run has no room left for the controller's status (the API server's size limit). */
+  StatusTooLarge: 'StatusTooLarge',
 } as const;

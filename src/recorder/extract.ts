@@ -122,7 +122,11 @@ export function terminalBatch(run: Run, now: Date): Batch {
     meta: { namespace, runId, kind: 'policy', policyPack: { name: p.pack, version: p.version } },
   }));
   const steps = run.status?.steps ?? [];
-  const times = (f: 'startedAt' | 'finishedAt') => steps.flatMap((s) => (s[f] ? [s[f]] : [])).sort();
+  // By the instant, not the text: RFC 3339 admits any UTC offset, and "10:00:00+02:00" is earlier
+  // than "09:00:00Z" although it sorts after it. The record keeps the pipeline's own text.
+  const at = (t: string): number => Date.parse(t);
+  const times = (f: 'startedAt' | 'finishedAt') =>
+    steps.flatMap((s) => (s[f] ? [s[f]] : [])).sort((a, b) => at(a) - at(b) || (a < b ? -1 : a > b ? 1 : 0));
   const startedOn = times('startedAt')[0] ?? run.metadata.creationTimestamp ?? now.toISOString();
   const finishedOn = times('finishedAt').at(-1) ?? now.toISOString();
   const provenance = runStatement({
@@ -135,7 +139,7 @@ export function terminalBatch(run: Run, now: Date): Batch {
     ),
     tools: run.spec.steps.flatMap((s) => (s.tool ? [{ name: s.tool.name }] : [])),
     startedOn,
-    finishedOn: finishedOn < startedOn ? startedOn : finishedOn,
+    finishedOn: at(finishedOn) < at(startedOn) ? startedOn : finishedOn,
   });
   return {
     key: terminalKey(runId),

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { FIELD_MANAGER, FINALIZER } from '../../api/reasons.ts';
 import { ATTESTATION_PLURAL, GROUP, RUN_PLURAL, VERSION, type Run, type RunStatus } from '../../api/run.ts';
 import {
@@ -21,6 +22,18 @@ export const ATTESTATION_TYPE: ResourceType = {
   plural: ATTESTATION_PLURAL,
   kind: 'Attestation',
 };
+
+/**
+ * The value of the `vault.service.dev/run` label that ties Attestation resources to their Run: the
+ * Run's name. Admission keeps Run names to 63 characters, a label value's limit (the CRD's rule);
+ * a longer name (a Run admitted before that rule) is cut to 46 characters plus a hash of the whole
+ * name, so its resources can still be created and listed.
+ */
+export function runLabelValue(name: string): string {
+  if (name.length <= 63) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 16);
+  return `${name.slice(0, 46).replace(/[-.]+$/, '')}-${hash}`;
+}
 
 /** Live GET of a Run; null when it is gone. */
 export async function getRun(client: KubeClient, namespace: string, name: string): Promise<Run | null> {
@@ -56,7 +69,7 @@ export async function listRunAttestations<S = unknown>(
   const list = await client.request<{ items: { spec: { id: string }; status?: S }[] }>({
     method: 'GET',
     path: resourcePath(ATTESTATION_TYPE, { namespace: run.metadata.namespace }),
-    query: { labelSelector: `vault.service.dev/run=${run.metadata.name}` },
+    query: { labelSelector: `vault.service.dev/run=${runLabelValue(run.metadata.name)}` },
   });
   return list.items;
 }
@@ -114,7 +127,10 @@ export function kubeRunApi(
               // The vault id is a valid DNS-1123 name and unique: creating twice is AlreadyExists.
               name: a.id,
               namespace: run.metadata.namespace,
-              labels: { 'vault.service.dev/run': run.metadata.name, 'vault.service.dev/kind': a.kind },
+              labels: {
+                'vault.service.dev/run': runLabelValue(run.metadata.name),
+                'vault.service.dev/kind': a.kind,
+              },
               ownerReferences: [
                 {
                   apiVersion: `${GROUP}/${VERSION}`,

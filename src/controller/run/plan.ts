@@ -234,6 +234,36 @@ export function failedStatus(run: Run, reason: FailureReason, message: string, n
   };
 }
 
+/** A Run that cannot be recorded (recordable.ts): neither condition can become True; both say why. */
+export function refusedStatus(run: Run, why: string, now: Date): RunStatus {
+  const gen = run.metadata.generation;
+  let conditions = withCondition(
+    run.status?.conditions,
+    ConditionTypes.Attested,
+    'False',
+    Reasons.RunNotRecordable,
+    why,
+    gen,
+    now,
+  );
+  conditions = withCondition(
+    conditions,
+    ConditionTypes.AIBOMReady,
+    'False',
+    Reasons.RunNotRecordable,
+    why,
+    gen,
+    now,
+  );
+  // What earlier reconciles recorded stays shown (an apply without them would remove them).
+  return {
+    ...(run.status?.artifacts ? { artifacts: ownArtifacts(run.status.artifacts) } : {}),
+    ...(run.status?.attestations ? { attestations: run.status.attestations } : {}),
+    conditions,
+    ...(gen !== undefined ? { observedGeneration: gen } : {}),
+  };
+}
+
 /** `status.artifacts` without the transparency entries, which the projection owns (its own field manager). */
 function ownArtifacts(artifacts: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};

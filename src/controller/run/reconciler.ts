@@ -12,11 +12,13 @@ import {
   type ClaimRepository,
   type RunRepository,
 } from '../../vault/index.ts';
-import { hasFinalizer } from '../runtime/index.ts';
+import { hasFinalizer, isTooLarge } from '../runtime/index.ts';
+import { unrecordable } from './recordable.ts';
 import {
   claimKeys,
   desiredStatus,
   failedStatus,
+  refusedStatus,
   isEmpty,
   isOwnEcho,
   plan,
@@ -130,9 +132,12 @@ export async function reconcileRun(
   const written = deps.written?.get(key);
   deps.written?.delete(key);
   if (!run) return undefined;
+  const deleting = run.metadata.deletionTimestamp !== undefined;
+  // Before anything walks the Run's JSON (the echo check included): see recordable.ts.
+  const why = unrecordable(run);
+  if (why !== null) return refuseRun(deps, run, why, deleting, now());
   // The event of our own status write: the reconcile that wrote it acted on all it saw.
   if (isOwnEcho(run, written)) return undefined;
-  const deleting = run.metadata.deletionTimestamp !== undefined;
   if (deleting && !hasFinalizer(run, FINALIZER)) return undefined;
   if (!deleting) run = await deps.api.addFinalizer(run);
   const log = deps.logger.child({ run: `${namespace}/${name}`, runId: run.metadata.uid });
@@ -175,7 +180,7 @@ export async function reconcileRun(
         // The Run shows the repair (AIBOMReady=False, ManifestRepairing) before it is attempted:
         // if the attempt fails, the condition then says what it failed on.
         const repairing = desiredStatus(current, observed, now());
-        if (statusChanged(current.status, repairing)) await deps.api.applyStatus(current, repairing);
+        if (statusChanged(current.status, repairing)) await writeStatus(deps, current, repairing);
         const { repair, outcome } = await deps.recorder.repairManifest(current, observed.aibom, todo.repair);
         await deps.api.event(
           current,
@@ -192,7 +197,11 @@ export async function reconcileRun(
     // that many records exist (a failure keeps the old count): the records past it are the ones
     // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
     const current = run;
-    let missing = observed.attestations.slice(run.status?.attestations?.count ?? 0);
+    // A Run being deleted takes its Attestation resources with it (they are owned by it), and its
+    // status with it: neither is written. Only the vault's evidence holds the finalizer, so a Run
+    // whose resources or status cannot be written (a label or a size the API server refuses) can
+    // still go once its records and AIBOM are stored.
+    let missing = deleting ? [] : observed.attestations.slice(run.status?.attestations?.count ?? 0);
     if (missing.length > limits.resources) {
       // More than one batch behind (a large Run, or resources deleted): one LIST, so that batches
       // after the first do not repeat the creates of the earlier ones as AlreadyExists answers.
@@ -225,7 +234,7 @@ export async function reconcileRun(
     // What was recorded before the failure is told still: a retry finds it claimed and stays silent.
     await tell(run);
     const failed = failedStatus(run, failure, message, now());
-    if (statusChanged(run.status, failed)) await deps.api.applyStatus(run, failed);
+    if (statusChanged(run.status, failed)) await writeStatus(deps, run, failed);
     await deps.api.event(run, 'Warning', failure, message);
     throw err;
   }
@@ -236,8 +245,9 @@ export async function reconcileRun(
   // step), and the count it holds must only ever cover records whose resources exist.
   if (todo.more || resourcesLeft) return { more: true };
   const status = desiredStatus(run, observed, now());
-  if (statusChanged(run.status, status)) {
-    await deps.api.applyStatus(run, status);
+  if (!deleting && statusChanged(run.status, status)) {
+    // No room for the status: told, and not retried (the evidence is stored; nothing will make it fit).
+    if (!(await writeStatus(deps, run, status))) return undefined;
     // Only what this reconcile saw and wrote: its echo carries exactly that, any other change differs.
     deps.written?.set(key, { view: runView(run), status });
   }
@@ -247,4 +257,60 @@ export async function reconcileRun(
     log.info('finalizer removed: attestations and AIBOM are recorded');
   }
   return undefined;
+}
+
+/**
+ * A Run admitted but beyond what can be recorded (recordable.ts): both conditions say why, once, with
+ * a Warning Event; it is not retried (nothing will change: its spec and finished steps are final),
+ * and nothing of it is stored. Its finalizer, if it has one, does not hold its deletion: no evidence
+ * can come.
+ */
+async function refuseRun(
+  deps: RunReconcilerDeps,
+  run: Run,
+  why: string,
+  deleting: boolean,
+  now: Date,
+): Promise<undefined> {
+  if (deleting) {
+    if (hasFinalizer(run, FINALIZER)) await deps.api.removeFinalizer(run);
+    return undefined;
+  }
+  const status = refusedStatus(run, why, now);
+  if (statusChanged(run.status, status)) {
+    await deps.api.applyStatus(run, status);
+    await deps.api.event(run, 'Warning', Reasons.RunNotRecordable, why);
+    deps.logger.warn(
+      { run: `${run.metadata.namespace}/${run.metadata.name}`, reason: why },
+      'Run cannot be recorded',
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Writes the controller's status fields; false when the API server cannot store them because the Run
+ * is too large (a pipeline filled it to the limit: isTooLarge), told with a Warning Event instead.
+ * Nothing else can say it: the Run takes no status write.
+ */
+async function writeStatus(deps: RunReconcilerDeps, run: Run, status: RunStatus): Promise<boolean> {
+  try {
+    await deps.api.applyStatus(run, status);
+    return true;
+  } catch (err) {
+    if (!isTooLarge(err)) throw err;
+    const why = ((err as Error).message ?? '').split('\n')[0]!.slice(0, 300);
+    await deps.api.event(
+      run,
+      'Warning',
+      EventReasons.StatusTooLarge,
+      `the API server refuses this Run's status (${why}): the Run leaves no room for it. Its records ` +
+        `and AIBOM are in the vault: GET /v1/runs/${run.metadata.uid} (docs/runs.md, size)`,
+    );
+    deps.logger.warn(
+      { run: `${run.metadata.namespace}/${run.metadata.name}`, err },
+      'Run status too large to write',
+    );
+    return false;
+  }
 }

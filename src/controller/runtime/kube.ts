@@ -57,6 +57,13 @@ export const isNotFound = (err: unknown): boolean => hasCode(err, 404);
 export const isConflict = (err: unknown): boolean => hasCode(err, 409);
 export const isAlreadyExists = (err: unknown): boolean =>
   err instanceof KubeApiError && err.code === 409 && err.reason === 'AlreadyExists';
+/**
+ * The object would outgrow what the API server stores (etcd's request limit, 1.5 MiB by default, or
+ * the API server's own body limit): no retry makes it fit.
+ */
+export const isTooLarge = (err: unknown): boolean =>
+  err instanceof KubeApiError &&
+  (err.code === 413 || /request is too large|must have at most \d+ bytes/i.test(err.message));
 /** 410 Gone / Expired: a resourceVersion or continue token is older than the server keeps. */
 export const isGone = (err: unknown): boolean => hasCode(err, 410);
 

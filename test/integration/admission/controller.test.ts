@@ -24,7 +24,9 @@ import {
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { freshDatabase, kubeConfig } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { createRun, freshNamespace, getRun } from './helpers.ts';
+import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
+import { isNotFound, resourcePath } from '../../../src/controller/runtime/index.ts';
+import { applyPipelineStatus, client, createRun, freshNamespace, getRun } from './helpers.ts';
 
 let ns: string;
 let vault: Vault;
@@ -131,5 +133,71 @@ describe('Runs the old CRD admitted and the recorder refused', () => {
       ['ポリシー-🛡️', 'unversioned'],
       ['x'.repeat(253), 'v'.repeat(128)],
     ]);
+  });
+});
+
+/** `value` wrapped in `depth` arrays. */
+function nested(depth: number, value: unknown = 'x'): unknown {
+  let v = value;
+  for (let i = 0; i < depth; i++) v = [v];
+  return v;
+}
+
+describe('Runs admitted but beyond what the vault records (JSON nested deeper than 64 levels)', () => {
+  /** Waits for the controller's verdict on `name`: both conditions False, RunNotRecordable. */
+  const refused = (name: string) =>
+    waitFor(`${name}: RunNotRecordable`, async () => {
+      const r = await getRun(ns, name);
+      const c = condition(r, 'AIBOMReady');
+      if (c?.reason === 'RecordingFailed' || c?.reason === 'VaultUnavailable')
+        throw new Error(`${name}: ${c.reason} ${c.message}`);
+      return c?.reason === 'RunNotRecordable' ? r : undefined;
+    });
+  /** Deletes `name` and waits until it is gone (the finalizer does not hold it). */
+  const deleted = async (name: string) => {
+    await client().request({ method: 'DELETE', path: resourcePath(RUN_TYPE, { namespace: ns, name }) });
+    await waitFor(`${name}: deleted`, async () => {
+      try {
+        await getRun(ns, name);
+        return undefined;
+      } catch (err) {
+        if (isNotFound(err)) return true;
+        throw err;
+      }
+    });
+  };
+
+  it('a step output 3,000 deep: a clear condition naming the field, nothing recorded, and it can be deleted', async () => {
+    await createRun(ns, 'deep-output', { steps: [{ id: 'a', tool: { name: 't' } }] });
+    const at = new Date().toISOString();
+    await applyPipelineStatus(ns, 'deep-output', {
+      phase: 'Succeeded',
+      steps: [{ id: 'a', phase: 'Succeeded', startedAt: at, finishedAt: at, output: nested(3000) }],
+    });
+    const run = await refused('deep-output');
+    expect(condition(run, 'Attested')).toMatchObject({ status: 'False', reason: 'RunNotRecordable' });
+    expect(condition(run, 'AIBOMReady')?.message).toMatch(
+      /^status\.steps\[id=a\]\.output nests JSON more than 64 levels deep/,
+    );
+    expect(await vault.attestations.ofRun(ns, run.metadata.uid)).toEqual([]);
+    await deleted('deep-output');
+  });
+
+  it('spec inputs 3,000 deep: the same, never blamed on the vault', async () => {
+    await createRun(ns, 'deep-inputs', {
+      inputs: { d: nested(3000) },
+      steps: [{ id: 'a', tool: { name: 't' } }],
+    });
+    const run = await refused('deep-inputs');
+    expect(condition(run, 'AIBOMReady')?.message).toMatch(/^spec\.inputs nests JSON/);
+    await deleted('deep-inputs');
+  });
+
+  it('exactly 64 levels deep is recorded to its AIBOM', async () => {
+    const run = await toAibom('depth-64', {
+      inputs: { d: nested(63) },
+      steps: [{ id: 'a', tool: { name: 't' } }],
+    });
+    expect(condition(run, 'AIBOMReady')).toMatchObject({ status: 'True' });
   });
 });

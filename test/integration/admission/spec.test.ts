@@ -95,6 +95,16 @@ describe('the base spec', () => {
   });
 });
 
+describe('the name', () => {
+  it("is at most 63 characters (it labels the Run's Attestation resources): 63 admitted, 64 refused", async () => {
+    await expect(admit(ns, base(), 'a'.repeat(63))).resolves.toMatchObject({
+      metadata: { name: 'a'.repeat(63) },
+    });
+    await expectRefused(admit(ns, base(), 'a'.repeat(64)), "a Run's name has at most 63 characters");
+    await expectRefused(admit(ns, base(), `${'a'.repeat(100)}.example`), 'at most 63 characters');
+  });
+});
+
 describe('control characters', () => {
   for (const [path, set] of STRING_FIELDS) {
     it(`are refused in ${path}`, async () => {

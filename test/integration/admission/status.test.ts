@@ -60,6 +60,26 @@ async function runWith(status: Pick<RunStatus, 'phase' | 'steps'>): Promise<stri
   return name;
 }
 
+describe('the steps the status reports', () => {
+  it('are steps of the spec: a step the spec does not list is refused (it would never be attested)', async () => {
+    const name = await runWith({ phase: 'Running', steps: [succeeded('a')] });
+    await expectRefused(
+      applyPipelineStatus(ns, name, { phase: 'Running', steps: [succeeded('a'), succeeded('ghost')] }),
+      'status.steps names a step that is not in spec.steps',
+    );
+    await expectRefused(
+      patchRun(ns, name, { status: { steps: [succeeded('ghost')] } }, { subresource: 'status' }),
+      'status.steps names a step that is not in spec.steps',
+    );
+    // The spec's own steps still move forward.
+    await applyPipelineStatus(ns, name, {
+      phase: 'Succeeded',
+      steps: [succeeded('a'), succeeded('b'), succeeded('c')],
+    });
+    expect((await getRun(ns, name)).status?.steps?.map((s) => s.id)).toEqual(['a', 'b', 'c']);
+  });
+});
+
 describe('a terminal phase', () => {
   it('Failed → Succeeded is refused (server-side apply and merge patch)', async () => {
     const name = await runWith({ phase: 'Failed', steps: [succeeded('a'), failed('b')] });

@@ -70,6 +70,29 @@ describe('recorder', () => {
     expect((await w.recorder.recordTerminal(run)).created).toBe(false);
   });
 
+  it('dates the provenance by instants, whatever UTC offsets the pipeline wrote', async () => {
+    const w = await world();
+    // Text order and time order disagree: 10:00+02:00 (08:00Z) is the earliest start, 09:30Z the
+    // latest finish although "09:30:00Z" sorts before "10:59:00+05:00" (05:59Z).
+    const run = runFixture(succeeded, (r) => {
+      const [a, b, c] = r.status!.steps!;
+      Object.assign(a!, { startedAt: '2026-03-01T09:00:00Z', finishedAt: '2026-03-01T09:10:00Z' });
+      Object.assign(b!, { startedAt: '2026-03-01T10:00:00+02:00', finishedAt: '2026-03-01T10:59:00+05:00' });
+      Object.assign(c!, { startedAt: '2026-03-01T09:20:00Z', finishedAt: '2026-03-01T09:30:00Z' });
+    });
+    await w.recorder.recordTerminal(run);
+    const provenance = w.vault.rows.find((x) => x.kind === 'run')!;
+    const statement = JSON.parse(
+      Buffer.from(provenance.record.envelope.payload, 'base64').toString('utf8'),
+    ) as {
+      predicate: { runDetails: { metadata: { startedOn: string; finishedOn: string } } };
+    };
+    expect(statement.predicate.runDetails.metadata).toMatchObject({
+      startedOn: '2026-03-01T10:00:00+02:00',
+      finishedOn: '2026-03-01T09:30:00Z',
+    });
+  });
+
   it('records the AIBOM once: bytes, C2PA sidecar and metadata beside it, its attestation last', async () => {
     const w = await world({ transparency: true });
     const run = runFixture(succeeded);
