@@ -255,6 +255,8 @@ export const keysFetchCommand = {
   async run(args) {
     const { values } = parseCommand(this, args);
     const dir = values.out;
+    // An empty --out would write into the working directory while naming files `/ca.pem`.
+    if (dir.trim() === '') throw new CliError('--out needs a directory name (default: trust)', 2);
     const bundle = await fetchTrust(clientFrom(values), dir);
     process.stdout.write(
       `wrote ${dir}/ca.pem, ${dir}/log-keys.cbor, ${bundle.signers.length} signer chain(s) in ${dir}/certs/, ${dir}/trust-bundle.json` +

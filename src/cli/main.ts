@@ -11,6 +11,7 @@ import {
 } from './export.ts';
 import { queryCommand } from './query.ts';
 import { verifyCommand } from './verify.ts';
+import { quietWasmImportWarning } from './warnings.ts';
 
 /**
  * Command table of service-ctl. Each command is a module exporting a `Command`; this file only
@@ -64,6 +65,7 @@ const isHelp = (a: string): boolean => a === '--help' || a === '-h';
 
 /** Returns the process exit code; never throws for user errors (they become one line on stderr). */
 export async function main(argv: readonly string[]): Promise<number> {
+  quietWasmImportWarning();
   if (argv.length === 0 || argv[0] === 'help' || isHelp(argv[0]!)) {
     // `service-ctl help get`: that command's help.
     const topic = argv[0] === 'help' ? commandOf(argv.slice(1)) : undefined;

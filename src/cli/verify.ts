@@ -22,11 +22,40 @@ import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
 import { apiOptions, clientFrom, UUID } from './options.ts';
 
+/** A file named by a flag; one that cannot be read is a usage error (exit 2). */
 async function readPem(path: string, what: string): Promise<string> {
   try {
     return await readFile(path, 'utf8');
   } catch (err) {
-    throw new CliError(`cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    throw new CliError(
+      `cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+      2,
+    );
+  }
+}
+
+/**
+ * What a positional of `verify` names must exist and be a non-empty file, or be an attestation id
+ * (fetched from the API): checked before any option, so the error is about the input, not about
+ * the flags that would verify it. Usage errors (exit 2), one line naming the path.
+ */
+async function checkInput(path: string): Promise<void> {
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(path);
+  } catch (err) {
+    if (UUID.test(path)) return;
+    throw new CliError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, 2);
+  }
+  const what = `${path}: not an export bundle, envelope or AIBOM`;
+  if (info.isDirectory())
+    throw new CliError(`${what} (a directory; a fetched AIBOM is verified with --aibom DIR)`, 2);
+  if (!info.isFile()) throw new CliError(`${what} (not a regular file)`, 2);
+  if (info.size === 0) throw new CliError(`${what} (empty)`, 2);
+  try {
+    await (await open(path, 'r')).close();
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, 2);
   }
 }
 
@@ -170,7 +199,7 @@ async function verifyBundleFile(
     values['trust-anchor'] ?? (bundle === undefined ? loadConfig('cli').SERVICE_TRUST_ANCHOR : undefined);
   if (anchorPath === undefined && bundle === undefined) {
     throw new CliError(
-      'verifying a bundle needs --trust-anchor <ca.pem> or --trust-bundle <trust-bundle.json> (service-ctl keys fetch saves both)',
+      'verifying a bundle needs --trust-anchor <ca.pem> or --trust-bundle <dir|trust-bundle.json> (service-ctl keys fetch saves both)',
       2,
     );
   }
@@ -298,7 +327,8 @@ export const verifyCommand = {
     '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain',
   options: verifyOptions,
   details:
-    'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors.\n' +
+    'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors\n' +
+    '(a file or directory given that cannot be read, or is no input of verify).\n' +
     'examples:\n' +
     '  service-ctl verify bundle.tar --trust-bundle trust\n' +
     '  service-ctl verify records.ndjson --key signer.pub --log-keys trust/log-keys.cbor\n' +
@@ -328,10 +358,11 @@ export const verifyCommand = {
     }
     if (positionals.length === 0) {
       throw new CliError(
-        'usage: service-ctl verify <envelope.json|records.ndjson|attestation-id>... --key PEM | --cert-chain PEM --trust-anchor PEM | --trust-bundle trust-bundle.json',
+        'usage: service-ctl verify <envelope.json|records.ndjson|attestation-id>... --key PEM | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR|FILE',
         2,
       );
     }
+    for (const p of positionals) await checkInput(p);
     const bundle =
       values['trust-bundle'] !== undefined ? await loadTrustBundle(values['trust-bundle']) : undefined;
     const bundles: [string, 'tar' | 'gzip'][] = [];

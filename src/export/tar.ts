@@ -18,6 +18,26 @@ const MAX_OCTAL_SIZE = 0o77777777777; // 11 octal digits: 8 GiB − 1
 
 export class TarPathError extends Error {}
 
+/**
+ * Largest entry content `readTar` collects in memory (64 MiB). Every entry of an export but the
+ * streamed `attestations.intoto.jsonl` is small: an envelope.json, a Sigstore bundle, a receipt, a
+ * certificate chain, a segment index (≤ 1000 records) or an AIBOM with its manifest and metadata,
+ * all derived from one Run, and a Run is a Kubernetes object (etcd refuses requests over 1.5 MiB),
+ * so the largest real entry is a few MiB. The cap keeps a wide margin over that while a hostile
+ * header (a gzip of zeros whose one entry claims 1.5 GB) can no longer make the reader buffer
+ * what it claims.
+ */
+export const MAX_BUFFERED_ENTRY = 64 * 1024 * 1024;
+
+/** An entry the reader refuses to read because of its size; `path` names it. */
+export class TarEntryTooLargeError extends Error {
+  readonly path: string;
+  constructor(path: string, message: string) {
+    super(message);
+    this.path = path;
+  }
+}
+
 /** A header that does not parse; `path` is the name it holds (as far as readable). */
 export class TarHeaderError extends Error {
   readonly path: string;
@@ -222,8 +242,22 @@ class ByteQueue {
   }
 }
 
-/** Walks a tar stream; see {@link TarVisitor}. Throws on a broken header. */
-export async function readTar(source: AsyncIterable<Uint8Array>, v: TarVisitor): Promise<TarReadResult> {
+export interface ReadTarOptions {
+  /** Largest content collected for one entry (default MAX_BUFFERED_ENTRY); streamed entries are not limited here. */
+  readonly maxEntrySize?: number;
+}
+
+/**
+ * Walks a tar stream; see {@link TarVisitor}. Throws on a broken header, and (TarEntryTooLargeError)
+ * on an entry to collect whose header claims more than `maxEntrySize` bytes, before reading any of
+ * them: memory never follows what a header claims.
+ */
+export async function readTar(
+  source: AsyncIterable<Uint8Array>,
+  v: TarVisitor,
+  options: ReadTarOptions = {},
+): Promise<TarReadResult> {
+  const maxEntrySize = options.maxEntrySize ?? MAX_BUFFERED_ENTRY;
   const q = new ByteQueue();
   const it = source[Symbol.asyncIterator]();
   let previous = '(start of archive)';
@@ -272,6 +306,12 @@ export async function readTar(source: AsyncIterable<Uint8Array>, v: TarVisitor):
     v.onHeader?.(header, raw);
     v.onBytes?.(raw, 'header');
     const streamed = v.stream?.(header) === true;
+    if (!streamed && header.size > maxEntrySize) {
+      throw new TarEntryTooLargeError(
+        header.path,
+        `entry ${header.path} claims ${header.size} bytes, more than the ${maxEntrySize} an entry of an export may hold`,
+      );
+    }
     const parts: Buffer[] = [];
     let left = header.size;
     while (left > 0) {

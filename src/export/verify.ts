@@ -1,5 +1,4 @@
 import { createHash, hash, type KeyObject, type X509Certificate } from 'node:crypto';
-import { StringDecoder } from 'node:string_decoder';
 import { envelopeDigest, verifyRecord, type Statement, type Trust } from '../attest/index.ts';
 import { verifyAibomArtifact } from '../aibom/verify.ts';
 import { verifyManifest } from '../c2pa/index.ts';
@@ -26,7 +25,8 @@ import {
   type SegmentIndex,
 } from './layout.ts';
 import { sigstoreBundleProblems, type SignerMaterial } from './sigstore.ts';
-import { readTar, tarHeader, TarHeaderError, type ParsedHeader } from './tar.ts';
+import { LineSplitter, LineTooLongError } from './lines.ts';
+import { readTar, tarHeader, TarEntryTooLargeError, TarHeaderError, type ParsedHeader } from './tar.ts';
 
 /**
  * Offline verification of an export bundle (workflow steps b–e of the spec on every entry), reading
@@ -82,6 +82,13 @@ export interface VerifyBundleResult {
 }
 
 const ARCHIVE = '(archive)';
+/**
+ * Longest line of `attestations.intoto.jsonl` (16 MiB). A line is one DSSE envelope, whose payload
+ * is one statement about one Run, step or AIBOM: a Run is a Kubernetes object (etcd refuses
+ * requests over 1.5 MiB), so a real line is at most a few MiB. A longer one is refused as soon as
+ * it grows past this, naming the entry.
+ */
+export const MAX_JSONL_LINE = 16 * 1024 * 1024;
 const ENVELOPE =
   /^attestations\/([0-9a-f-]{36})\/(envelope\.json|sigstore\.json|statement\.cose|receipt\.cose)$/;
 const RUN = /^runs\/([0-9a-f-]{36})\/(aibom\.json|aibom\.c2pa|aibom\.meta\.json)$/;
@@ -157,10 +164,6 @@ export async function verifyBundle(
   let manifestSeen = false;
   let afterManifest = false;
 
-  // The .intoto.jsonl arrives in chunks: lines are checked as they complete.
-  let jsonlCarry = '';
-  // Chunks may split a UTF-8 sequence; the decoder carries it over.
-  const jsonlText = new StringDecoder('utf8');
   let jsonlLine = 0;
   let jsonlMismatches = 0;
   const jsonlHash = createHash('sha256');
@@ -182,6 +185,9 @@ export async function verifyBundle(
       }
     }
   };
+
+  // The .intoto.jsonl arrives in chunks: lines are checked as they complete (linear in its size).
+  const jsonl = new LineSplitter(MAX_JSONL_LINE, (line) => checkLine(line.toString('utf8')));
 
   const closeRecord = (): void => {
     const r = open;
@@ -627,10 +633,7 @@ export async function verifyBundle(
       stream: (h) => h.path === Paths.intotoJsonl,
       onChunk(_h, chunk) {
         jsonlHash.update(chunk);
-        const text = jsonlCarry + jsonlText.write(chunk);
-        const lines = text.split('\n');
-        jsonlCarry = lines.pop() ?? '';
-        for (const line of lines) checkLine(line);
+        jsonl.push(chunk);
       },
       async onEntry(header, content, padding) {
         try {
@@ -643,7 +646,15 @@ export async function verifyBundle(
       },
     });
   } catch (err) {
-    fail(err instanceof TarHeaderError ? err.path : ARCHIVE, 'MALFORMED_ARCHIVE', (err as Error).message);
+    const entry =
+      err instanceof TarHeaderError || err instanceof TarEntryTooLargeError
+        ? err.path
+        : err instanceof LineTooLongError
+          ? Paths.intotoJsonl
+          : ARCHIVE;
+    const message =
+      err instanceof LineTooLongError ? `${err.message}: not one DSSE envelope` : (err as Error).message;
+    fail(entry, 'MALFORMED_ARCHIVE', message);
     return {
       ok: false,
       problems,
@@ -667,7 +678,7 @@ export async function verifyBundle(
     const entry: IndexEntry = { path, size: header.size, sha256: digest };
     let m: RegExpExecArray | null;
     if (path === Paths.intotoJsonl) {
-      if (jsonlCarry !== '') fail(path, 'MALFORMED', 'the last line does not end with a newline');
+      if (jsonl.unfinished > 0) fail(path, 'MALFORMED', 'the last line does not end with a newline');
       if (jsonlLine !== digests.length) {
         fail(path, 'RECORD_MISMATCH', `${jsonlLine} lines for ${digests.length} attestations`);
       }

@@ -60,7 +60,11 @@ function apiRecord(n: NewAttestation, createdAt: Date): Record<string, unknown> 
   };
 }
 
-async function verify(name: string, records: object[] | Buffer): Promise<{ code: number; out: string }> {
+async function verify(
+  name: string,
+  records: object[] | Buffer,
+  trust = join(dir, 'trust-bundle.json'),
+): Promise<{ code: number; out: string }> {
   const file = join(dir, Buffer.isBuffer(records) ? `${name}.tar` : `${name}.json`);
   await writeFile(file, Buffer.isBuffer(records) ? records : JSON.stringify(records));
   let out = '';
@@ -69,7 +73,7 @@ async function verify(name: string, records: object[] | Buffer): Promise<{ code:
     return true;
   });
   try {
-    const code = await main(['verify', file, '--trust-bundle', join(dir, 'trust-bundle.json')]);
+    const code = await main(['verify', file, '--trust-bundle', trust]);
     return { code, out };
   } finally {
     spy.mockRestore();
@@ -183,6 +187,10 @@ describe('service-ctl verify --trust-bundle', () => {
       const { code, out } = await verify('bundle', Buffer.concat(chunks));
       expect(out).toContain('bundle verified (3 attestations');
       expect(code).toBe(0);
+      // The directory `service-ctl keys fetch --out DIR` wrote, as help and examples name it.
+      const viaDir = await verify('bundle-dir', Buffer.concat(chunks), dir);
+      expect(viaDir.out).toContain('bundle verified (3 attestations');
+      expect(viaDir.code).toBe(0);
     } finally {
       vi.unstubAllEnvs();
     }

@@ -137,6 +137,36 @@ async function exportableNamespaces(
   };
 }
 
+/**
+ * `scitt: true` publishes records, which `POST /v1/attestations/scitt` allows only with `create` on
+ * `attestations/scitt` in the record's namespace: an export may enqueue postings only where the
+ * caller holds that too, in every namespace it exports (refused with 403 before any work
+ * otherwise, naming no namespace). The reviews are bounded as the export's own: the cluster-wide
+ * question first, then one per namespace exported (already bounded by listableNamespaces).
+ */
+async function requireScittIn(
+  deps: ExportRouteDeps,
+  req: FastifyRequest,
+  namespaces: readonly string[],
+): Promise<void> {
+  const scittIn = (namespace: string) =>
+    isAllowed(deps.authorizer, req, {
+      namespace,
+      verb: 'create',
+      resource: 'attestations',
+      subresource: 'scitt',
+    });
+  if (await scittIn('')) return;
+  const decisions = await Promise.all(namespaces.map(scittIn));
+  if (decisions.some((ok) => !ok)) {
+    throw new ProblemError(
+      403,
+      'FORBIDDEN',
+      'scitt: true needs create on attestations/scitt in every namespace exported (name the namespaces to export, or leave scitt out)',
+    );
+  }
+}
+
 interface StreamPlan {
   readonly filter: AttestationFilter;
   readonly selection: Record<string, unknown>;
@@ -347,16 +377,21 @@ export async function exportSelection(
   body: ExportBody,
 ): Promise<FastifyReply> {
   const { allowed, withheld } = await exportableNamespaces(deps, req, body.namespaces);
-  const ids = body.ids?.map((id) => id.toLowerCase()).sort();
+  if (body.scitt === true) await requireScittIn(deps, req, allowed);
+  // Ids are compared in lower case (UUIDs), once each: ids differing only in case are the same
+  // record, and the same selection must give the same bytes (the index lists them).
+  const ids =
+    body.ids !== undefined ? [...new Set(body.ids.map((id) => id.toLowerCase()))].sort() : undefined;
   if (ids !== undefined) {
     // Existence is confirmed only inside namespaces the caller may export from.
     const found = await deps.vault.attestations.getMany(ids);
     const missing = ids.filter((id) => !allowed.includes(found.get(id)?.namespace ?? '\0'));
     if (missing.length > 0) {
+      // Fixed text and a count: the ids are named only by their pointers into the request.
       throw new ProblemError(
         404,
         'NOT_FOUND',
-        `${missing.length} attestation id(s) not found among the records you may export: ${missing.slice(0, 20).join(', ')}`,
+        `${missing.length} attestation id(s) not found among the records you may export`,
         {
           errors: missing.slice(0, 20).map((id) => ({
             pointer: `/body/ids/${body.ids!.findIndex((x) => x.toLowerCase() === id)}`,
@@ -454,7 +489,7 @@ export function exportRoutes(app: FastifyInstance, deps: ExportRouteDeps): void 
       const aibomId = (artifact?.metadata as { aibom_attestation_id?: unknown } | undefined)
         ?.aibom_attestation_id;
       if (artifact === null || typeof aibomId !== 'string') {
-        throw new ProblemError(404, 'NOT_FOUND', `run ${run.id} has no ${req.params.kind} yet`);
+        throw new ProblemError(404, 'NOT_FOUND', `the run has no ${req.params.kind} yet`);
       }
       // The artifact's attestation and the run's capability chain (who approved what).
       const capabilities = (await deps.vault.attestations.ofRun(ns, run.id))

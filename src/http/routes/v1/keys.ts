@@ -27,6 +27,9 @@ export interface KeyRouteDeps {
 
 const REF = '^sha256:[0-9a-f]{64}$';
 
+/** The key routes take no query parameters: an unknown one is refused, as on every other route. */
+const noQuery = { type: 'object', additionalProperties: false, properties: {} } as const;
+
 export const keyEntrySchema = {
   $id: 'KeyEntry',
   type: 'object',
@@ -119,6 +122,7 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
       schema: {
         summary:
           'The trust bundle: CA certificates, every signer chain (current and past), the SCITT log keys',
+        querystring: noQuery,
         response: { 200: { $ref: 'TrustBundle#' }, ...problemResponses },
       },
     },
@@ -153,6 +157,7 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
     {
       schema: {
         summary: 'The CA certificates (PEM) to pass as --trust-anchor',
+        querystring: noQuery,
         response: {
           200: { description: 'PEM', content: { 'application/x-pem-file': { schema: { type: 'string' } } } },
           ...problemResponses,
@@ -171,6 +176,7 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
     {
       schema: {
         summary: 'Resolve a cert_chain_ref or key id (sha256:<hex>) to its certificate chain(s)',
+        querystring: noQuery,
         params: {
           type: 'object',
           required: ['ref'],
@@ -190,7 +196,7 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
       await deps.ensureServiceKeys();
       const found = await deps.vault.signers.resolve(req.params.ref, await readableKeyNamespaces(deps, req));
       if (found.length === 0)
-        throw new ProblemError(404, 'NOT_FOUND', `no certificate or key is known as ${req.params.ref}`);
+        throw new ProblemError(404, 'NOT_FOUND', 'no certificate or key is known by this reference');
       if ((req.headers.accept ?? '').includes('application/x-pem-file')) {
         return reply.type('application/x-pem-file').send(found[0]!.chainPem);
       }
