@@ -104,6 +104,23 @@ export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = {
 };
 
 /**
+ * Every /v1 answer (JSON, problem+json, artifact bytes, manifests, export bundles) carries tenant
+ * data or says something about it: no cache may keep it (`no-store`, unless the route chose its
+ * own caching), and no browser may sniff a type other than the one sent (`nosniff`, always).
+ * The UI's pages set the same through UI_HEADERS.
+ */
+function installApiHeaders(app: FastifyInstance): void {
+  app.addHook('onSend', (req, reply, payload, done) => {
+    const path = req.url.split('?', 1)[0]!;
+    if (path === '/v1' || path.startsWith('/v1/')) {
+      if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
+      void reply.header('x-content-type-options', 'nosniff');
+    }
+    done(null, payload);
+  });
+}
+
+/**
  * Builds the sidecar's Fastify application without listening, so tests drive it with `inject()`
  * and the entry point alone decides the address.
  */
@@ -174,6 +191,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     done();
   });
   installErrorHandling(app);
+  installApiHeaders(app);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.
   app.removeContentTypeParser('text/plain');
   for (const schema of [

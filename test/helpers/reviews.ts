@@ -3,6 +3,7 @@ import {
   kubeReviewClient,
   type Authorizer,
   type AuthorizerOptions,
+  type ResourceAttributes,
   type ReviewClient,
 } from '../../src/http/auth/authorizer.ts';
 import { kubeConfig } from './stack.ts';
@@ -17,6 +18,8 @@ export interface CountedReviews {
   readonly sent: { token: number; access: number };
   /** SubjectAccessReviews sent per user. */
   readonly byUser: Map<string, number>;
+  /** Every SubjectAccessReview sent, in order: who and the attributes asked about. */
+  readonly asked: { user: string; attrs: ResourceAttributes }[];
   /** Most SubjectAccessReviews in flight at once: per user, and in all. */
   readonly maxInflight: { byUser: Map<string, number>; all: number; token: number };
   reset(): void;
@@ -26,6 +29,7 @@ export function countedReviews(opts: AuthorizerOptions = {}): CountedReviews {
   const wire = kubeReviewClient(kubeConfig('aibom-vault'));
   const sent = { token: 0, access: 0 };
   const byUser = new Map<string, number>();
+  const asked: { user: string; attrs: ResourceAttributes }[] = [];
   const inflight = new Map<string, number>();
   const maxInflight = { byUser: new Map<string, number>(), all: 0, token: 0 };
   let all = 0;
@@ -44,6 +48,7 @@ export function countedReviews(opts: AuthorizerOptions = {}): CountedReviews {
     async accessReview(user, attrs) {
       const u = user.username;
       sent.access += 1;
+      asked.push({ user: u, attrs });
       byUser.set(u, (byUser.get(u) ?? 0) + 1);
       inflight.set(u, (inflight.get(u) ?? 0) + 1);
       all += 1;
@@ -61,8 +66,10 @@ export function countedReviews(opts: AuthorizerOptions = {}): CountedReviews {
     authorizer: cachingAuthorizer(counting, opts),
     sent,
     byUser,
+    asked,
     maxInflight,
     reset() {
+      asked.length = 0;
       sent.token = 0;
       sent.access = 0;
       byUser.clear();

@@ -18,6 +18,12 @@ export interface ResourceAttributes {
   readonly resource: 'attestations' | 'runs' | 'auditlogs';
   readonly subresource?: string;
   readonly name?: string;
+  /**
+   * Not part of the review (never sent to the API server): answers asked under different scopes
+   * are cached apart. A route that must not share cached decisions with another route asking the
+   * same question (a hit there would be a timing oracle) gives its questions a scope of their own.
+   */
+  readonly cacheScope?: string;
 }
 
 /** Who is calling (TokenReview) and may they (SubjectAccessReview). */
@@ -137,7 +143,15 @@ export function cachingAuthorizer(reviews: ReviewClient, opts: AuthorizerOptions
       );
     },
     allowed(user, attrs) {
-      const key = JSON.stringify([user.username, user.uid, user.groups, attrs]);
+      // One key per user and question, whatever order the attributes were spread in, plus the
+      // scope the question was asked under (routes that must not see each other's answers).
+      const a = attrs;
+      const key = JSON.stringify([
+        user.username,
+        user.uid,
+        user.groups,
+        [a.namespace, a.verb, a.resource, a.subresource, a.name, a.cacheScope],
+      ]);
       return decisions.getOrLoad(key, () =>
         access.run(user.username, () => {
           sent?.inc({ review: 'access' });

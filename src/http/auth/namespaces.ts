@@ -33,12 +33,14 @@ export async function listableNamespaces(
   mayList: (namespace: string) => Promise<boolean>,
   named: readonly string[] | undefined,
   holdingRecords: () => Promise<string[]>,
+  /** The 400 that asks the caller to name namespaces (its pointer is the route's parameter). */
+  refuse: () => ProblemError = tooMany,
 ): Promise<Listable> {
-  if (named !== undefined && named.length > MAX_QUERY_NAMESPACES) throw tooMany();
+  if (named !== undefined && named.length > MAX_QUERY_NAMESPACES) throw refuse();
   const clusterWide = await mayList('');
   const candidates = named ?? (await holdingRecords());
   if (clusterWide) return { allowed: [...candidates], excluded: 0 };
-  if (candidates.length > MAX_QUERY_NAMESPACES) throw tooMany();
+  if (candidates.length > MAX_QUERY_NAMESPACES) throw refuse();
   const decisions = await Promise.all(candidates.map(async (ns) => [ns, await mayList(ns)] as const));
   const allowed = decisions.filter(([, ok]) => ok).map(([ns]) => ns);
   return { allowed, excluded: candidates.length - allowed.length };

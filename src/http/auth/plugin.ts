@@ -164,6 +164,7 @@ export async function visibilityOf(
     verb: 'list',
     resource: attrs.resource,
     ...(attrs.name !== undefined ? { name: attrs.name } : {}),
+    ...(attrs.cacheScope !== undefined ? { cacheScope: attrs.cacheScope } : {}),
   } as const;
   return (await isAllowed(authorizer, req, list)) ? 'listed' : 'hidden';
 }

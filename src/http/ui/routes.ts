@@ -50,11 +50,40 @@ const publicConfig = { public: true, problem: 'html' } as const;
 
 type Form = URLSearchParams;
 
-/** Only a path of this UI: never another site (an open redirect), never `//host`. */
-function safeNext(next: string | null | undefined): string {
-  return next !== null && next !== undefined && /^\/ui\/[^/\\]/.test(next) && !/[\s\\]/.test(next)
+const FALLBACK_NEXT = '/ui/runs';
+/** Any origin: `next` is resolved against it only to see what a browser would make of the path. */
+const DUMMY_ORIGIN = 'http://next.invalid';
+
+/** No `.` or `..` segment, and no empty one but the last (`/ui/runs/` is fine, `/ui//x` is not). */
+const isNormalisedPath = (path: string): boolean =>
+  path
+    .slice(1)
+    .split('/')
+    .every((seg, i, all) => (seg !== '' || i === all.length - 1) && seg !== '.' && seg !== '..');
+
+/**
+ * Where to go after signing in: `next` if it is a normalised path of this UI, else /ui/runs. Never
+ * another site (an open redirect, `//host`, `/\host`), never a path that leaves /ui/ once a browser
+ * resolves it (`/ui/../v1/…`, `/ui/%2e%2e/…`): printable ASCII only (no spaces, controls or
+ * characters a browser would normalise), no backslash, no empty, `.` or `..` segment, and the path
+ * a browser resolves (WHATWG URL) is the path given, under /ui/.
+ */
+export function safeNext(next: string | null | undefined): string {
+  if (typeof next !== 'string' || next.length > 2048) return FALLBACK_NEXT;
+  if (!/^\/ui\/[\x21-\x7e]*$/.test(next) || next.includes('\\')) return FALLBACK_NEXT;
+  const path = next.split(/[?#]/, 1)[0]!;
+  if (!isNormalisedPath(path)) return FALLBACK_NEXT;
+  let resolved: URL;
+  try {
+    resolved = new URL(next, DUMMY_ORIGIN);
+  } catch {
+    return FALLBACK_NEXT;
+  }
+  return resolved.origin === DUMMY_ORIGIN &&
+    resolved.pathname === path &&
+    resolved.pathname.startsWith('/ui/')
     ? next
-    : '/ui/runs';
+    : FALLBACK_NEXT;
 }
 
 /**
@@ -303,8 +332,11 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
         ...r,
         verification: verify(r as unknown as Record<string, unknown>),
       }));
+      // Own keys only: `in` also finds inherited ones (`constructor`, `__proto__`, `toString`).
       const drawer =
-        req.query.drawer !== undefined && req.query.drawer in run.artifacts ? req.query.drawer : undefined;
+        req.query.drawer !== undefined && Object.hasOwn(run.artifacts, req.query.drawer)
+          ? req.query.drawer
+          : undefined;
       return html(
         reply,
         200,

@@ -173,6 +173,66 @@ describe('hidden and unknown ids take the same path', () => {
     },
   );
 
+  it('GET /v1/runs/{id} shares no cached answer with GET /v1/namespaces/{ns}/runs/{name}, either way round', async () => {
+    // Runs alice cannot see, whose names she knows (a name is easily guessed; an id is not).
+    const runs: Run[] = [];
+    for (let i = 0; i < 3; i++) {
+      const run: Run = {
+        apiVersion: 'vault.service.dev/v1',
+        kind: 'Run',
+        metadata: { name: `named-${i}`, namespace: nsB, uid: randomUUID() },
+        spec: { steps: [{ id: 'a', tool: { name: 't' } }] },
+      };
+      await vault.runs.upsert(run);
+      runs.push(run);
+    }
+    /** The reviews one request sends: how many, and what each asks (verb, resource; name and namespace apart). */
+    const probe = async (url: string) => {
+      reviews.reset();
+      const res = await app.inject({ url, headers: token('alice') });
+      expect(res.statusCode, url).toBe(404);
+      return {
+        body: res.body,
+        asked: reviews.asked.map(({ attrs }) => ({ verb: attrs.verb, resource: attrs.resource })),
+        attrs: reviews.asked.map(({ attrs }) => attrs),
+      };
+    };
+    const byId = (id: string) => probe(`/v1/runs/${id}`);
+    const byName = (ns: string, name: string) => probe(`/v1/namespaces/${ns}/runs/${name}`);
+    const twoFresh = [
+      { verb: 'get', resource: 'runs' },
+      { verb: 'list', resource: 'runs' },
+    ];
+
+    // Cold: a hidden id and an unknown id.
+    const coldHidden = await byId(runs[0]!.metadata.uid);
+    const coldUnknown = await byId(randomUUID());
+    expect(coldHidden.asked).toEqual(twoFresh);
+    expect(coldUnknown).toMatchObject({ asked: coldHidden.asked, body: coldHidden.body });
+
+    // The by-name route asked first about run 1's namespace and name: its id still costs two fresh
+    // reviews, as an unknown id does (a cache hit here told that the id exists).
+    expect((await byName(nsB, runs[1]!.metadata.name)).asked).toEqual(twoFresh);
+    const warmedHidden = await byId(runs[1]!.metadata.uid);
+    const warmedUnknown = await byId(randomUUID());
+    expect(warmedHidden.asked).toEqual(twoFresh);
+    expect(warmedUnknown).toMatchObject({ asked: warmedHidden.asked, body: warmedHidden.body });
+    // Each id's questions are its own: they name it in their cache scope, shared by no other id.
+    const scopes = [coldHidden, coldUnknown, warmedHidden, warmedUnknown].map((p) =>
+      p.attrs.map((a) => a.cacheScope),
+    );
+    for (const s of scopes) expect(new Set(s).size).toBe(1);
+    expect(new Set(scopes.map((s) => s[0])).size).toBe(4);
+
+    // The other way round: run 2's id asked first; its namespace and name by name then cost what a
+    // name that does not exist costs (a cache hit here told the name and namespace of an id).
+    expect((await byId(runs[2]!.metadata.uid)).asked).toEqual(twoFresh);
+    const named = await byName(nsB, runs[2]!.metadata.name);
+    const unnamed = await byName(nsB, `none-${randomUUID()}`);
+    expect(named.asked).toEqual(twoFresh);
+    expect(unnamed).toMatchObject({ asked: named.asked, body: named.body });
+  });
+
   it('prints the answer times of hidden and unknown ids (for the record, not asserted)', async () => {
     // Interleaved, fresh ids on both sides (probes 0-3 were used above).
     const times = { hidden: [] as number[], unknown: [] as number[] };

@@ -379,6 +379,35 @@ describe('the UI: sessions, CSRF, headers', () => {
     expect(res).toMatchObject({ status: 303, location: '/ui/runs' });
   });
 
+  it('after signing in, goes only to a normalised path under /ui/ (no dot segments, ASCII only)', async () => {
+    for (const [next, location] of [
+      ['/ui/runs?phase=Running', '/ui/runs?phase=Running'],
+      ['/ui/../..//evil.example', '/ui/runs'],
+      ['/ui/../v1/runs', '/ui/runs'],
+      ['/ui/%2e%2e/v1/audit', '/ui/runs'],
+      ['/ui/ru\u00dfns', '/ui/runs'],
+    ] as const) {
+      const b = new Browser();
+      const form = await b.request(`/ui/sign-in?next=${encodeURIComponent(next)}`);
+      expect(form.text, next).toContain(`value="${location}"`);
+      const res = await b.request('/ui/sign-in', {
+        method: 'POST',
+        form: { _csrf: Browser.csrfOf(form.text), token: token('alice'), next },
+      });
+      expect(res, next).toMatchObject({ status: 303, location });
+    }
+  });
+
+  it('opens no drawer for a key every object inherits (?drawer=constructor)', async () => {
+    const b = new Browser();
+    await b.signIn('alice');
+    for (const drawer of ['constructor', 'toString', '__proto__']) {
+      const page = await b.request(`/ui/runs/${runIds['a-0']}?drawer=${drawer}`);
+      expect(page.status, drawer).toBe(200);
+      expect(page.text, drawer).not.toContain('class="drawer"');
+    }
+  });
+
   it('accepts the session cookie on /v1, but a state-changing /v1 request needs the CSRF header; bearer requests do not', async () => {
     const b = new Browser();
     await b.signIn('alice');

@@ -1,14 +1,16 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
+import { MAX_QUERY_NAMESPACES, listableNamespaces } from '../../auth/namespaces.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
-import { problemResponses } from '../../schemas.ts';
+import { NO_CONTROL_PATTERN, problemResponses } from '../../schemas.ts';
 
 /**
  * The audit log for auditors: `list` on the virtual resource `auditlogs` (group vault.service.dev)
  * in a namespace shows that namespace's rows; cluster-wide, every row (also those without a
- * namespace). The role `aibom-vault-auditor` grants it (docs/rbac.md).
+ * namespace). The role `aibom-vault-auditor` grants it (docs/rbac.md). Authorised like the query
+ * (auth/namespaces.ts): the cluster-wide question first, then at most MAX_QUERY_NAMESPACES more.
  */
 export interface AuditRouteDeps {
   readonly vault: Vault;
@@ -58,29 +60,60 @@ export const auditPageSchema = {
   },
 } as const;
 
+const LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
+
+const nameThem = (): ProblemError =>
+  new ProblemError(
+    400,
+    'VALIDATION_FAILED',
+    `name the namespaces to read (at most ${MAX_QUERY_NAMESPACES}): reading every namespace needs list on auditlogs cluster-wide`,
+    { errors: [{ pointer: '/querystring/namespace', message: 'required for this caller' }] },
+  );
+
+/**
+ * The namespaces whose rows the caller may read; null for every row (a cluster-wide grant, no
+ * namespace named). At most 1 + MAX_QUERY_NAMESPACES reviews: the cluster-wide question, then one
+ * per namespace named (at most MAX_QUERY_NAMESPACES, by the schema) or, when none is, one per
+ * namespace holding records, refused with 400 before any of them is reviewed when there are more.
+ * Every namespace named must be allowed (403 otherwise, in fixed text: the request is not quoted).
+ */
 async function readableAudit(
   deps: AuditRouteDeps,
   req: FastifyRequest,
-  asked: string | undefined,
+  named: readonly string[] | undefined,
 ): Promise<string[] | null> {
-  const list = (namespace: string) =>
+  const mayList = (namespace: string) =>
     isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'auditlogs' });
-  if (asked !== undefined) {
-    if (await list(asked)) return [asked];
+  if (named === undefined && (await mayList(''))) return null;
+  const { allowed, excluded } = await listableNamespaces(mayList, named, deps.listNamespaces, nameThem);
+  if (named !== undefined && excluded > 0) {
     throw new ProblemError(
       403,
       'FORBIDDEN',
-      `reading the audit log of ${asked} needs list on auditlogs there`,
+      'reading the audit log of a namespace needs list on auditlogs there',
     );
   }
-  if (await list('')) return null;
-  const candidates = await deps.listNamespaces();
-  const ok = (await Promise.all(candidates.map(async (ns) => ((await list(ns)) ? ns : null)))).filter(
-    (ns): ns is string => ns !== null,
-  );
-  if (ok.length === 0)
+  if (allowed.length === 0)
     throw new ProblemError(403, 'FORBIDDEN', 'reading the audit log needs list on auditlogs');
-  return ok;
+  return allowed;
+}
+
+/** Input checks that need no review: the page size and the time window. */
+function checkInput(q: AuditQuery): { limit: number; from?: Date; to?: Date } {
+  const limit = q.limit !== undefined ? Number(q.limit) : 100;
+  if (limit < 1 || limit > 1000) {
+    throw new ProblemError(400, 'VALIDATION_FAILED', 'limit must be between 1 and 1000', {
+      errors: [{ pointer: '/querystring/limit', message: 'must be between 1 and 1000' }],
+    });
+  }
+  const from = q.from !== undefined ? new Date(q.from) : undefined;
+  const to = q.to !== undefined ? new Date(q.to) : undefined;
+  if (from && to && from.getTime() >= to.getTime()) {
+    throw new ProblemError(400, 'INVALID_TIME_WINDOW', '`from` must be before `to`', {
+      errors: [{ pointer: '/querystring/from', message: 'must be before /querystring/to' }],
+    });
+  }
+  return { limit, ...(from ? { from } : {}), ...(to ? { to } : {}) };
 }
 
 export function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
@@ -94,8 +127,13 @@ export function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
           type: 'object',
           additionalProperties: false,
           properties: {
-            namespace: { type: 'string', minLength: 1, maxLength: 63 },
-            action: { type: 'string', minLength: 1, maxLength: 100 },
+            namespace: {
+              type: 'string',
+              maxLength: MAX_QUERY_NAMESPACES * 64,
+              pattern: `^${LABEL}(,${LABEL}){0,${MAX_QUERY_NAMESPACES - 1}}$`,
+              description: `comma-separated namespaces, at most ${MAX_QUERY_NAMESPACES}; default: every namespace the caller may read (a caller without a cluster-wide grant must name them once more than ${MAX_QUERY_NAMESPACES} namespaces hold records)`,
+            },
+            action: { type: 'string', minLength: 1, maxLength: 100, pattern: NO_CONTROL_PATTERN },
             from: { type: 'string', format: 'date-time' },
             to: { type: 'string', format: 'date-time' },
             // Query strings are not coerced (the app validates strictly): digits, checked below.
@@ -112,20 +150,16 @@ export function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
     },
     async (req) => {
       const q = req.query;
-      const namespaces = await readableAudit(deps, req, q.namespace);
-      const limit = q.limit !== undefined ? Number(q.limit) : 100;
-      if (limit < 1 || limit > 1000) {
-        throw new ProblemError(400, 'VALIDATION_FAILED', 'limit must be between 1 and 1000', {
-          errors: [{ pointer: '/querystring/limit', message: 'must be between 1 and 1000' }],
-        });
-      }
+      const { limit, from, to } = checkInput(q);
+      const named = q.namespace !== undefined ? [...new Set(q.namespace.split(','))] : undefined;
+      const namespaces = await readableAudit(deps, req, named);
       const rows = await deps.vault.audit.list({
         namespaces,
         limit,
         ...(q.after !== undefined ? { after: Number(q.after) } : {}),
         ...(q.action !== undefined ? { action: q.action } : {}),
-        ...(q.from !== undefined ? { from: new Date(q.from) } : {}),
-        ...(q.to !== undefined ? { to: new Date(q.to) } : {}),
+        ...(from ? { from } : {}),
+        ...(to ? { to } : {}),
       });
       return {
         items: rows.map((r) => ({

@@ -217,16 +217,17 @@ export function runListRoutes(app: FastifyInstance, deps: RunListRouteDeps): voi
       if (named === undefined && (await mayList(''))) {
         namespaces = 'all';
       } else {
-        const listable = await listableNamespaces(mayList, named, () => deps.vault.runs.namespaces()).catch(
-          (err: unknown) => {
-            if (!(err instanceof ProblemError && err.code === 'VALIDATION_FAILED')) throw err;
-            throw new ProblemError(
+        const listable = await listableNamespaces(
+          mayList,
+          named,
+          () => deps.vault.runs.namespaces(),
+          () =>
+            new ProblemError(
               400,
               'VALIDATION_FAILED',
               `name the namespaces to list (at most ${MAX_QUERY_NAMESPACES}): listing every namespace needs list on runs cluster-wide`,
               { errors: [{ pointer: '/querystring/namespace', message: 'required for this caller' }] },
-            );
-          },
+            ),
         );
         namespaces = listable.allowed;
         excluded = listable.excluded;

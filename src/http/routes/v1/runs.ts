@@ -111,6 +111,13 @@ export const runPolicyPackSchema = {
 /**
  * The run, if the caller may `get` it; 403 when it may only list runs in its namespace; 404 when
  * it cannot see the namespace, the same 404 (after the same reviews) as for an unknown id.
+ *
+ * The questions are asked under a cache scope of the id asked for (`run:<id>`): a hidden run and an
+ * unknown id both cost two fresh reviews (get, then list), and no answer is reused from, or for,
+ * another id or the by-name route. Without the scope, the question about a hidden run (its real
+ * namespace and name) was the by-name route's own, so warming `/v1/namespaces/<ns>/runs/<name>`
+ * made this route a cache hit for that run's id (a timing oracle telling that the id exists), and
+ * the other way round told a run's namespace and name from its id. RBAC still judges the Run's name.
  */
 export async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId: string): Promise<RunRecord> {
   const id = rawId.toLowerCase();
@@ -119,7 +126,7 @@ export async function visibleRun(deps: RunRouteDeps, req: FastifyRequest, rawId:
     deps.authorizer,
     req,
     run?.namespace,
-    { verb: 'get', resource: 'runs', name: run?.name ?? id },
+    { verb: 'get', resource: 'runs', name: run?.name ?? id, cacheScope: `run:${id}` },
     'run',
     run,
   );
@@ -154,7 +161,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
     const record = await deps.vault.artifacts.get(run.id, params.kind);
-    if (!record) throw new ProblemError(404, 'NOT_FOUND', `the run has no ${params.kind} yet`);
+    if (!record) throw new ProblemError(404, 'NOT_FOUND', 'the run has no such artifact yet');
     const artifact = await guardStoredArtifact(deps, record, req.user?.username ?? 'unknown');
     return { run, record, artifact };
   };

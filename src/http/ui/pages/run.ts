@@ -446,7 +446,8 @@ function str(v: unknown): string {
 
 /** The drawer of one artifact: what it is, how it is signed, its C2PA manifest, the evidence download. */
 function drawer(run: RunView, kind: string): Html {
-  const a = run.artifacts[kind];
+  // Own keys only: `kind` comes from the query string, and an inherited key is no artifact.
+  const a = Object.hasOwn(run.artifacts, kind) ? run.artifacts[kind] : undefined;
   if (a === undefined) return html``;
   const sig = (a.signature ?? {}) as Record<string, unknown>;
   const sigTs = sig.timestamp as Record<string, unknown> | undefined;

@@ -130,6 +130,13 @@ describe('pages show user-controlled fields as text', () => {
     expect(tags(page).filter((t) => /^<(img|iframe|svg onload|marquee|style|b>|i>|u>)/i.test(t))).toEqual([]);
   });
 
+  it('opens a drawer for an artifact the run has, never for an inherited key of the object', () => {
+    expect(runPage({ viewer, run, attestations: [], drawer: 'aibom' })).toContain('class="drawer"');
+    for (const drawer of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'nope']) {
+      expect(runPage({ viewer, run, attestations: [], drawer }), drawer).not.toContain('class="drawer"');
+    }
+  });
+
   it('the export confirmation page and the runs list', () => {
     expectText(exportPage(viewer, run, [run.id]), [hostile.notice, hostile.pack, hostile.packVersion]);
     const list = runsPage(
