@@ -7,29 +7,13 @@
 import { load as loadYaml } from 'js-yaml';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { commands, main } from '../../../src/cli/main.ts';
+import { commands } from '../../../src/cli/main.ts';
 import { parseRunRef } from '../../../src/cli/options.ts';
 import { render, renderTable } from '../../../src/cli/output.ts';
 import { shortPredicate } from '../../../src/cli/query.ts';
+import { cliMain } from '../../helpers/cli-main.ts';
 
-/** Runs main() and captures what it writes. */
-async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => {
-    stderr += `${a.join(' ')}\n`;
-  });
-  try {
-    return { code: await main(argv), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
+const cli = cliMain;
 
 afterEach(() => vi.restoreAllMocks());
 

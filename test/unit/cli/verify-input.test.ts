@@ -8,31 +8,15 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../../../src/cli/main.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../helpers/pki.ts';
+import { cliMain } from '../../helpers/cli-main.ts';
 
 const exec = promisify(execFile);
 let dir: string;
 let ca: string;
 
-async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => {
-    stderr += `${a.join(' ')}\n`;
-  });
-  try {
-    return { code: await main(argv), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
+const cli = cliMain;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'verify-input-'));

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import type { Phase, Run, RunSpec, StepStatus } from '../../../src/api/run.ts';
+import { reconcileRun, type RunApi, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
 import { createRecorder, type Recorder } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { FakeBlobs, FakeKube, FakeVault } from '../../helpers/fakes.ts';
@@ -146,3 +147,22 @@ export function resetCounts(w: World): void {
   w.vault.writes.reset();
   w.blobs.writes.reset();
 }
+
+/** The reconciler's dependencies in `w` (a fixed clock), through `api` (default: the fake's). */
+export const reconcilerDeps = (w: World, api: RunApi = w.kube.runApi()): RunReconcilerDeps => ({
+  api,
+  vault: w.vault,
+  recorder: w.recorder,
+  logger,
+  now: () => new Date('2026-03-01T12:00:00Z'),
+});
+
+/** One reconcile of `run` in `w`. */
+export const reconcileIn = (w: World, run: Run, api?: RunApi) =>
+  reconcileRun(reconcilerDeps(w, api), run.metadata.namespace, run.metadata.name);
+
+/** The Run as the fake API server holds it now. */
+export const storedRun = (w: World, run: Run): Run => w.kube.run(run.metadata.namespace, run.metadata.name)!;
+
+/** A condition of `run`, by type. */
+export const conditionOf = (run: Run, type: string) => run.status?.conditions?.find((c) => c.type === type);

@@ -14,27 +14,17 @@ import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/ru
 import { aibomKey, stepKey, terminalKey, type AibomMetadata } from '../../../src/recorder/index.ts';
 import {
   failedAt,
-  logger,
   resetCounts,
   runFixture,
   stepsDone,
   succeeded,
   world,
   writes,
-  type World,
+  conditionOf,
+  reconcileIn,
+  reconcilerDeps,
+  storedRun,
 } from './fixtures.ts';
-
-const deps = (w: World): RunReconcilerDeps => ({
-  api: w.kube.runApi(),
-  vault: w.vault,
-  recorder: w.recorder,
-  logger,
-  now: () => new Date('2026-03-01T12:00:00Z'),
-});
-
-const reconcile = (w: World, run: Run) => reconcileRun(deps(w), run.metadata.namespace, run.metadata.name);
-const stored = (w: World, run: Run): Run => w.kube.run(run.metadata.namespace, run.metadata.name)!;
-const condition = (run: Run, type: string) => run.status?.conditions?.find((c) => c.type === type);
 
 /** The same JSON with every object's keys in reverse order (what a server may hand back). */
 function reordered<T>(v: T): T {
@@ -51,16 +41,16 @@ describe('Run reconciler (in-memory seams)', () => {
   it('a new Run gets the finalizer, its mirror and a waiting status; nothing is recorded', async () => {
     const w = await world();
     const run = w.kube.put(runFixture());
-    await reconcile(w, run);
-    const now = stored(w, run);
+    await reconcileIn(w, run);
+    const now = storedRun(w, run);
     expect(now.metadata.finalizers).toEqual([FINALIZER]);
     expect(w.vault.mirrors.get(run.metadata.uid)?.spec).toEqual(run.spec);
-    expect(condition(now, ConditionTypes.Attested)).toMatchObject({
+    expect(conditionOf(now, ConditionTypes.Attested)).toMatchObject({
       status: 'False',
       reason: Reasons.WaitingForSteps,
       observedGeneration: 1,
     });
-    expect(condition(now, ConditionTypes.AIBOMReady)).toMatchObject({
+    expect(conditionOf(now, ConditionTypes.AIBOMReady)).toMatchObject({
       status: 'False',
       reason: Reasons.RunNotTerminal,
     });
@@ -73,7 +63,7 @@ describe('Run reconciler (in-memory seams)', () => {
   it('records each finished step once and creates its Attestation resources', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(stepsDone(2)));
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     const id = run.metadata.uid;
     // retrieve: 1 capability + 1 step; summarise: 1 step.
     expect(w.vault.claimed.get(stepKey(id, 'retrieve'))).toHaveLength(2);
@@ -85,9 +75,9 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(w.kube.events.filter((e) => e.reason === 'Attested').map((e) => e.note)).toEqual([
       'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise',
     ]);
-    const now = stored(w, run);
+    const now = storedRun(w, run);
     expect(now.status?.attestations).toEqual({ count: 3 });
-    expect(condition(now, ConditionTypes.Attested)).toMatchObject({
+    expect(conditionOf(now, ConditionTypes.Attested)).toMatchObject({
       status: 'True',
       reason: Reasons.StepsAttested,
     });
@@ -103,9 +93,9 @@ describe('Run reconciler (in-memory seams)', () => {
   it('a second reconcile of a converged Run makes no write and no request', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(stepsDone(1)));
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     expect(writes(w)).toEqual({});
     expect(w.kube.requests.total()).toBe(0);
   });
@@ -113,7 +103,7 @@ describe('Run reconciler (in-memory seams)', () => {
   it('the event of its own status write is not reconciled again; any other change is', async () => {
     const w = await world();
     const written = new Map<string, Written>();
-    const withMemory: RunReconcilerDeps = { ...deps(w), written };
+    const withMemory: RunReconcilerDeps = { ...reconcilerDeps(w), written };
     const run = w.kube.put(runFixture(stepsDone(1)));
     await reconcileRun(withMemory, 'team-a', 'r1');
     expect(written.size).toBe(1);
@@ -146,7 +136,7 @@ describe('Run reconciler (in-memory seams)', () => {
     // The finalizer is on from an earlier reconcile: count what the terminal phase costs.
     await w.kube.runApi().addFinalizer(run);
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     const id = run.metadata.uid;
     // A resource per record, one Event, one status write; no read (ADR 0017).
     const records = w.vault.rows.length;
@@ -164,13 +154,13 @@ describe('Run reconciler (in-memory seams)', () => {
     ]);
     expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(1);
 
-    const now = stored(w, run);
+    const now = storedRun(w, run);
     const meta = now.status?.artifacts?.aibom as AibomMetadata;
-    expect(condition(now, ConditionTypes.AIBOMReady)).toMatchObject({
+    expect(conditionOf(now, ConditionTypes.AIBOMReady)).toMatchObject({
       status: 'True',
       reason: Reasons.AIBOMRecorded,
     });
-    expect(condition(now, ConditionTypes.Attested)).toMatchObject({
+    expect(conditionOf(now, ConditionTypes.Attested)).toMatchObject({
       status: 'True',
       reason: Reasons.RunAttested,
     });
@@ -200,7 +190,7 @@ describe('Run reconciler (in-memory seams)', () => {
     ]);
 
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     expect(writes(w)).toEqual({});
     expect(w.kube.requests.total()).toBe(0);
   });
@@ -208,27 +198,27 @@ describe('Run reconciler (in-memory seams)', () => {
   it('compares status structurally: the same status with keys in another order is not rewritten', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(succeeded));
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     const current = w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!;
     current.status = reordered(current.status!);
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     expect(writes(w)).toEqual({});
   });
 
   it('leaves the fields the transparency projection owns alone', async () => {
     const w = await world({ transparency: true });
     const run = w.kube.put(runFixture(succeeded));
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     const projected = {
       transparency: { state: 'queued', queued: 7, published: 0, failed: 0 },
       artifacts: { aibom: { transparency: { job_id: 'j', status: 'queued', attempts: 0 } } },
     } as const;
-    await w.kube.projectionApi().applyRunTransparency(stored(w, run), projected);
+    await w.kube.projectionApi().applyRunTransparency(storedRun(w, run), projected);
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     expect(writes(w)).toEqual({});
-    const now = stored(w, run);
+    const now = storedRun(w, run);
     expect(now.status?.transparency).toEqual(projected.transparency);
     expect((now.status?.artifacts?.aibom as { transparency?: unknown }).transparency).toEqual(
       projected.artifacts.aibom.transparency,
@@ -238,8 +228,8 @@ describe('Run reconciler (in-memory seams)', () => {
   it('records a Failed run: the failed step, the run, the AIBOM with status failed', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(failedAt('summarise')));
-    await reconcile(w, run);
-    const meta = stored(w, run).status?.artifacts?.aibom as AibomMetadata;
+    await reconcileIn(w, run);
+    const meta = storedRun(w, run).status?.artifacts?.aibom as AibomMetadata;
     expect(meta.status).toBe('failed');
     const step = w.vault.rows.find((r) => r.kind === 'step' && r.record.stepId === 'summarise')!;
     const statement = JSON.parse(Buffer.from(step.record.envelope.payload, 'base64').toString()) as {
@@ -255,17 +245,17 @@ describe('Run reconciler (in-memory seams)', () => {
     const w = await world();
     const run = w.kube.put(runFixture(stepsDone(1)));
     w.vault.failNext = new Error('connect ECONNREFUSED 127.0.0.1:5432');
-    await expect(reconcile(w, run)).rejects.toThrow('ECONNREFUSED');
-    expect(condition(stored(w, run), ConditionTypes.Attested)).toMatchObject({
+    await expect(reconcileIn(w, run)).rejects.toThrow('ECONNREFUSED');
+    expect(conditionOf(storedRun(w, run), ConditionTypes.Attested)).toMatchObject({
       status: 'False',
       reason: Reasons.VaultUnavailable,
       message: 'the vault (PostgreSQL) is unavailable: connect ECONNREFUSED 127.0.0.1:5432',
     });
     expect(w.kube.events.at(-1)).toMatchObject({ type: 'Warning', reason: Reasons.VaultUnavailable });
-    await reconcile(w, run);
-    expect(condition(stored(w, run), ConditionTypes.Attested)).toMatchObject({ status: 'True' });
+    await reconcileIn(w, run);
+    expect(conditionOf(storedRun(w, run), ConditionTypes.Attested)).toMatchObject({ status: 'True' });
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     expect(writes(w)).toEqual({});
   });
 
@@ -274,28 +264,28 @@ describe('Run reconciler (in-memory seams)', () => {
     const run = w.kube.put(runFixture(succeeded));
     // The first put is the AIBOM blob.
     w.blobs.failNext = new Error('S3 503 SlowDown');
-    await expect(reconcile(w, run)).rejects.toThrow('SlowDown');
-    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
+    await expect(reconcileIn(w, run)).rejects.toThrow('SlowDown');
+    expect(conditionOf(storedRun(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
       status: 'False',
       reason: Reasons.ObjectStoreUnavailable,
     });
-    await reconcile(w, run);
-    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({ status: 'True' });
+    await reconcileIn(w, run);
+    expect(conditionOf(storedRun(w, run), ConditionTypes.AIBOMReady)).toMatchObject({ status: 'True' });
     expect(w.vault.rows.filter((r) => r.kind === 'aibom')).toHaveLength(1);
   });
 
   it('a manifest repair: shown while it runs, a failed attempt stays open with a backoff, then a new manifest over the same bytes', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(succeeded));
-    await reconcile(w, run);
-    const before = stored(w, run).status!.artifacts!.aibom as AibomMetadata;
+    await reconcileIn(w, run);
+    const before = storedRun(w, run).status!.artifacts!.aibom as AibomMetadata;
     w.blobs.objects.delete(before.c2pa_manifest.key);
     const repair = w.vault.requestRepair(run.metadata.uid, 'missing');
 
     // The attempt fails on the object store: the Run says so; the request stays open, due later.
     w.blobs.failNext = new Error('S3 503 SlowDown');
-    await expect(reconcile(w, run)).rejects.toThrow('SlowDown');
-    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
+    await expect(reconcileIn(w, run)).rejects.toThrow('SlowDown');
+    expect(conditionOf(storedRun(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
       status: 'False',
       reason: Reasons.ObjectStoreUnavailable,
     });
@@ -303,9 +293,9 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(open).toMatchObject({ id: repair.id, state: 'queued', attempts: 1 });
     expect(open.nextAttemptAt.getTime()).toBeGreaterThan(Date.now());
 
-    await reconcile(w, run);
-    const after = stored(w, run);
-    const ready = condition(after, ConditionTypes.AIBOMReady)!;
+    await reconcileIn(w, run);
+    const after = storedRun(w, run);
+    const ready = conditionOf(after, ConditionTypes.AIBOMReady)!;
     expect(ready).toMatchObject({ status: 'True', reason: Reasons.AIBOMRecorded });
     expect(ready.message).toMatch(/re-signed over the same bytes .* found missing/);
     const shown = after.status!.artifacts!.aibom as AibomMetadata & {
@@ -323,7 +313,7 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(w.kube.statusHistory(run).map((c) => c.reason)).toContain(Reasons.ManifestRepairing);
     // Converged again: nothing more to do.
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     expect(writes(w)).toEqual({});
   });
 
@@ -331,8 +321,8 @@ describe('Run reconciler (in-memory seams)', () => {
     const w = await world();
     w.signerDown = true;
     const run = w.kube.put(runFixture(stepsDone(1)));
-    await expect(reconcile(w, run)).rejects.toThrow('not found');
-    expect(condition(stored(w, run), ConditionTypes.Attested)).toMatchObject({
+    await expect(reconcileIn(w, run)).rejects.toThrow('not found');
+    expect(conditionOf(storedRun(w, run), ConditionTypes.Attested)).toMatchObject({
       reason: Reasons.SignerUnavailable,
     });
     expect(w.vault.rows).toHaveLength(0);
@@ -341,8 +331,8 @@ describe('Run reconciler (in-memory seams)', () => {
   it('an unexpected failure is RecordingFailed with its message', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(succeeded, (r) => (r.spec.steps[0]!.id = 'BAD ID')));
-    await expect(reconcile(w, run)).rejects.toThrow();
-    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
+    await expect(reconcileIn(w, run)).rejects.toThrow();
+    expect(conditionOf(storedRun(w, run), ConditionTypes.AIBOMReady)).toMatchObject({
       status: 'False',
       reason: Reasons.RecordingFailed,
     });
@@ -351,18 +341,18 @@ describe('Run reconciler (in-memory seams)', () => {
   it('a deleting Run is recorded to the end before its finalizer goes; a gone Run costs nothing', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(stepsDone(1)));
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     // The pipeline finishes the run and it is deleted before the controller saw the terminal phase.
     const deleting = w.kube.put(runFixture(succeeded, (r) => (r.metadata = { ...run.metadata })));
     w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.deletionTimestamp =
       '2026-03-01T12:00:00Z';
-    await reconcile(w, deleting);
+    await reconcileIn(w, deleting);
     expect(w.vault.rows.some((r) => r.kind === 'aibom')).toBe(true);
-    expect(stored(w, run).metadata.finalizers).toEqual([]);
+    expect(storedRun(w, run).metadata.finalizers).toEqual([]);
 
     w.kube.runs.clear();
     resetCounts(w);
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     expect(w.kube.requests.total()).toBe(0);
     expect(writes(w)).toEqual({});
   });
@@ -371,11 +361,15 @@ describe('Run reconciler (in-memory seams)', () => {
     // A fresh controller (a new leader) sees a converged Run: gather, compare, nothing to do.
     const w = await world();
     const run = w.kube.put(runFixture(succeeded));
-    await reconcile(w, run);
+    await reconcileIn(w, run);
     const again = await world();
     Object.assign(again, { kube: w.kube, vault: w.vault, blobs: w.blobs });
     resetCounts(w);
-    await reconcileRun({ ...deps(w), recorder: again.recorder }, run.metadata.namespace, run.metadata.name);
+    await reconcileRun(
+      { ...reconcilerDeps(w), recorder: again.recorder },
+      run.metadata.namespace,
+      run.metadata.name,
+    );
     expect(writes(w)).toEqual({});
   });
 });
@@ -409,7 +403,11 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
       const resources = w.kube.attestations.size;
       const statusWrites = w.kube.requests.calls.get('PATCH runs/status') ?? 0;
       const terminalBefore = w.vault.claimed.has(terminalKey(id));
-      const out = await reconcileRun({ ...deps(w), limits }, run.metadata.namespace, run.metadata.name);
+      const out = await reconcileRun(
+        { ...reconcilerDeps(w), limits },
+        run.metadata.namespace,
+        run.metadata.name,
+      );
       reconciles += 1;
       const newRows = w.vault.rows.slice(rows);
       const steps = newRows.filter((r) => r.kind === 'step' || r.kind === 'capability');
@@ -422,7 +420,9 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
       }
       // The status never counts a record whose resource does not exist yet; an unfinished batch
       // writes no status at all (a status write of a large Run is expensive for the API server).
-      expect(stored(w, run).status?.attestations?.count ?? 0).toBeLessThanOrEqual(w.kube.attestations.size);
+      expect(storedRun(w, run).status?.attestations?.count ?? 0).toBeLessThanOrEqual(
+        w.kube.attestations.size,
+      );
       if (out?.more === true) expect(w.kube.requests.calls.get('PATCH runs/status') ?? 0).toBe(statusWrites);
       if (out?.more !== true) break;
       expect(reconciles).toBeLessThan(100);
@@ -430,20 +430,20 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
     expect(reconciles).toBeGreaterThanOrEqual(Math.ceil(total / limits.resources));
     expect(w.vault.rows).toHaveLength(total);
     expect(w.kube.attestations.size).toBe(total);
-    const done = stored(w, run);
+    const done = storedRun(w, run);
     expect(done.status?.attestations?.count).toBe(total);
-    expect(condition(done, ConditionTypes.AIBOMReady)?.status).toBe('True');
+    expect(conditionOf(done, ConditionTypes.AIBOMReady)?.status).toBe('True');
 
     // The same Run reconciled without limits ends in the same records.
     const one = await world();
     const same = one.kube.put({ ...run, status: run.status! });
-    expect(await reconcile(one, same)).toBeUndefined();
+    expect(await reconcileIn(one, same)).toBeUndefined();
     const kinds = (rows: { kind: string }[]) => rows.map((r) => r.kind).sort();
     expect(kinds(one.vault.rows)).toEqual(kinds(w.vault.rows));
     // Converged: nothing more to do, no write.
     resetCounts(w);
     expect(
-      await reconcileRun({ ...deps(w), limits }, run.metadata.namespace, run.metadata.name),
+      await reconcileRun({ ...reconcilerDeps(w), limits }, run.metadata.namespace, run.metadata.name),
     ).toBeUndefined();
     expect(writes(w)).toEqual({});
   });
@@ -452,7 +452,7 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
     const w = await world();
     const run = w.kube.put(bigRun(2, 16));
     const out = await reconcileRun(
-      { ...deps(w), limits: { records: 5, resources: 100 } },
+      { ...reconcilerDeps(w), limits: { records: 5, resources: 100 } },
       run.metadata.namespace,
       run.metadata.name,
     );
@@ -467,11 +467,11 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
     w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.deletionTimestamp =
       '2026-03-01T12:00:00Z';
     w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.finalizers = [FINALIZER];
-    const d = { ...deps(w), limits: { records: 5, resources: 100 } };
+    const d = { ...reconcilerDeps(w), limits: { records: 5, resources: 100 } };
     expect(await reconcileRun(d, run.metadata.namespace, run.metadata.name)).toEqual({ more: true });
-    expect(stored(w, run).metadata.finalizers).toEqual([FINALIZER]);
+    expect(storedRun(w, run).metadata.finalizers).toEqual([FINALIZER]);
     while ((await reconcileRun(d, run.metadata.namespace, run.metadata.name))?.more === true);
     expect(w.vault.rows.some((r) => r.kind === 'aibom')).toBe(true);
-    expect(stored(w, run).metadata.finalizers).toEqual([]);
+    expect(storedRun(w, run).metadata.finalizers).toEqual([]);
   });
 });

@@ -6,34 +6,21 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ConditionTypes, EventReasons, FINALIZER, Reasons } from '../../../src/api/reasons.ts';
-import type { Run } from '../../../src/api/run.ts';
 import { runLabelValue } from '../../../src/controller/run/kube-api.ts';
-import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
 import { jsonDepthOver, MAX_JSON_DEPTH, unrecordable } from '../../../src/controller/run/recordable.ts';
 import { KubeApiError } from '../../../src/controller/runtime/index.ts';
 import { because, RecordError } from '../../../src/recorder/errors.ts';
 import {
-  logger,
   resetCounts,
   runFixture,
   stepsDone,
   succeeded,
   world,
   writes,
-  type World,
+  conditionOf,
+  reconcileIn,
+  storedRun,
 } from './fixtures.ts';
-
-const deps = (w: World, api = w.kube.runApi()): RunReconcilerDeps => ({
-  api,
-  vault: w.vault,
-  recorder: w.recorder,
-  logger,
-  now: () => new Date('2026-03-01T12:00:00Z'),
-});
-const reconcile = (w: World, run: Run, api = w.kube.runApi()) =>
-  reconcileRun(deps(w, api), run.metadata.namespace, run.metadata.name);
-const stored = (w: World, run: Run): Run => w.kube.run(run.metadata.namespace, run.metadata.name)!;
-const condition = (run: Run, type: string) => run.status?.conditions?.find((c) => c.type === type);
 
 /** `value` wrapped in `depth` arrays. */
 function nested(depth: number, value: unknown = 'x'): unknown {
@@ -81,11 +68,11 @@ describe('Run reconciler: Runs it cannot record or cannot write', () => {
   it('a too-deep Run: both conditions say why, one Warning, nothing stored, no retry; deleting it is not held', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(succeeded, (r) => (r.status!.steps![2]!.output = nested(200))));
-    await expect(reconcile(w, run)).resolves.toBeUndefined();
-    const shown = stored(w, run);
+    await expect(reconcileIn(w, run)).resolves.toBeUndefined();
+    const shown = storedRun(w, run);
     for (const type of [ConditionTypes.Attested, ConditionTypes.AIBOMReady]) {
-      expect(condition(shown, type)).toMatchObject({ status: 'False', reason: Reasons.RunNotRecordable });
-      expect(condition(shown, type)?.message).toMatch(/^status\.steps\[id=post\]\.output nests JSON/);
+      expect(conditionOf(shown, type)).toMatchObject({ status: 'False', reason: Reasons.RunNotRecordable });
+      expect(conditionOf(shown, type)?.message).toMatch(/^status\.steps\[id=post\]\.output nests JSON/);
     }
     expect(w.kube.events).toEqual([
       expect.objectContaining({ type: 'Warning', reason: Reasons.RunNotRecordable }),
@@ -94,22 +81,22 @@ describe('Run reconciler: Runs it cannot record or cannot write', () => {
 
     // Again (a resync, the echo of its own write): nothing is written or told twice.
     resetCounts(w);
-    await expect(reconcile(w, stored(w, run))).resolves.toBeUndefined();
+    await expect(reconcileIn(w, storedRun(w, run))).resolves.toBeUndefined();
     expect(writes(w)).toEqual({});
 
     // Deleted with the finalizer of an earlier version: it goes at once.
     w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.finalizers = [FINALIZER];
     w.kube.runs.get(`${run.metadata.namespace}/${run.metadata.name}`)!.metadata.deletionTimestamp =
       '2026-03-01T12:00:00Z';
-    await reconcile(w, stored(w, run));
-    expect(stored(w, run).metadata.finalizers).toEqual([]);
+    await reconcileIn(w, storedRun(w, run));
+    expect(storedRun(w, run).metadata.finalizers).toEqual([]);
   });
 
   it('steps recorded before a later step turned out too deep stay recorded and shown', async () => {
     const w = await world();
     const run = w.kube.put(runFixture(stepsDone(1)));
-    await reconcile(w, run);
-    const count = stored(w, run).status?.attestations?.count;
+    await reconcileIn(w, run);
+    const count = storedRun(w, run).status?.attestations?.count;
     expect(count).toBeGreaterThan(0);
     const later = w.kube.put(
       runFixture(stepsDone(2), (r) => {
@@ -117,9 +104,9 @@ describe('Run reconciler: Runs it cannot record or cannot write', () => {
         r.status!.steps![1]!.output = nested(100);
       }),
     );
-    await reconcile(w, later);
-    expect(stored(w, run).status?.attestations?.count).toBe(count);
-    expect(condition(stored(w, run), ConditionTypes.AIBOMReady)?.reason).toBe(Reasons.RunNotRecordable);
+    await reconcileIn(w, later);
+    expect(storedRun(w, run).status?.attestations?.count).toBe(count);
+    expect(conditionOf(storedRun(w, run), ConditionTypes.AIBOMReady)?.reason).toBe(Reasons.RunNotRecordable);
   });
 
   it('a status the API server refuses as too large: the AIBOM is stored, a Warning says where, no retry', async () => {
@@ -133,7 +120,7 @@ describe('Run reconciler: Runs it cannot record or cannot write', () => {
           new KubeApiError(500, { message: 'etcdserver: request is too large', reason: 'InternalError' }),
         ),
     };
-    await expect(reconcile(w, run, tooLarge)).resolves.toBeUndefined();
+    await expect(reconcileIn(w, run, tooLarge)).resolves.toBeUndefined();
     expect(w.vault.rows.some((r) => r.kind === 'aibom')).toBe(true);
     const told = w.kube.events.filter((e) => e.reason === EventReasons.StatusTooLarge);
     expect(told).toHaveLength(1);
@@ -146,7 +133,7 @@ describe('Run reconciler: Runs it cannot record or cannot write', () => {
     const again = w.kube.put(
       runFixture(succeeded, (r) => (r.metadata = { ...run.metadata, name: 'r2', uid: crypto.randomUUID() })),
     );
-    await expect(reconcile(w, again, down)).rejects.toThrow('unavailable');
+    await expect(reconcileIn(w, again, down)).rejects.toThrow('unavailable');
   });
 
   it('a deleting Run whose resources the API server refuses: the records and AIBOM are stored, the finalizer goes', async () => {
@@ -162,9 +149,9 @@ describe('Run reconciler: Runs it cannot record or cannot write', () => {
         Promise.reject(new KubeApiError(422, { message: 'metadata.labels: Invalid value' })),
       applyStatus: () => Promise.reject(new KubeApiError(422, { message: 'no' })),
     };
-    await expect(reconcile(w, stored(w, run), refusing)).resolves.toBeUndefined();
+    await expect(reconcileIn(w, storedRun(w, run), refusing)).resolves.toBeUndefined();
     expect(w.vault.rows.some((r) => r.kind === 'aibom')).toBe(true);
-    expect(stored(w, run).metadata.finalizers).toEqual([]);
+    expect(storedRun(w, run).metadata.finalizers).toEqual([]);
   });
 
   it('a label value holds the name of any Run: as it is up to 63 characters, cut and hashed beyond', () => {
