@@ -6,6 +6,7 @@ import {
   type ScopedCertificate,
 } from '../signing/index.ts';
 import type { Problem } from './errors.ts';
+import { signedLabels } from './labels.ts';
 import { verifyRecord, type Trust, type VerificationResult } from './verify.ts';
 
 /**
@@ -16,6 +17,11 @@ import { verifyRecord, type Trust, type VerificationResult } from './verify.ts';
  * had been rotated away before (KEY_ROTATED, src/signing/rotation.ts). One implementation for
  * `service-ctl verify --trust-bundle` and the web UI's verification column, so both give the same
  * verdict on the same record.
+ *
+ * A signer is trusted only within its scope: the service's keys (namespace '') sign for every
+ * namespace, a tenant's customer key only for its own ({@link signerScopeProblem}). Without that,
+ * a tenant holding its own key could mint records, capability approvals included, that verify as
+ * another tenant's.
  */
 
 /** One signer of the bundle, as the history and the per-record trust need it. */
@@ -88,15 +94,41 @@ function signatureOf(record: unknown): { keyId?: string; certRef?: string } {
 }
 
 /**
+ * UNTRUSTED_KEY unless a signer of scope `signerNamespace` may sign `statement`: a service key
+ * ('') signs for any namespace; a tenant's customer key only for the namespace signed in the
+ * statement's labels (src/attest/labels.ts: the namespace a record is authenticated for, which
+ * verifyRecord already binds the record's `namespace` field to, LABEL_MISMATCH). A statement
+ * without signed labels names no namespace, so a customer key cannot be shown to be in scope and
+ * is refused too. `statement` undefined (not parsed) is left to the other problems of the record.
+ */
+export function signerScopeProblem(
+  signerNamespace: string,
+  statement: unknown,
+  signer: string,
+): Problem | undefined {
+  if (signerNamespace === '' || statement === undefined) return undefined;
+  const signed = signedLabels(statement)?.namespace;
+  if (signed === signerNamespace) return undefined;
+  return {
+    code: 'UNTRUSTED_KEY',
+    message:
+      signed === undefined
+        ? `${signer} is namespace ${signerNamespace}'s customer key, and the statement signs no namespace`
+        : `${signer} is namespace ${signerNamespace}'s customer key, not one for namespace ${signed}`,
+  };
+}
+
+/**
  * The trust for one record: the chain its `cert_chain_ref` names in the bundle (anchored at the
- * bundle's CAs and the signer's own `ca_pem`), or the bare key its `key_id` names. A record naming
- * nothing the bundle holds gets UNKNOWN_CERTIFICATE.
+ * bundle's CAs and the signer's own `ca_pem`), or the bare key its `key_id` names, with the
+ * namespace that signer's scope is ('' for the service). A record naming nothing the bundle holds
+ * gets UNKNOWN_CERTIFICATE.
  */
 function recordTrust(
   record: unknown,
   bundle: TrustBundle,
   tsaTrustAnchors: readonly X509Certificate[],
-): { trust: Trust } | { problem: Problem } {
+): { trust: Trust; namespace: string; signer: string } | { problem: Problem } {
   const { keyId, certRef } = signatureOf(record);
   const signers = bundle.signers.filter((s) => s.role === 'signer');
   const tsa = tsaTrustAnchors.length > 0 ? { tsaTrustAnchors } : {};
@@ -117,6 +149,8 @@ function recordTrust(
         trustAnchors: [...bundle.anchors, ...own],
         ...tsa,
       },
+      namespace: entry.namespace,
+      signer: `certificate ${entry.certRef}`,
     };
   }
   const bare = signers.find((s) => s.keyId === keyId && !s.chainPem.includes('CERTIFICATE'));
@@ -125,7 +159,11 @@ function recordTrust(
       problem: { code: 'UNKNOWN_CERTIFICATE', message: `no key ${keyId ?? '(none)'} in the trust bundle` },
     };
   }
-  return { trust: { publicKeys: [createPublicKey(bare.chainPem)], ...tsa } };
+  return {
+    trust: { publicKeys: [createPublicKey(bare.chainPem)], ...tsa },
+    namespace: bare.namespace,
+    signer: `key ${bare.keyId}`,
+  };
 }
 
 /**
@@ -174,7 +212,9 @@ function rotationProblem(
  * trust the record's `cert_chain_ref` or key id names and the bundle's TSA roots (or
  * `tsaTrustAnchors` when given), then the rotation check at the record's signing time (its
  * trusted time-stamp's time when earlier than `created_at`). A record naming nothing the bundle
- * holds fails with UNKNOWN_CERTIFICATE. Returns the trust used too (capability checks reuse it).
+ * holds fails with UNKNOWN_CERTIFICATE, one signed by a customer key for another namespace than
+ * the key's with UNTRUSTED_KEY (signerScopeProblem). Returns the trust used too (capability checks
+ * reuse it).
  */
 export function bundleVerifier(
   bundle: TrustBundle,
@@ -185,6 +225,11 @@ export function bundleVerifier(
     const chosen = trustOf(record);
     if ('problem' in chosen) return { result: { ok: false, problems: [chosen.problem] } };
     const result = verifyRecord(record, chosen.trust);
+    const outOfScope = signerScopeProblem(chosen.namespace, result.statement, chosen.signer);
+    if (outOfScope !== undefined) {
+      result.problems.push(outOfScope);
+      result.ok = false;
+    }
     const rotated = rotationProblem(
       record,
       bundle,

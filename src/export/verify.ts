@@ -1,5 +1,6 @@
 import { createHash, hash, type KeyObject, type X509Certificate } from 'node:crypto';
 import { envelopeDigest, verifyRecord, type Statement, type Trust } from '../attest/index.ts';
+import { signerScopeProblem } from '../attest/trust-bundle.ts';
 import { verifyAibomArtifact } from '../aibom/verify.ts';
 import { verifyManifest } from '../c2pa/index.ts';
 import { decodeKeySet, type LogKey } from '../cose/key.ts';
@@ -61,8 +62,9 @@ export interface VerifyBundleOptions {
    */
   readonly tsaTrustAnchors?: readonly X509Certificate[];
   /**
-   * Every signer the service used, with its first use (the trust bundle of `service-ctl keys
-   * fetch`): a record signed with a key that had been rotated away is KEY_ROTATED.
+   * Every signer the service used, with its first use and scope (the trust bundle of `service-ctl
+   * keys fetch`): a record signed with a key that had been rotated away is KEY_ROTATED, one signed
+   * by a tenant's customer key for another namespace than that key's is UNTRUSTED_KEY.
    */
   readonly signerHistory?: readonly ScopedCertificate[];
 }
@@ -318,6 +320,26 @@ export async function verifyBundle(
     if (!r.ok) fail(path, r.code, r.message);
   };
 
+  /**
+   * With the signer history: a record signed by a tenant's customer key must sign that tenant's
+   * namespace (signerScopeProblem, the rule `verify --trust-bundle` applies to single records).
+   * The signer is the history entry its `cert_chain_ref` names, else the bare key its `key_id`
+   * names; a signer the history does not hold is judged by checkRotation (UNKNOWN_CERTIFICATE).
+   */
+  const checkScope = (record: Record<string, unknown>, path: string, statement: unknown): void => {
+    const history = options.signerHistory;
+    if (history === undefined) return;
+    const sig = isObject(record.signature) ? record.signature : {};
+    const signers = history.filter((c) => c.role === 'signer');
+    const entry =
+      typeof sig.cert_chain_ref === 'string'
+        ? signers.find((c) => c.certRef === sig.cert_chain_ref)
+        : signers.find((c) => c.keyId === sig.key_id);
+    if (entry === undefined) return;
+    const p = signerScopeProblem(entry.namespace, statement, `signer ${entry.certRef}`);
+    if (p !== undefined) fail(path, p.code, p.message);
+  };
+
   const onEnvelope = (id: string, path: string, content: Buffer): void => {
     closeRecord();
     attestations++;
@@ -354,6 +376,7 @@ export async function verifyBundle(
       statement = result.statement;
       if (result.timestamp?.trusted === true) timestamped++;
       checkRotation(record, path, result.timestamp?.trusted === true ? result.timestamp.time : undefined);
+      checkScope(record, path, result.statement);
     } else {
       // Still parse the statement for the checks below (not trusted: the record already failed).
       try {
