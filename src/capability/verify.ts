@@ -1,10 +1,18 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { verifyRecord, type CapabilityPredicate, type Trust } from '../attest/index.ts';
+import {
+  canonicalJson,
+  verifyRecord,
+  type CapabilityPredicate,
+  type JsonObject,
+  type Trust,
+} from '../attest/index.ts';
 import { PredicateTypes } from '../attest/index.ts';
+import { algorithmOf, keyIdOf } from '../signing/signer.ts';
 import { readBiscuit, blocksNarrow } from './biscuit.ts';
 import { chainProblems, type ChainLink } from './chain.ts';
 import { CapabilityError, type CapabilityErrorCode } from './errors.ts';
 import { verifyCredential } from './vc.ts';
+import { chainView } from './view.ts';
 
 /**
  * Offline verification of the capability chains attached to an envelope (`capability_chain`,
@@ -22,13 +30,23 @@ import { verifyCredential } from './vc.ts';
  *    record among their evidence): TOKEN_MISMATCH otherwise; the Biscuit's attenuation blocks only
  *    narrow;
  * 4. the approval: each link's approver is present, the same, in the chain and in every token
- *    (a link without one reads "no approval required").
+ *    (a link without one reads "no approval required");
+ * 5. every served chain view (`capability_chain[]`, unsigned: what the UI and humans read) says
+ *    exactly what is signed: on a capability record, its predicate's chain (chainView);
+ *    on a step record, the VC of the same capability, and a view no verified VC backs is a
+ *    mismatch too (CHAIN_MISMATCH). A step with chain views but no `capability_tokens` (absent or
+ *    empty) cannot be checked: TOKENS_MISSING.
  *
  * Token validity is checked at the record's time (the tokens were issued with it), so an archive
  * verifies after the tokens expire; the query endpoint is what refuses expired tokens.
  */
 
-export type CapabilityProblemCode = CapabilityErrorCode | 'ENVELOPE_UNVERIFIED' | 'TOKENS_MISSING';
+export type CapabilityProblemCode =
+  | CapabilityErrorCode
+  | 'ENVELOPE_UNVERIFIED'
+  | 'TOKENS_MISSING'
+  /** A served `capability_chain[]` view differs from the signed chain (or nothing signed backs it). */
+  | 'CHAIN_MISMATCH';
 
 export interface CapabilityProblem {
   readonly code: CapabilityProblemCode;
@@ -92,6 +110,27 @@ function linksOfSubject(subject: Record<string, unknown>): ChainLink[] {
   }));
 }
 
+/** Canonical JSON of a view, or undefined when it is not JSON (it then equals nothing signed). */
+function canonical(v: unknown): string | undefined {
+  try {
+    return canonicalJson(v);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether a served view says exactly `expected` (chainView of the signed chain). A view with
+ * `root: null` is what the API serves for capability records stored before views were kept
+ * (src/http/envelope.ts `chainsOf`): it claims no root, so only its other members are compared.
+ */
+function sameView(view: unknown, expected: JsonObject): boolean {
+  if (!isObject(view)) return false;
+  const want = view.root === null ? { ...expected, root: null } : expected;
+  const got = canonical(view);
+  return got !== undefined && got === canonical(want);
+}
+
 /**
  * Verifies the capability chains of one API record (see the module comment). Records of other
  * kinds, or without chains, give an ok report with no chains. Never throws for bad input.
@@ -143,7 +182,14 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
       biscuitRootKey: string | null;
     },
   ): Promise<
-    { label: string; biscuitRootKey?: string; links?: ChainLink[]; capability?: string } | undefined
+    | {
+        label: string;
+        biscuitRootKey?: string;
+        authority?: string;
+        links?: ChainLink[];
+        capability?: string;
+      }
+    | undefined
   > => {
     try {
       if (t.format === 'vc+jwt') {
@@ -172,6 +218,7 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
           links,
           capability: String(subject.capability),
           ...(typeof root.biscuitRootKey === 'string' ? { biscuitRootKey: root.biscuitRootKey } : {}),
+          ...(typeof root.authority === 'string' ? { authority: root.authority } : {}),
         };
       }
       if (t.format === 'biscuit') {
@@ -220,6 +267,14 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
         'TOKEN_UNTRUSTED',
         `the chain names root ${p.root.keyId} but the envelope is signed by ${String(recordKeyId)}`,
       );
+    const expectedView = chainView(p);
+    const served = record.capability_chain;
+    if (served !== undefined && served !== null) {
+      if (!Array.isArray(served) || served.length > 1)
+        fail('CHAIN_MISMATCH', 'a capability record serves exactly its own chain view');
+      else if (served.length === 1 && !sameView(served[0], expectedView))
+        fail('CHAIN_MISMATCH', `capability_chain of ${capability} differs from its signed predicate`);
+    }
     const verified: string[] = [];
     for (const t of tokens) {
       const ok = await checkToken(t, {
@@ -246,22 +301,42 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
   const vcs = tokens.filter((t) => t.format === 'vc+jwt');
   const biscuits = tokens.filter((t) => t.format === 'biscuit');
   const stepSubject = `step:${String(record.run_id)}:${String(record.step_id)}`;
-  const declared = Array.isArray(record.capability_chain) ? record.capability_chain.length : 0;
-  if (declared > 0 && vcs.length === 0 && Array.isArray(record.capability_tokens))
-    fail('TOKENS_MISSING', `${declared} chain(s) but no VC to verify them with`);
-  const views = (Array.isArray(record.capability_chain) ? record.capability_chain : []).filter(isObject);
+  const served = record.capability_chain;
+  if (served !== undefined && served !== null && !Array.isArray(served))
+    fail('CHAIN_MISMATCH', 'capability_chain is not a list');
+  const views: unknown[] = Array.isArray(served) ? served : [];
+  // An absent token list is no better than an empty one: the views would go unchecked.
+  if (views.length > 0 && vcs.length === 0)
+    fail('TOKENS_MISSING', `${views.length} chain(s) but no VC to verify them with`);
+  /** Views a verified VC backs (by index); every other view is reported after the loop. */
+  const backed = new Set<number>();
+  const envelopeKey = keys.find((k) => keyIdOf(k) === recordKeyId);
+  const algorithm = envelopeKey !== undefined ? (algorithmOf(envelopeKey) ?? null) : null;
   for (const vc of vcs) {
     const ok = await checkToken(vc, { capability: '', step: stepSubject, links: [], biscuitRootKey: null });
     if (ok === undefined || ok.links === undefined || ok.capability === undefined) continue;
     for (const e of chainProblems(ok.links)) fail(e.code, e.message);
-    const view = views.find((v) => v.capability === ok.capability);
-    const viewLinks = (Array.isArray(view?.links) ? view.links : []).filter(isObject).map((l) => ({
-      scope: str(l.scope) ?? '',
-      grantedBy: str(l.granted_by) ?? '',
-      approvedBy: str(l.approved_by),
-    }));
-    if (!view || !sameLinks(viewLinks, ok.links))
+    // The view the VC backs: what chainView makes of the chain the VC signs (its root is the
+    // envelope's key, which signed the VC, with the Biscuit root the VC vouches for).
+    const last = ok.links.at(-1);
+    const expected: JsonObject = {
+      capability: ok.capability,
+      step: stepSubject,
+      root: {
+        authority: ok.authority ?? null,
+        key_id: recordKeyId,
+        algorithm,
+        biscuit_root_key: ok.biscuitRootKey ?? null,
+      },
+      links: ok.links.map((l) => ({ scope: l.scope, granted_by: l.grantedBy, approved_by: l.approvedBy })),
+      scope: last?.scope ?? null,
+      granted_by: last?.grantedBy ?? null,
+      approved_by: last?.approvedBy ?? null,
+    };
+    const at = views.findIndex((v, i) => !backed.has(i) && isObject(v) && v.capability === ok.capability);
+    if (at < 0 || !sameView(views[at], expected))
       fail('TOKEN_MISMATCH', `capability_chain of ${ok.capability} differs from its signed VC`);
+    if (at >= 0) backed.add(at);
     const labels = [ok.label];
     let matched = false;
     for (const b of biscuits) {
@@ -294,5 +369,13 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
       tokens: labels,
     });
   }
+  // A view no verified VC backs: reported unless a VC failed (or there is none: TOKENS_MISSING),
+  // whose problem already fails the record and is the likelier cause.
+  const vcFailed = chains.length < vcs.length;
+  views.forEach((v, i) => {
+    if (backed.has(i) || vcs.length === 0 || vcFailed) return;
+    const name = isObject(v) && typeof v.capability === 'string' ? v.capability : `#${i + 1}`;
+    fail('CHAIN_MISMATCH', `capability_chain of ${name} has no verified VC of its capability`);
+  });
   return report();
 }
