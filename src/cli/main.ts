@@ -63,9 +63,37 @@ function commandOf(words: readonly string[]): Command | undefined {
 
 const isHelp = (a: string): boolean => a === '--help' || a === '-h';
 
+/**
+ * Exit status when the reader of stdout went away (`service-ctl verify … | head -1`): what a shell
+ * reports for a process killed by SIGPIPE (128 + 13). Not 0: a pipeline under `set -o pipefail`
+ * must not read a verification cut short as a success.
+ */
+export const EPIPE_EXIT = 141;
+
+const guarded = new WeakSet<NodeJS.WriteStream>();
+
+/**
+ * Every command writes to stdout; when its reader closes, the next write fails with EPIPE as an
+ * 'error' event on the stream, which unhandled crashes with a stack trace. Like other CLIs, end
+ * quietly instead (nothing more can be written anyway). Installed once per stream, from `main`, so
+ * it covers every command; any other stream error is rethrown as before.
+ */
+export function exitQuietlyOnEpipe(
+  stream: NodeJS.WriteStream = process.stdout,
+  exit: (code: number) => void = (code) => process.exit(code),
+): void {
+  if (guarded.has(stream)) return;
+  guarded.add(stream);
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') exit(EPIPE_EXIT);
+    else throw err;
+  });
+}
+
 /** Returns the process exit code; never throws for user errors (they become one line on stderr). */
 export async function main(argv: readonly string[]): Promise<number> {
   quietWasmImportWarning();
+  exitQuietlyOnEpipe();
   if (argv.length === 0 || argv[0] === 'help' || isHelp(argv[0]!)) {
     // `service-ctl help get`: that command's help.
     const topic = argv[0] === 'help' ? commandOf(argv.slice(1)) : undefined;
