@@ -305,8 +305,12 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
   if (served !== undefined && served !== null && !Array.isArray(served))
     fail('CHAIN_MISMATCH', 'capability_chain is not a list');
   const views: unknown[] = Array.isArray(served) ? served : [];
-  // An absent token list is no better than an empty one: the views would go unchecked.
-  if (views.length > 0 && vcs.length === 0)
+  // No VC to check the views with. An empty token list is a record that should have tokens and
+  // lost them: TOKENS_MISSING. An absent one is what SERVICE_CAPABILITY_TOKENS=0 serves (the field
+  // removed on every record): the step's views are then not checked here and no CHAIN line vouches
+  // for them (the capability records carry the signed chains, checked against their predicates).
+  // Failing it would make every export of such a deployment unverifiable.
+  if (views.length > 0 && vcs.length === 0 && record.capability_tokens !== undefined)
     fail('TOKENS_MISSING', `${views.length} chain(s) but no VC to verify them with`);
   /** Views a verified VC backs (by index); every other view is reported after the loop. */
   const backed = new Set<number>();

@@ -57,18 +57,23 @@ describe('capability_chain views against what is signed', () => {
     expect(await codes(forged)).toEqual(['CHAIN_MISMATCH']);
   });
 
-  it('a step record without capability_tokens (deleted, not emptied) is TOKENS_MISSING', async () => {
+  it('a step record with an emptied token list is TOKENS_MISSING; without the field (tokens off) nothing vouches for its views', async () => {
     const { step } = await capabilityEnvelopes(signer);
-    const forged = copy(step);
-    delete forged.capability_tokens;
-    for (const v of views(forged)) {
-      v.links.at(-1)!.approved_by = 'user:mallory';
-      v.approved_by = 'user:mallory';
-    }
-    expect(await codes(forged)).toEqual(['TOKENS_MISSING']);
     const emptied = copy(step);
     emptied.capability_tokens = [];
     expect(await codes(emptied)).toEqual(['TOKENS_MISSING']);
+    // SERVICE_CAPABILITY_TOKENS=0 serves no capability_tokens field at all: the record verifies,
+    // but its views are not vouched for (no CHAIN line): whatever they say is not reported as checked.
+    const off = copy(step);
+    delete off.capability_tokens;
+    for (const v of views(off)) {
+      v.links.at(-1)!.approved_by = 'user:mallory';
+      v.approved_by = 'user:mallory';
+    }
+    const report = await verifyCapabilities(off, { publicKeys: [signer.publicKey] });
+    expect(report.problems).toEqual([]);
+    expect(report.chains).toEqual([]);
+    expect(report.lines.join('\n')).not.toContain('mallory');
   });
 
   it("a step view's summary members must be the VC's too, not only its links", async () => {
