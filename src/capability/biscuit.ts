@@ -201,7 +201,8 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
           cause: err,
         },
       );
-    throw new CapabilityError('TOKEN_MALFORMED', `not a Biscuit token: ${JSON.stringify(err)}`, {
+    // Fixed text: the parser's error describes the caller's bytes (kept as the cause, never shown).
+    throw new CapabilityError('TOKEN_MALFORMED', 'not a Biscuit token', {
       cause: err,
     });
   }

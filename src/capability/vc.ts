@@ -147,7 +147,9 @@ function splitCredential(token: string): { header: Record<string, unknown>; part
     throw new CapabilityError('TOKEN_MALFORMED', 'not a compact JWS (three base64url parts)');
   const header = jsonPart(parts[0]!, 'header');
   if (header.typ !== 'vc+jwt')
-    throw new CapabilityError('TOKEN_MALFORMED', `JWS typ is ${String(header.typ)}, not vc+jwt`);
+    // Fixed texts here and below: header fields are the caller's, and error details quote none of
+    // the request (docs/api.md).
+    throw new CapabilityError('TOKEN_MALFORMED', 'JWS typ is not vc+jwt');
   return { header, parts };
 }
 
@@ -167,14 +169,10 @@ export function verifyCredential(
   const signature = Buffer.from(parts[2]!, 'base64url');
   const kid = header.kid;
   const key = keys.find((k) => keyIdOf(k) === kid);
-  if (key === undefined)
-    throw new CapabilityError('TOKEN_UNTRUSTED', `VC signed by ${String(kid)}, which is not a trusted key`);
+  if (key === undefined) throw new CapabilityError('TOKEN_UNTRUSTED', 'the VC kid names no trusted key');
   const algorithm = algorithmOf(key)!;
   if (header.alg !== jwsAlg({ algorithm }))
-    throw new CapabilityError(
-      'TOKEN_SIGNATURE_INVALID',
-      `JWS alg ${String(header.alg)} does not fit key ${String(kid)}`,
-    );
+    throw new CapabilityError('TOKEN_SIGNATURE_INVALID', 'the JWS alg does not fit the key its kid names');
   if (!verifyWith(algorithm, key, signingInput, signature, 'ieee-p1363'))
     throw new CapabilityError('TOKEN_SIGNATURE_INVALID', 'VC signature does not verify');
   const claims = jsonPart(parts[1]!, 'payload');

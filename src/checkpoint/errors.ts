@@ -15,6 +15,12 @@ export type CheckpointErrorCode =
   /** A later checkpoint is not an extension of an earlier one (RFC 9162 consistency proof fails). */
   | 'INCONSISTENT'
   /** A record does not hash to the leaf the vault serves for its position. */
-  | 'LEAF_MISMATCH';
+  | 'LEAF_MISMATCH'
+  /**
+   * A record the verifier holds sits beyond the newest checkpoint: no signed root covers it yet, so
+   * nothing vouches that it is (or will stay) where it was. Not proof of tampering; a verdict of
+   * "verified" would be a claim about records nobody checked.
+   */
+  | 'NOT_COVERED';
 
 export class CheckpointError extends BaseError<CheckpointErrorCode> {}

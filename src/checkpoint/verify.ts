@@ -42,18 +42,22 @@ export interface ChainFinding {
  * Checks `leaves` (seq order, as GET /v1/chain/leaves serves them) against every checkpoint in
  * `checkpoints`: seq continuity from 1, and the root of the first treeSize leaves equal to the
  * signed root. `expected` (seq → leaf hash the verifier recomputed from records it holds) must
- * match the leaf served at that seq. Returns every finding (empty: all hold).
+ * match the leaf served at that seq; a held seq beyond the newest checkpoint is NOT_COVERED (no
+ * signed root vouches for it, and the leaves past the checkpoint are not walked). Returns every
+ * finding (empty: all hold), the leaves folded, and `held`: how many held records were checked
+ * against a signed root and found where they were (never one NOT_COVERED or mismatched).
  */
 export async function checkLeaves(
   leaves: AsyncIterable<{ seq: number; leafHash: Buffer }>,
   checkpoints: readonly Checkpoint[],
   expected: ReadonlyMap<number, Buffer> = new Map(),
-): Promise<{ findings: ChainFinding[]; count: number }> {
+): Promise<{ findings: ChainFinding[]; count: number; held: number }> {
   const findings: ChainFinding[] = [];
   const wanted = [...checkpoints].sort((a, b) => a.treeSize - b.treeSize);
   const last = wanted.at(-1)?.treeSize ?? 0;
   const fold = new LeafFold();
   const seen = new Set<number>();
+  let matched = 0;
   let next = 0;
   const checkAt = (): void => {
     while (next < wanted.length && wanted[next]!.treeSize === fold.size) {
@@ -74,7 +78,7 @@ export async function checkLeaves(
         code: 'CHAIN_GAP',
         message: `record seq ${seq} follows seq ${fold.size}: ${seq > fold.size + 1 ? 'records are missing' : 'records are out of order'}`,
       });
-      return { findings, count: fold.size };
+      return { findings, count: fold.size, held: 0 };
     }
     const want = expected.get(seq);
     if (want !== undefined) {
@@ -84,7 +88,7 @@ export async function checkLeaves(
           code: 'LEAF_MISMATCH',
           message: `the record you hold at seq ${seq} is not the one the vault serves there`,
         });
-      }
+      } else matched += 1;
     }
     fold.append(leafHash);
     checkAt();
@@ -95,15 +99,27 @@ export async function checkLeaves(
       message: `the vault serves ${fold.size} records but checkpoint ${last} covers ${last}: records were removed`,
     });
   }
+  const beyond: number[] = [];
   for (const seq of expected.keys()) {
-    if (seq <= last && !seen.has(seq) && fold.size >= last) {
+    if (seq > last) beyond.push(seq);
+    else if (!seen.has(seq) && fold.size >= last) {
       findings.push({
         code: 'LEAF_MISMATCH',
         message: `no record is served at seq ${seq}, where you hold one`,
       });
     }
   }
-  return { findings, count: fold.size };
+  if (beyond.length > 0) {
+    beyond.sort((a, b) => a - b);
+    const range = beyond.length === 1 ? `seq ${beyond[0]}` : `seq ${beyond[0]}…${beyond.at(-1)}`;
+    findings.push({
+      code: 'NOT_COVERED',
+      message: `${beyond.length} record(s) you hold (${range}) are beyond the newest checkpoint (${last} records): no signed root covers them yet (--fresh asks for a checkpoint of every record)`,
+    });
+  }
+  // Any finding about the served tree means no held record is shown to be where it was.
+  const held = findings.some((f) => f.code !== 'NOT_COVERED') ? 0 : matched;
+  return { findings, count: fold.size, held };
 }
 
 /** RFC 9162: `newer` extends `older`. Throws CheckpointError INCONSISTENT otherwise. */

@@ -3,6 +3,7 @@ import { readBiscuit } from '../capability/biscuit.ts';
 import { CapabilityError } from '../capability/errors.ts';
 import { isScope } from '../capability/scope.ts';
 import { verifyCredential } from '../capability/vc.ts';
+import { keyIdOf } from '../signing/index.ts';
 import type { CapabilityGrantRepository } from '../vault/index.ts';
 import { ProblemError } from './problem.ts';
 
@@ -20,7 +21,8 @@ import { ProblemError } from './problem.ts';
  * |                                                 |   the steps they authorised                          |
  *
  * A pasted token must verify under a root key that signed grants in the namespaces the caller can
- * read: malformed → 400 CAPABILITY_TOKEN_MALFORMED, signed by anyone else or tampered → 400
+ * read, and that key must be the root of the very grant the token names (a token signed by one
+ * tenant's key naming another grant's id is CAPABILITY_TOKEN_UNTRUSTED): malformed → 400 CAPABILITY_TOKEN_MALFORMED, signed by anyone else or tampered → 400
  * CAPABILITY_TOKEN_UNTRUSTED, outside its validity → 400 CAPABILITY_TOKEN_EXPIRED. An unknown id
  * matches nothing (200, no items): absence and another tenant's record look alike.
  */
@@ -32,6 +34,9 @@ const JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const B64URL = /^[A-Za-z0-9_-]+={0,2}$/;
 const REVOCATION_ID = /^[0-9a-f]{128}$/;
 const CAPABILITY_ID = /^capability:[^\s]+$/;
+
+const spki = (base64: string): KeyObject =>
+  createPublicKey({ key: Buffer.from(base64, 'base64'), format: 'der', type: 'spki' });
 
 /** Biscuit wire format: a protobuf `Biscuit` starts with field 1 (root key id) or 2 (authority). */
 function looksLikeBiscuit(value: string): boolean {
@@ -69,14 +74,22 @@ export async function resolveCapabilityFilter(
   if (CAPABILITY_ID.test(value)) return value;
   const byId = async (id: string) => (await grants.capabilityOfToken(id, namespaces)) ?? NOTHING;
   if (value.startsWith('urn:aibom-vault:vc:') || REVOCATION_ID.test(value)) return byId(value);
+  // A verified token resolves only to the grant it was minted for: the key (VC) or root (Biscuit)
+  // that verified it must be that grant's own. Verifying under "any root of the caller's
+  // namespaces" is not enough, because the claims (the VC's `id`) are chosen by whoever holds any
+  // one of those keys: tenant B's key signing a VC that names tenant A's credential id is a valid
+  // signature over a lie, and must not reach A's records.
+  const notItsGrant = () =>
+    new CapabilityError('TOKEN_UNTRUSTED', 'the token is not signed by the root key of the grant it names');
   try {
     if (JWS.test(value)) {
       const roots = await grants.rootKeys(namespaces);
-      const keys: KeyObject[] = [...new Set(roots.map((r) => r.publicKey))].map((k) =>
-        createPublicKey({ key: Buffer.from(k, 'base64'), format: 'der', type: 'spki' }),
-      );
+      const keys: KeyObject[] = [...new Set(roots.map((r) => r.publicKey))].map(spki);
       const vc = verifyCredential(value, keys, now);
-      return byId(String(vc.claims.id));
+      const grant = await grants.grantOfToken(String(vc.claims.id), namespaces);
+      if (grant === null) return NOTHING;
+      if (keyIdOf(spki(grant.publicKey)) !== vc.keyId) throw notItsGrant();
+      return grant.capabilityId;
     }
     if (looksLikeBiscuit(value)) {
       const roots = [...new Set((await grants.rootKeys(namespaces)).map((r) => r.biscuitRootKey))];
@@ -85,18 +98,22 @@ export async function resolveCapabilityFilter(
         'no root key of your namespaces signed this Biscuit',
       );
       for (const root of roots) {
+        let b: Awaited<ReturnType<typeof readBiscuit>>;
         try {
-          const b = await readBiscuit(value, root);
-          if (b.claims.validUntil !== null && b.claims.validUntil < now)
-            throw new CapabilityError(
-              'TOKEN_EXPIRED',
-              `Biscuit expired at ${b.claims.validUntil.toISOString()}`,
-            );
-          return byId(b.id);
+          b = await readBiscuit(value, root);
         } catch (err) {
           if (err instanceof CapabilityError && err.code === 'TOKEN_UNTRUSTED') continue;
           throw err;
         }
+        if (b.claims.validUntil !== null && b.claims.validUntil < now)
+          throw new CapabilityError(
+            'TOKEN_EXPIRED',
+            `Biscuit expired at ${b.claims.validUntil.toISOString()}`,
+          );
+        const grant = await grants.grantOfToken(b.id, namespaces);
+        if (grant === null) return NOTHING;
+        if (grant.biscuitRootKey !== root) throw notItsGrant();
+        return grant.capabilityId;
       }
       throw untrusted;
     }

@@ -278,13 +278,26 @@ export function verifySignedStatement(
   }
   const match = matchDidX509(claims.issuer, chain);
   if (!match.ok) {
-    throw new TransparencyError('ISSUER_MISMATCH', `iss ${claims.issuer}: ${match.reason}`, {
-      retryable: false,
-    });
+    // Fixed texts: the iss and the certificate names are the submitter's (docs/api.md: no error
+    // quotes the request).
+    throw new TransparencyError(
+      'ISSUER_MISMATCH',
+      'the statement iss is not a did:x509 matching its x5chain',
+      {
+        retryable: false,
+      },
+    );
   }
   if (options.trustAnchors !== undefined) {
     const result = validateChain(chain, options.trustAnchors, options.at ?? new Date());
-    if (!result.ok) throw new TransparencyError('UNTRUSTED_ISSUER', result.message, { retryable: false });
+    if (!result.ok)
+      throw new TransparencyError(
+        'UNTRUSTED_ISSUER',
+        `the x5chain does not verify to a trust anchor (${result.failure})`,
+        {
+          retryable: false,
+        },
+      );
   }
   const hashAlg = asInt(sign1.protectedHeader.get(Header.payloadHashAlg));
   const preimage = sign1.protectedHeader.get(Header.preimageContentType);

@@ -39,7 +39,11 @@ export interface RunSummary {
   readonly aibomDigest: string | null;
   /** Vault records of the run. */
   readonly attestations: number;
-  /** Transparency jobs of the run's records by state; published ones also by backend. */
+  /**
+   * Transparency jobs of the run's records by state; published ones also by backend. Records without
+   * a job are in none of these: `attestations` minus their sum (the summary counts them as not
+   * published, summaryOfCounts).
+   */
   readonly transparency: {
     readonly queued: number;
     readonly published: number;

@@ -106,7 +106,9 @@ export interface TransparencyJobRepository {
   /** Jobs of several attestations, keyed by attestation id. */
   getByAttestation(attestationIds: readonly string[]): Promise<Map<string, TransparencyJob>>;
   /** The run (null when not mirrored) and the jobs of its attestations, in attestation order. */
-  forRun(runId: string): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[] }>;
+  forRun(
+    runId: string,
+  ): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[]; records: number }>;
   /** Counts per state: for metrics and readiness. */
   stats(): Promise<Record<JobState, number>>;
   /** Seconds since the oldest queued job was enqueued; null when none is queued (metrics). */
@@ -319,13 +321,17 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
         values: [runId],
       });
       const first = rows[0];
-      if (first === undefined) return { run: null, jobs: [] };
+      if (first === undefined) return { run: null, jobs: [], records: 0 };
       const jobs: RunJob[] = [];
+      // Every record of the run is a row (LEFT JOIN), with or without a job: the summary counts
+      // those without one as not published.
+      let records = 0;
       for (const r of rows) {
+        if (r.a_id !== null) records += 1;
         if (r.a_id === null || r.id === null) continue;
         jobs.push({ attestationId: r.a_id, kind: r.a_kind!, job: toJob(r as JobRow) });
       }
-      return { run: { namespace: first.run_namespace, name: first.run_name }, jobs };
+      return { run: { namespace: first.run_namespace, name: first.run_name }, jobs, records };
     },
 
     async stats() {

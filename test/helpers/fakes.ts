@@ -266,15 +266,16 @@ export class FakeVault {
     },
     forRun: async (
       runId: string,
-    ): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[] }> => {
+    ): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[]; records: number }> => {
       this.check();
       const mirror = this.mirrors.get(runId);
-      if (!mirror) return Promise.resolve({ run: null, jobs: [] });
+      if (!mirror) return Promise.resolve({ run: null, jobs: [], records: 0 });
       const jobs = this.rows.flatMap((r) => {
         const job = r.runId === runId ? this.jobs.get(r.id) : undefined;
         return job ? [{ attestationId: r.id, kind: r.kind, job }] : [];
       });
-      return Promise.resolve({ run: { namespace: mirror.namespace, name: mirror.name }, jobs });
+      const records = this.rows.filter((r) => r.runId === runId).length;
+      return Promise.resolve({ run: { namespace: mirror.namespace, name: mirror.name }, jobs, records });
     },
   };
 

@@ -70,8 +70,9 @@ export function attestationTransparency(job: TransparencyJob): Record<string, un
   };
 }
 
-export function summarize(jobs: readonly RunJob[]): TransparencySummary {
-  const counts = { queued: 0, published: 0, failed: 0, publishedLocal: 0, publishedRemote: 0 };
+/** The summary of a run of `records` records, `jobs` the SCITT jobs some of them have. */
+export function summarize(jobs: readonly RunJob[], records: number): TransparencySummary {
+  const counts = { records, queued: 0, published: 0, failed: 0, publishedLocal: 0, publishedRemote: 0 };
   for (const { job } of jobs) {
     counts[job.state]++;
     const m = modeOf(job);
@@ -82,10 +83,18 @@ export function summarize(jobs: readonly RunJob[]): TransparencySummary {
 }
 
 /**
- * The summary of a run's jobs from their counts (the runs list counts them in SQL): failed if any
- * failed, else queued while any waits, else published; the mode says where the published ones went.
+ * The summary of a run's jobs from their counts (the runs list counts them in SQL), against the
+ * run's record count: `published` only when every record of the run is (docs/transparency.md, "The
+ * Run's summary"). A record without a job (stored while the writer was off) is never published and
+ * nothing will publish it on its own, so it makes the run `failed` like a refused job: the CRD
+ * allows only queued, published and failed, and `queued` would promise a publication that no worker
+ * will make. Then failed if any failed, else queued while any waits; the counts stay the jobs', so
+ * `records − (queued + published + failed)` is the number without a job. The mode says where the
+ * published ones went.
  */
 export function summaryOfCounts(counts: {
+  /** Records of the run (every kind), with or without a job. */
+  records: number;
   queued: number;
   published: number;
   failed: number;
@@ -95,7 +104,8 @@ export function summaryOfCounts(counts: {
   publishedRemote: number;
 }): TransparencySummary {
   const { queued, published, failed } = counts;
-  const state = failed > 0 ? 'failed' : queued > 0 ? 'queued' : 'published';
+  const withoutJob = counts.records - (queued + published + failed);
+  const state = failed > 0 || withoutJob > 0 ? 'failed' : queued > 0 ? 'queued' : 'published';
   const mode: TransparencyMode | undefined =
     counts.publishedLocal > 0 && counts.publishedRemote > 0
       ? 'mixed'
@@ -126,10 +136,10 @@ function shownAibom(run: Run): Record<string, unknown> | undefined {
 }
 
 /** The projection's fields of the Run's status. */
-export function desiredRunTransparency(run: Run, jobs: readonly RunJob[]): RunStatus {
+export function desiredRunTransparency(run: Run, jobs: readonly RunJob[], records: number): RunStatus {
   const aibomJob = jobs.find((j) => j.kind === 'aibom');
   return {
-    transparency: summarize(jobs),
+    transparency: summarize(jobs, records),
     // Only onto a recorded AIBOM: an `artifacts.aibom` holding nothing but this entry would read
     // as an AIBOM that is not there.
     ...(aibomJob !== undefined && shownAibom(run) !== undefined
@@ -178,7 +188,7 @@ export function projectionTargetsChanged(old: Run, next: Run): boolean {
  * when they differ. Writes nothing when everything already shows the jobs' state.
  */
 export async function projectRun(deps: ProjectionDeps, runId: string): Promise<void> {
-  const { run: ref, jobs } = await deps.jobs.forRun(runId);
+  const { run: ref, jobs, records } = await deps.jobs.forRun(runId);
   if (ref === null || jobs.length === 0) return;
   const run = deps.api.cached(ref.namespace, ref.name);
   if (run === null || run.metadata.uid !== runId) return;
@@ -191,7 +201,7 @@ export async function projectRun(deps: ProjectionDeps, runId: string): Promise<v
       await deps.api.applyAttestationTransparency(run, attestationId, desired);
     }
   }
-  const desired = desiredRunTransparency(run, jobs);
+  const desired = desiredRunTransparency(run, jobs, records);
   if (!runTransparencyChanged(run, desired)) return;
   const entry = (desired.artifacts?.aibom as { transparency?: TransparencyView } | undefined)?.transparency;
   const shown = (shownAibom(run)?.transparency ?? undefined) as unknown;

@@ -227,6 +227,25 @@ describe('the chain through the API and service-ctl', () => {
 
   it('an older checkpoint + the current one: consistency verified (API proof and service-ctl)', async () => {
     stored.push(...(await vault.attestations.append(runRecords(signer, ns).records)));
+    // Before any checkpoint covers the new records: an export holding them is not "verified", and
+    // only the 9 a signed root covers are counted where they were.
+    const heldFile = `${dir}/records-uncovered-${ns}.ndjson`;
+    const all = await app.inject({
+      method: 'POST',
+      url: '/v1/attestations/query',
+      headers: { ...admin(), accept: 'application/x-ndjson' },
+      payload: { namespaces: [ns] },
+    });
+    await writeFile(heldFile, all.body);
+    const early = await service(['verify', '--chain', '--key', keyFile, '--records', heldFile]);
+    expect(early.stdout).toMatch(
+      /FAIL {2}NOT_COVERED: 3 record\(s\) you hold \(seq 10…12\) are beyond the newest checkpoint \(9 records\)/,
+    );
+    expect(early.stdout).toContain('OK    9 records, gapless, fold to the signed root');
+    expect(early.stdout).toContain('OK    9 records you hold are where they were');
+    expect(early.stdout).not.toContain('12 records you hold');
+    expect(early.stdout).toContain('chain NOT verified (1 problem(s))');
+    expect(early.code).toBe(1);
     const second = await requestCheckpoint();
     expect(second.tree_size).toBe(12);
     const proof = (await app.inject({ url: '/v1/chain/consistency?from=9', headers: admin() })).json<{

@@ -6,7 +6,7 @@
  * widening delegation and an invalid approver; switching the projection off removes the field.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,12 +14,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { Run } from '../../../src/api/run.ts';
 import { type CapabilityPredicate } from '../../../src/attest/index.ts';
+import { biscuitRootKey } from '../../../src/capability/biscuit.ts';
 import { mintGrants } from '../../../src/capability/mint.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/controller/runtime/index.ts';
@@ -294,6 +296,60 @@ describe('the capability_token query filter', () => {
       expect(res.status, `${code} ${value.slice(0, 30)}`).toBe(400);
       expect(res.body.code, value.slice(0, 30)).toBe(code);
     }
+  });
+  it("refuses a VC signed by another grant's root that names this grant's credential id", async () => {
+    // Tenant B: a namespace the caller also reads, holding one grant signed by B's own key, so
+    // B's key is among the root keys the filter tries. B mints a VC for A's capability record:
+    // its `id` is A's credential id (ids are the record's vault id), its signature is B's.
+    const nsB = uniqueName('caps-b');
+    await createNamespace(nsB);
+    const other = signerFromPem(await generateDevPki());
+    const superuser = new URL(stack().database.superuser);
+    superuser.pathname = new URL(dbUrl).pathname;
+    const db = new pg.Client({ connectionString: superuser.toString() });
+    await db.connect();
+    try {
+      await db.query(
+        `INSERT INTO capability_grants (capability_attestation_id, step_attestation_id, namespace,
+           capability_id, chain, public_key, biscuit_root_key)
+         VALUES ($1, $2, $3, 'capability:b:b:0', '{}', $4, $5)`,
+        [
+          randomUUID(),
+          randomUUID(),
+          nsB,
+          other.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+          await biscuitRootKey(other),
+        ],
+      );
+    } finally {
+      await db.end();
+    }
+    const stored = (await vault.attestations.get(capability.id))!;
+    const step = (await vault.attestations.get(stepRecord.id))!;
+    const { predicate } = JSON.parse(Buffer.from(stored.envelope.payload, 'base64').toString('utf8')) as {
+      predicate: CapabilityPredicate;
+    };
+    const [forgedVc, forgedBiscuit] = (
+      await mintGrants(other, [{ record: stored, predicate }], step, {
+        tokens: true,
+      })
+    )[0]!.tokens;
+    const real = capability.capability_tokens!.find((t) => t.format === 'vc+jwt')!;
+    expect(forgedVc!.id).toBe(real.id);
+
+    const both = { namespaces: [ns, nsB] };
+    const forged = await query({ ...both, capability_token: forgedVc!.token });
+    expect(forged.status).toBe(400);
+    expect(forged.body.code).toBe('CAPABILITY_TOKEN_UNTRUSTED');
+    expect(forged.body.items).toBeUndefined();
+    // B's Biscuit has its own revocation id, held by no grant: nothing, and never A's records.
+    const biscuit = await query({ ...both, capability_token: forgedBiscuit!.token });
+    expect(biscuit.status).toBe(200);
+    expect(biscuit.body.items).toEqual([]);
+    // A's own token still finds A's records with B's namespace in the query.
+    const genuine = await query({ ...both, capability_token: real.token });
+    expect(genuine.status).toBe(200);
+    expect(ids(genuine.body.items)).toEqual(ids([capability, stepRecord]));
   });
 });
 

@@ -136,3 +136,41 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)('capability tokens (%s 
     expect((await verifyCapabilities(old.capability, { publicKeys: [signer.publicKey] })).ok).toBe(true);
   });
 });
+
+describe('capability token errors', () => {
+  it('quote none of the token: a hostile kid, typ or alg, or unparsable Biscuit bytes, give fixed text', async () => {
+    const signer = signerFromPem(await generateDevPki());
+    const { capability } = await capabilityEnvelopes(signer);
+    const [h, p, sig] = tokenOf(capability, 'vc+jwt').split('.');
+    const header = JSON.parse(Buffer.from(h!, 'base64url').toString('utf8')) as Record<string, unknown>;
+    const hostile = '<script>alert(1)</script>\u001b[31m\u0000';
+    const withHeader = (over: Record<string, unknown>) =>
+      `${Buffer.from(JSON.stringify({ ...header, ...over })).toString('base64url')}.${p!}.${sig!}`;
+    const messages: string[] = [];
+    for (const token of [
+      withHeader({ kid: hostile }),
+      withHeader({ typ: hostile }),
+      withHeader({ alg: hostile }),
+    ]) {
+      try {
+        verifyCredential(token, [signer.publicKey]);
+        expect.unreachable('a hostile header verified');
+      } catch (err) {
+        messages.push((err as Error).message);
+      }
+    }
+    await readBiscuit(
+      Buffer.from(`\x12${hostile}`.repeat(8)).toString('base64url'),
+      `ed25519/${'ab'.repeat(32)}`,
+    ).then(
+      () => expect.unreachable('junk read as a Biscuit'),
+      (err: Error) => messages.push(err.message),
+    );
+    expect(messages).toHaveLength(4);
+    for (const m of messages) {
+      expect(m).not.toMatch(/script|alert/);
+      expect([...m].every((c) => c >= ' ')).toBe(true);
+      expect(m.length).toBeLessThan(80);
+    }
+  });
+});

@@ -176,6 +176,24 @@ describe('the verifier fold', () => {
     ]);
   });
 
+  it('reports held records beyond the newest checkpoint as NOT_COVERED, and counts only those checked', async () => {
+    const hashes = leaves(20);
+    const tree = new MemoryTree();
+    hashes.slice(0, 15).forEach((h) => tree.appendLeafHash(h));
+    const cp15: Checkpoint = { treeSize: 15, rootHash: tree.root(15), lastId: '', issuedAt: '' };
+    // Held: seq 5 (covered, matches) and 17, 18 (served, but past the checkpoint; 18 even differs).
+    const held = new Map([
+      [5, hashes[4]!],
+      [17, hashes[16]!],
+      [18, randomBytes(32)],
+    ]);
+    const walked = await checkLeaves(served(hashes), [cp15], held);
+    expect(walked.findings.map((f) => f.code)).toEqual(['NOT_COVERED']);
+    expect(walked.findings[0]!.message).toMatch(/^2 record\(s\) you hold \(seq 17…18\) are beyond/);
+    expect(walked.held).toBe(1);
+    expect(walked.count).toBe(15);
+  });
+
   it('accepts a consistency proof of an extension, refuses a changed history or a rollback', () => {
     const tree = new MemoryTree();
     leaves(30).forEach((h) => tree.appendLeafHash(h));

@@ -9,6 +9,7 @@ import {
   mayNeedProjection,
   projectionTargetsChanged,
   projectRun,
+  summaryOfCounts,
   type ProjectionDeps,
 } from '../../../src/controller/transparency/projection.ts';
 import {
@@ -191,6 +192,31 @@ describe('transparency projection (in-memory seams)', () => {
     await projectRun(projection(w), run.metadata.uid);
     expect(writes(w)).toEqual({});
     expect(w.kube.run(run.metadata.namespace, run.metadata.name)!.status?.transparency).toBeUndefined();
+  });
+
+  it('a run whose records only partly have jobs is never `published` (one of its records pushed)', async () => {
+    // Records stored with the writer off, then one of them given a job and published.
+    const w = await world({ transparency: true });
+    const run = await recorded(w, succeeded);
+    const ids = w.vault.rows.map((r) => r.id);
+    expect(ids.length).toBeGreaterThan(1);
+    for (const id of ids.slice(1)) w.vault.jobs.delete(id);
+    published(w, ids[0]!, 0);
+    await projectRun(projection(w), run.metadata.uid);
+    const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
+    expect(now.status?.transparency).toEqual({
+      state: 'failed',
+      mode: 'dry_run',
+      queued: 0,
+      published: 1,
+      failed: 0,
+    });
+    expect(w.kube.events.filter((e) => e.reason === 'TransparencyPublished')).toEqual([]);
+    // The runs list computes the same from its SQL counts and the run's record count.
+    const counts = { queued: 0, published: 1, failed: 0, publishedLocal: 1, publishedRemote: 0 };
+    expect(summaryOfCounts({ ...counts, records: 10 }).state).toBe('failed');
+    expect(summaryOfCounts({ ...counts, queued: 9, records: 10 }).state).toBe('queued');
+    expect(summaryOfCounts({ ...counts, records: 1 }).state).toBe('published');
   });
 
   it('an Attestation resource not created yet is projected once the reconciler created it', async () => {

@@ -117,6 +117,48 @@ describe('SCITT signed statements (COSE_Sign1 hash envelope)', () => {
       payload: Buffer.alloc(32),
     });
     expect(codeOf(() => verifySignedStatement(forged))).toBe('ISSUER_MISMATCH');
+
+    // The errors quote neither the submitter's iss nor its certificate names.
+    const hostile = '<b>x</b>\u001b[31m';
+    const hostileIss = signSign1(signer, {
+      protectedHeader: new Map<number, unknown>([
+        [Header.alg, -7],
+        [
+          Header.cwtClaims,
+          new Map<number, unknown>([
+            [Claim.iss, `${wrongIss}::subject:CN:${hostile}`],
+            [Claim.sub, 'x'],
+          ]),
+        ],
+        [Header.x5chain, chain.map((c) => c.raw)],
+      ]),
+      payload: Buffer.alloc(32),
+    });
+    const messageOf = (fn: () => unknown): string => {
+      try {
+        fn();
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return '';
+    };
+    const untrusted = await statementSigner({ caCommonName: hostile });
+    const untrustedStatement = buildSignedStatement({
+      attestationId: attestationId(),
+      envelope: envelope(untrusted).envelope,
+      signer: untrusted,
+      caCertificates: untrusted.caCertificates,
+    });
+    for (const m of [
+      messageOf(() => verifySignedStatement(hostileIss)),
+      messageOf(() =>
+        verifySignedStatement(untrustedStatement.bytes, { trustAnchors: other.caCertificates }),
+      ),
+    ]) {
+      expect(m).not.toBe('');
+      expect(m).not.toMatch(/<b>|did:x509:0/);
+      expect([...m].every((c) => c >= ' ')).toBe(true);
+    }
   });
 
   it('refuses an envelope that does not hash to the stored digest', () => {

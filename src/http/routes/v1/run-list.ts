@@ -123,7 +123,8 @@ export function runListItem(r: RunSummary) {
   }
   const t = r.transparency;
   const any = t.queued + t.published + t.failed > 0;
-  const summary = any ? summaryOfCounts(t) : undefined;
+  // Against the run's record count: records without a job keep the run from `published`.
+  const summary = any ? summaryOfCounts({ ...t, records: r.attestations }) : undefined;
   return {
     id: r.id,
     namespace: r.namespace,
