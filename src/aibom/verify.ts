@@ -1,9 +1,9 @@
 import type { X509Certificate } from 'node:crypto';
 import { verifyManifest } from '../c2pa/index.ts';
-import { validateChain, verifyWith, type SignatureAlgorithm } from '../signing/index.ts';
+import { algorithmOf, validateChain, verifyWith } from '../signing/index.ts';
 import { TimestampError, verifyTimestamp } from '../timestamp/index.ts';
 import type { Aibom } from './types.ts';
-import { aibomDigest } from './serialize.ts';
+import { aibomDigest, summarize } from './serialize.ts';
 
 /** Which stored part of an AIBOM a problem is about (the blob, its C2PA sidecar, its metadata record). */
 export type AibomPart = 'bom' | 'manifest' | 'metadata';
@@ -15,6 +15,12 @@ export interface AibomProblem {
 }
 
 interface AibomMeta {
+  kind?: unknown;
+  run_id?: unknown;
+  status?: unknown;
+  trust_subjects?: unknown;
+  summary?: unknown;
+  c2pa_manifest?: { attestation_ids?: unknown };
   digest?: string;
   attestation_ids?: string[];
   signature?: {
@@ -49,6 +55,18 @@ function checkSignatureTimestamp(
       data: signature,
       trustAnchors: tsaAnchors,
     });
+    // The stated time and TSA are unsigned copies of the token's: they must say the same.
+    if (
+      (stated.time !== undefined && Date.parse(stated.time) !== t.genTime.getTime()) ||
+      (stated.tsa !== undefined && stated.tsa !== t.tsa)
+    ) {
+      problems.push({
+        part: 'metadata',
+        code: 'METADATA_MISMATCH',
+        message: `signature.timestamp states ${stated.time ?? '?'} by ${stated.tsa ?? '?'}, its token says ${t.genTime.toISOString()} by ${t.tsa}`,
+      });
+      return undefined;
+    }
     const valid = validateChain(chain, anchors, t.genTime);
     if (!valid.ok) {
       problems.push({
@@ -124,11 +142,20 @@ export function verifyAibomArtifact(
     lines.push(`c2pa       ${c2pa.manifestLabel} signed by ${c2pa.signer} (trusted; ${when})`);
   }
   const sig = meta.signature;
+  const keyAlgorithm = c2pa?.signerCertificate ? algorithmOf(c2pa.signerCertificate.publicKey) : undefined;
   if (!sig?.signature || !c2pa?.signerCertificate) {
     problems.push({
       part: 'metadata',
       code: 'SIGNATURE_MISSING',
       message: 'no runtime signature or no trusted signer certificate',
+    });
+  } else if (keyAlgorithm === undefined || sig.algorithm !== keyAlgorithm) {
+    // The stated algorithm is unsigned: it must be the one the signer's key makes, not just any
+    // string the verifier then ignores.
+    problems.push({
+      part: 'metadata',
+      code: 'METADATA_MISMATCH',
+      message: `signature.algorithm ${JSON.stringify(sig.algorithm ?? null)} is not what the signer's key makes (${String(keyAlgorithm)})`,
     });
   } else if (sig.key_id !== c2pa.signerKeyId) {
     problems.push({
@@ -138,7 +165,7 @@ export function verifyAibomArtifact(
     });
   } else if (
     !verifyWith(
-      (sig.algorithm ?? 'ECDSA_P256_SHA256') as SignatureAlgorithm,
+      keyAlgorithm,
       c2pa.signerCertificate.publicKey,
       parts.bytes,
       Buffer.from(sig.signature, 'base64'),
@@ -165,6 +192,7 @@ export function verifyAibomArtifact(
       if (line !== undefined) lines.push(line);
     }
   }
+  problems.push(...restatementProblems(meta, bom));
   const ids = JSON.stringify(bom.trust?.attestation_ids ?? []);
   if (
     ids !== JSON.stringify(meta.attestation_ids ?? []) ||
@@ -181,4 +209,37 @@ export function verifyAibomArtifact(
     );
   }
   return { lines, problems };
+}
+
+/**
+ * The metadata record restates parts of the BOM (kind, run, status, subjects, summary, the
+ * manifest's ids) without signing them: a reader of the record must be able to rely on each, so
+ * each must equal what the signed bytes say. One problem per field that differs.
+ */
+function restatementProblems(meta: AibomMeta, bom: Partial<Aibom>): AibomProblem[] {
+  if (bom.metadata === undefined || bom.trust === undefined || bom.components === undefined) return [];
+  const expected: [string, unknown, unknown][] = [
+    ['kind', meta.kind, 'aibom'],
+    ['run_id', meta.run_id, bom.metadata.run_id],
+    ['status', meta.status, bom.metadata.status],
+    ['trust_subjects', meta.trust_subjects, bom.trust.subjects],
+    ['summary', meta.summary, summarize(bom as Aibom)],
+    ['c2pa_manifest.attestation_ids', meta.c2pa_manifest?.attestation_ids, bom.trust.attestation_ids],
+  ];
+  return expected
+    .filter(([, stated, signed]) => canonical(stated) !== canonical(signed))
+    .map(([field]) => ({
+      part: 'metadata' as const,
+      code: 'METADATA_MISMATCH',
+      message: `metadata ${field} is not what the signed AIBOM says`,
+    }));
+}
+
+/** JSON with object keys sorted: the comparison ignores key order, nothing else. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x !== null && typeof x === 'object' && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)))
+      : x,
+  );
 }

@@ -91,6 +91,16 @@ describe('the time-stamp of an AIBOM runtime signature', () => {
     expect(r.lines).toContainEqual(expect.stringMatching(/certificates valid then$/));
   });
 
+  it('a stated time or TSA that is not its token’s does not verify (they are unsigned copies)', () => {
+    const meta = parts.metadata as { signature: { timestamp: { time: string; tsa: string } } };
+    for (const change of [{ time: '1999-01-01T00:00:00.000Z' }, { tsa: 'CN=evil' }]) {
+      const edited = structuredClone(meta);
+      Object.assign(edited.signature.timestamp, change);
+      const r = verifyAibomArtifact({ ...parts, metadata: edited }, [ca], [tsaAnchor]);
+      expect(r.problems.map((p) => p.code)).toEqual(['METADATA_MISMATCH']);
+    }
+  });
+
   it('service-ctl verify --aibom DIR --trust-anchor ca.pem passes in a shell without the stack’s env', async () => {
     const dir = join(stack().root, uniqueName('aibom-ts'));
     await mkdir(dir, { recursive: true });
