@@ -148,8 +148,14 @@ it("tenant B's record moved into tenant A's namespace and run is served to nobod
     '--token',
     stack().kube.tokens.admin,
   ]);
-  expect(byId).toMatchObject({ code: 1 });
-  expect((byId as { stderr: string }).stderr).toContain('RECORD_TAMPERED');
+  // Code and stderr together: a wrong exit code shows what the CLI said.
+  expect({
+    code: (byId as { code?: number }).code,
+    stderr: (byId as { stderr: string }).stderr,
+  }).toMatchObject({
+    code: 1,
+    stderr: expect.stringContaining('RECORD_TAMPERED'),
+  });
   // Handed the relabelled record (an API that served it): LABEL_MISMATCH, exit 1.
   const file = `${stack().root}/relabelled-${victim.id}.json`;
   await writeFile(file, JSON.stringify({ ...good, namespace: nsA, run_id: a.runId }));
