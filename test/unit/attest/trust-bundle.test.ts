@@ -1,15 +1,13 @@
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bundleVerifier, trustBundleOf, type TrustBundle } from '../../../src/attest/trust-bundle.ts';
-import { logKeyOf } from '../../../src/cose/key.ts';
-import { writeBundle } from '../../../src/export/bundle.ts';
 import { signerEntry } from '../../../src/export/keys.ts';
 import { verifyBundle } from '../../../src/export/verify.ts';
-import { toApiEnvelope } from '../../../src/http/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import type { NewAttestation } from '../../../src/vault/index.ts';
+import { recordsBundle } from '../../helpers/export.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
-import { runRecords, storedRecord } from '../../helpers/records.ts';
+import { runRecords } from '../../helpers/records.ts';
 
 /**
  * A trust bundle trusts a signer within its scope only: the service's key for every namespace, a
@@ -101,37 +99,8 @@ describe('bundleVerifier: a customer key signs only for its own namespace', () =
 });
 
 describe('verifyBundle with the signer history: the same scope rule', () => {
-  async function exportOf(signer: KeySigner, namespace: string): Promise<Buffer> {
-    const items = runRecords(signer, namespace).records.map((r, i) => {
-      const stored = storedRecord(r, i + 1);
-      const chain = signer.certificateChain!;
-      return {
-        id: stored.id,
-        createdAt: stored.createdAt,
-        namespace: stored.namespace,
-        envelope: stored.envelope,
-        view: toApiEnvelope(stored),
-        signer: {
-          ref: stored.signature.cert_chain_ref!,
-          keyId: stored.signature.key_id,
-          pem: chain.map((c) => c.toString()).join(''),
-          certificate: chain[0]!,
-        },
-      };
-    });
-    const chunks: Buffer[] = [];
-    for await (const c of writeBundle({
-      segments: Readable.from([{ items, scittEnqueued: [] }]),
-      logKeys: [{ key: logKeyOf(service.publicKey) }],
-      service: { name: 'aibom-vault', version: 'test' },
-      selection: { namespaces: [namespace] },
-      signer: service.deterministic(),
-      claimGenerator: 'aibom-vault/0.1.0',
-    })) {
-      chunks.push(c);
-    }
-    return Buffer.concat(chunks);
-  }
+  const exportOf = (signer: KeySigner, namespace: string) =>
+    recordsBundle(signer, namespace, { bundleSigner: service });
 
   // Every CA trusted as an anchor, so that only the scope decides.
   const options = () => ({

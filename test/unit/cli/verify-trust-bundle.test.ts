@@ -2,17 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../../src/cli/main.ts';
-import { logKeyOf } from '../../../src/cose/key.ts';
-import { writeBundle } from '../../../src/export/bundle.ts';
 import { signerEntry } from '../../../src/export/keys.ts';
-import { toApiEnvelope } from '../../../src/http/envelope.ts';
 import { ROTATION_GRACE_MS, signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import type { NewAttestation } from '../../../src/vault/index.ts';
+import { recordsBundle } from '../../helpers/export.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
-import { runRecords, storedRecord } from '../../helpers/records.ts';
+import { runRecords } from '../../helpers/records.ts';
 
 /**
  * `service-ctl verify --trust-bundle trust-bundle.json` (what `service-ctl keys fetch` saves): each
@@ -151,44 +148,17 @@ describe('service-ctl verify --trust-bundle', () => {
   });
 
   it("an export bundle: the trust bundle's CAs, not SERVICE_TRUST_ANCHOR from the environment", async () => {
-    const items = runRecords(after, 'team-a').records.map((r, i) => {
-      const stored = storedRecord(r, i + 1, { createdAt: minutes(60 + i) });
-      const chain = after.certificateChain!;
-      return {
-        id: stored.id,
-        createdAt: stored.createdAt,
-        namespace: stored.namespace,
-        envelope: stored.envelope,
-        view: toApiEnvelope(stored),
-        signer: {
-          ref: stored.signature.cert_chain_ref!,
-          keyId: stored.signature.key_id,
-          pem: chain.map((c) => c.toString()).join(''),
-          certificate: chain[0]!,
-        },
-      };
-    });
-    const chunks: Buffer[] = [];
-    for await (const c of writeBundle({
-      segments: Readable.from([{ items, scittEnqueued: [] }]),
-      logKeys: [{ key: logKeyOf(after.publicKey) }],
-      service: { name: 'aibom-vault', version: 'test' },
-      selection: { namespaces: ['team-a'] },
-      signer: after.deterministic(),
-      claimGenerator: 'aibom-vault/0.1.0',
-    })) {
-      chunks.push(c);
-    }
+    const bundleBytes = await recordsBundle(after, 'team-a', { createdAt: (i) => minutes(60 + i) });
     // An unrelated CA in the environment: the trust bundle given on the command line wins.
     const foreign = join(dir, 'foreign-ca.pem');
     await writeFile(foreign, (await generateDevPki())['ca.crt']);
     vi.stubEnv('SERVICE_TRUST_ANCHOR', foreign);
     try {
-      const { code, out } = await verify('bundle', Buffer.concat(chunks));
+      const { code, out } = await verify('bundle', bundleBytes);
       expect(out).toContain('bundle verified (3 attestations');
       expect(code).toBe(0);
       // The directory `service-ctl keys fetch --out DIR` wrote, as help and examples name it.
-      const viaDir = await verify('bundle-dir', Buffer.concat(chunks), dir);
+      const viaDir = await verify('bundle-dir', bundleBytes, dir);
       expect(viaDir.out).toContain('bundle verified (3 attestations');
       expect(viaDir.code).toBe(0);
     } finally {
