@@ -187,11 +187,12 @@ function recordTruster(
 /**
  * KEY_ROTATED (or KEY_MISMATCH) for a record whose certificate's key had been replaced, beyond
  * the grace, before the record was signed: its `created_at`, or its trusted time-stamp's time
- * when earlier (src/signing/rotation.ts `signedAtOf`).
+ * when earlier (src/signing/rotation.ts `signedAtOf`). `signers` is the signer history (the trust
+ * bundle's, or the one an export verifier is given).
  */
-function rotationProblem(
+export function rotationProblem(
   record: unknown,
-  bundle: TrustBundle,
+  signers: readonly ScopedCertificate[],
   trustedTimestamp: Date | undefined,
 ): Problem | undefined {
   const { keyId, certRef } = signatureOf(record);
@@ -203,8 +204,27 @@ function rotationProblem(
       ? signedAtOf(createdAt, trustedTimestamp)
       : trustedTimestamp;
   if (signedAt === undefined) return undefined;
-  const r = resolveInKeyStore(bundle.signers, { keyId, certChainRef: certRef }, signedAt);
+  const r = resolveInKeyStore(signers, { keyId, certChainRef: certRef }, signedAt);
   return r.ok ? undefined : { code: r.code, message: r.message };
+}
+
+/**
+ * signerScopeProblem for a record judged against a signer history: the signer is the entry its
+ * `cert_chain_ref` names, else the one its `key_id` names; a signer the history does not hold is
+ * rotationProblem's (UNKNOWN_CERTIFICATE), not this one's.
+ */
+export function scopeProblemIn(
+  signers: readonly ScopedCertificate[],
+  record: unknown,
+  statement: unknown,
+): Problem | undefined {
+  const { keyId, certRef } = signatureOf(record);
+  const own = signers.filter((c) => c.role === 'signer');
+  const entry =
+    certRef !== undefined ? own.find((c) => c.certRef === certRef) : own.find((c) => c.keyId === keyId);
+  return entry === undefined
+    ? undefined
+    : signerScopeProblem(entry.namespace, statement, `signer ${entry.certRef}`);
 }
 
 /**
@@ -232,7 +252,7 @@ export function bundleVerifier(
     }
     const rotated = rotationProblem(
       record,
-      bundle,
+      bundle.signers,
       result.timestamp?.trusted === true ? result.timestamp.time : undefined,
     );
     if (rotated !== undefined) {

@@ -12,7 +12,7 @@ import { readBiscuit, blocksNarrow } from './biscuit.ts';
 import { chainProblems, type ChainLink } from './chain.ts';
 import { CapabilityError, type CapabilityErrorCode } from './errors.ts';
 import { verifyCredential } from './vc.ts';
-import { chainView } from './view.ts';
+import { chainView, viewOf } from './view.ts';
 
 /**
  * Offline verification of the capability chains attached to an envelope (`capability_chain`,
@@ -322,8 +322,7 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
     for (const e of chainProblems(ok.links)) fail(e.code, e.message);
     // The view the VC backs: what chainView makes of the chain the VC signs (its root is the
     // envelope's key, which signed the VC, with the Biscuit root the VC vouches for).
-    const last = ok.links.at(-1);
-    const expected: JsonObject = {
+    const expected = viewOf({
       capability: ok.capability,
       step: stepSubject,
       root: {
@@ -332,11 +331,8 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
         algorithm,
         biscuit_root_key: ok.biscuitRootKey ?? null,
       },
-      links: ok.links.map((l) => ({ scope: l.scope, granted_by: l.grantedBy, approved_by: l.approvedBy })),
-      scope: last?.scope ?? null,
-      granted_by: last?.grantedBy ?? null,
-      approved_by: last?.approvedBy ?? null,
-    };
+      links: ok.links,
+    });
     const at = views.findIndex((v, i) => !backed.has(i) && isObject(v) && v.capability === ok.capability);
     if (at < 0 || !sameView(views[at], expected))
       fail('TOKEN_MISMATCH', `capability_chain of ${ok.capability} differs from its signed VC`);

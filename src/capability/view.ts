@@ -1,5 +1,6 @@
 import type { CapabilityPredicate } from '../attest/index.ts';
 import type { JsonObject } from '../vault/index.ts';
+import type { ChainLink } from './chain.ts';
 
 /**
  * The API view of one chain (`capability_chain[]` of capability and step envelopes; docs/api.md):
@@ -8,8 +9,7 @@ import type { JsonObject } from '../vault/index.ts';
  * not sign.
  */
 export function chainView(p: CapabilityPredicate): JsonObject {
-  const last = p.chain.at(-1);
-  return {
+  return viewOf({
     capability: `capability:${p.runId}:${p.stepId}:${p.index}`,
     step: `step:${p.runId}:${p.stepId}`,
     root:
@@ -21,7 +21,27 @@ export function chainView(p: CapabilityPredicate): JsonObject {
             algorithm: p.root.algorithm,
             biscuit_root_key: p.root.biscuitRootKey,
           },
-    links: p.chain.map((l) => ({ scope: l.scope, granted_by: l.grantedBy, approved_by: l.approvedBy })),
+    links: p.chain,
+  });
+}
+
+/**
+ * The view of a chain from its parts: what chainView makes of a predicate, and what the offline
+ * verifier makes of a step's VC (the same chain, signed in another form) to compare a served view
+ * with.
+ */
+export function viewOf(parts: {
+  capability: string;
+  step: string;
+  root: JsonObject | null;
+  links: readonly ChainLink[];
+}): JsonObject {
+  const last = parts.links.at(-1);
+  return {
+    capability: parts.capability,
+    step: parts.step,
+    root: parts.root,
+    links: parts.links.map((l) => ({ scope: l.scope, granted_by: l.grantedBy, approved_by: l.approvedBy })),
     scope: last?.scope ?? null,
     granted_by: last?.grantedBy ?? null,
     approved_by: last?.approvedBy ?? null,

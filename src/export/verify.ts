@@ -1,6 +1,6 @@
 import { createHash, hash, type KeyObject, type X509Certificate } from 'node:crypto';
 import { envelopeDigest, verifyRecord, type Statement, type Trust } from '../attest/index.ts';
-import { signerScopeProblem } from '../attest/trust-bundle.ts';
+import { rotationProblem, scopeProblemIn } from '../attest/trust-bundle.ts';
 import { verifyAibomArtifact } from '../aibom/verify.ts';
 import { verifyManifest } from '../c2pa/index.ts';
 import { decodeKeySet, type LogKey } from '../cose/key.ts';
@@ -8,8 +8,6 @@ import {
   certificateRef,
   keyIdOf,
   parseCertificates,
-  resolveInKeyStore,
-  signedAtOf,
   validateChain,
   type ScopedCertificate,
 } from '../signing/index.ts';
@@ -304,40 +302,20 @@ export async function verifyBundle(
   };
 
   /**
-   * With the signer history: the certificate the record names must be one the service used for
-   * that key, not rotated away before the record was signed (src/signing/rotation.ts).
+   * With the signer history (the rules `verify --trust-bundle` applies to single records): the
+   * certificate the record names must be one the service used for that key, not rotated away
+   * before the record was signed, and a tenant's customer key must sign that tenant's namespace.
    */
-  const checkRotation = (record: Record<string, unknown>, path: string, stamped: Date | undefined): void => {
-    const history = options.signerHistory;
-    const sig = isObject(record.signature) ? record.signature : {};
-    if (history === undefined || typeof sig.cert_chain_ref !== 'string' || typeof sig.key_id !== 'string')
-      return;
-    const created = typeof record.created_at === 'string' ? new Date(record.created_at) : undefined;
-    const signedAt =
-      created !== undefined && Number.isFinite(created.getTime()) ? signedAtOf(created, stamped) : stamped;
-    if (signedAt === undefined) return;
-    const r = resolveInKeyStore(history, { keyId: sig.key_id, certChainRef: sig.cert_chain_ref }, signedAt);
-    if (!r.ok) fail(path, r.code, r.message);
-  };
-
-  /**
-   * With the signer history: a record signed by a tenant's customer key must sign that tenant's
-   * namespace (signerScopeProblem, the rule `verify --trust-bundle` applies to single records).
-   * The signer is the history entry its `cert_chain_ref` names, else the bare key its `key_id`
-   * names; a signer the history does not hold is judged by checkRotation (UNKNOWN_CERTIFICATE).
-   */
-  const checkScope = (record: Record<string, unknown>, path: string, statement: unknown): void => {
+  const checkHistory = (
+    record: Record<string, unknown>,
+    path: string,
+    statement: unknown,
+    stamped: Date | undefined,
+  ): void => {
     const history = options.signerHistory;
     if (history === undefined) return;
-    const sig = isObject(record.signature) ? record.signature : {};
-    const signers = history.filter((c) => c.role === 'signer');
-    const entry =
-      typeof sig.cert_chain_ref === 'string'
-        ? signers.find((c) => c.certRef === sig.cert_chain_ref)
-        : signers.find((c) => c.keyId === sig.key_id);
-    if (entry === undefined) return;
-    const p = signerScopeProblem(entry.namespace, statement, `signer ${entry.certRef}`);
-    if (p !== undefined) fail(path, p.code, p.message);
+    for (const p of [rotationProblem(record, history, stamped), scopeProblemIn(history, record, statement)])
+      if (p !== undefined) fail(path, p.code, p.message);
   };
 
   const onEnvelope = (id: string, path: string, content: Buffer): void => {
@@ -375,8 +353,12 @@ export async function verifyBundle(
       for (const p of result.problems) fail(path, p.code, p.message);
       statement = result.statement;
       if (result.timestamp?.trusted === true) timestamped++;
-      checkRotation(record, path, result.timestamp?.trusted === true ? result.timestamp.time : undefined);
-      checkScope(record, path, result.statement);
+      checkHistory(
+        record,
+        path,
+        result.statement,
+        result.timestamp?.trusted === true ? result.timestamp.time : undefined,
+      );
     } else {
       // Still parse the statement for the checks below (not trusted: the record already failed).
       try {

@@ -72,7 +72,7 @@ export async function resolveCapabilityFilter(
   now: Date = new Date(),
 ): Promise<string> {
   if (CAPABILITY_ID.test(value)) return value;
-  const byId = async (id: string) => (await grants.capabilityOfToken(id, namespaces)) ?? NOTHING;
+  const byId = async (id: string) => (await grants.grantOfToken(id, namespaces))?.capabilityId ?? NOTHING;
   if (value.startsWith('urn:aibom-vault:vc:') || REVOCATION_ID.test(value)) return byId(value);
   // A verified token resolves only to the grant it was minted for: the key (VC) or root (Biscuit)
   // that verified it must be that grant's own. Verifying under "any root of the caller's

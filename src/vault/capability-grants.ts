@@ -8,8 +8,6 @@ export interface CapabilityGrantRepository {
    * one of them.
    */
   rootKeys(namespaces: readonly string[]): Promise<{ publicKey: string; biscuitRootKey: string }[]>;
-  /** `capability:<run>:<step>:<n>` of the grant holding a token with this identifier, in `namespaces`. */
-  capabilityOfToken(tokenId: string, namespaces: readonly string[]): Promise<string | null>;
   /**
    * The grant holding a token with this identifier, in `namespaces`, with the root keys that signed
    * it: a pasted token resolves to this grant only if one of these keys is the one that verified it.
@@ -37,17 +35,6 @@ export function capabilityGrantRepository(pool: pg.Pool): CapabilityGrantReposit
         values: [[...namespaces]],
       });
       return rows.map((r) => ({ publicKey: r.public_key, biscuitRootKey: r.biscuit_root_key }));
-    },
-
-    async capabilityOfToken(tokenId, namespaces) {
-      if (namespaces.length === 0) return null;
-      const { rows } = await pool.query<{ capability_id: string }>({
-        name: 'capability_grants_by_token',
-        text: `SELECT capability_id FROM capability_grants
-               WHERE token_ids @> ARRAY[$1::text] AND namespace = ANY($2::text[]) LIMIT 1`,
-        values: [tokenId, [...namespaces]],
-      });
-      return rows[0]?.capability_id ?? null;
     },
 
     async grantOfToken(tokenId, namespaces) {

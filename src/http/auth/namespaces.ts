@@ -15,13 +15,21 @@ export interface Listable {
   readonly excluded: number;
 }
 
-const tooMany = (): ProblemError =>
-  new ProblemError(
-    400,
-    'VALIDATION_FAILED',
-    `name the namespaces to read (at most ${MAX_QUERY_NAMESPACES}): reading every namespace needs list on attestations cluster-wide`,
-    { errors: [{ pointer: '/body/namespaces', message: 'required for this caller' }] },
-  );
+/**
+ * The 400 asking a caller without a cluster-wide grant to name the namespaces (at most
+ * MAX_QUERY_NAMESPACES): `verb` and `resource` say what the cluster-wide grant would be, `pointer`
+ * is the route's parameter.
+ */
+export const nameNamespaces =
+  (verb: 'read' | 'list', resource: string, pointer: string) => (): ProblemError =>
+    new ProblemError(
+      400,
+      'VALIDATION_FAILED',
+      `name the namespaces to ${verb} (at most ${MAX_QUERY_NAMESPACES}): ${verb}ing every namespace needs list on ${resource} cluster-wide`,
+      { errors: [{ pointer, message: 'required for this caller' }] },
+    );
+
+const tooMany = nameNamespaces('read', 'attestations', '/body/namespaces');
 
 /**
  * The namespaces a query may read: those `named` (or, when none are, every namespace holding

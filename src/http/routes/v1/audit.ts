@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { MAX_QUERY_NAMESPACES, listableNamespaces } from '../../auth/namespaces.ts';
+import { MAX_QUERY_NAMESPACES, listableNamespaces, nameNamespaces } from '../../auth/namespaces.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { NO_CONTROL_PATTERN, problemResponses } from '../../schemas.ts';
@@ -62,13 +62,7 @@ export const auditPageSchema = {
 
 const LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
 
-const nameThem = (): ProblemError =>
-  new ProblemError(
-    400,
-    'VALIDATION_FAILED',
-    `name the namespaces to read (at most ${MAX_QUERY_NAMESPACES}): reading every namespace needs list on auditlogs cluster-wide`,
-    { errors: [{ pointer: '/querystring/namespace', message: 'required for this caller' }] },
-  );
+const nameThem = nameNamespaces('read', 'auditlogs', '/querystring/namespace');
 
 /**
  * The namespaces whose rows the caller may read; null for every row (a cluster-wide grant, no

@@ -10,7 +10,7 @@ import {
   VaultError,
 } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { MAX_QUERY_NAMESPACES, listableNamespaces } from '../../auth/namespaces.ts';
+import { MAX_QUERY_NAMESPACES, listableNamespaces, nameNamespaces } from '../../auth/namespaces.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { NO_CONTROL_PATTERN, problemResponses } from '../../schemas.ts';
@@ -222,13 +222,7 @@ export function runListRoutes(app: FastifyInstance, deps: RunListRouteDeps): voi
           mayList,
           named,
           () => deps.vault.runs.namespaces(),
-          () =>
-            new ProblemError(
-              400,
-              'VALIDATION_FAILED',
-              `name the namespaces to list (at most ${MAX_QUERY_NAMESPACES}): listing every namespace needs list on runs cluster-wide`,
-              { errors: [{ pointer: '/querystring/namespace', message: 'required for this caller' }] },
-            ),
+          nameNamespaces('list', 'runs', '/querystring/namespace'),
         );
         namespaces = listable.allowed;
         excluded = listable.excluded;
