@@ -11,6 +11,14 @@ import { requireVisible } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
+import {
+  isViewFormat,
+  serializeView,
+  VIEW_FORMAT_NAMES,
+  type ViewFormat,
+} from '../../../aibom/views/index.ts';
+import { sha256Hex } from '../../../attest/index.ts';
+import { checkedStatement } from '../../envelope.ts';
 import type { PolicyPackSource } from '../../policy-packs.ts';
 
 export interface RunRouteDeps {
@@ -157,6 +165,75 @@ const artifactParams = {
   },
 } as const;
 
+/** The formats an artifact download offers: `aibom` (the stored bytes) and the standard views. */
+const FORMATS = ['aibom', ...VIEW_FORMAT_NAMES] as const;
+
+const downloadQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    format: {
+      type: 'string',
+      enum: FORMATS,
+      description:
+        'aibom (default): the stored AIBOM payload; cyclonedx-1.7 or spdx-3.0.1: its standard view, as recorded (a signed record of its own, docs/aibom.md)',
+    },
+  },
+} as const;
+
+/**
+ * A standard view of the AIBOM as recorded: the bytes are the JCS of the view record's signed
+ * predicate, and must hash to the digest its statement's subject and the metadata state (a record
+ * altered in the database is 500 RECORD_TAMPERED, never served). 404 VIEW_NOT_RECORDED for an AIBOM
+ * recorded before views existed.
+ */
+async function recordedView(
+  vault: Vault,
+  meta: Record<string, unknown>,
+  format: ViewFormat,
+): Promise<{ bytes: Buffer; attestationId: string; mediaType: string; digest: string }> {
+  const views = (meta.views ?? {}) as Record<
+    string,
+    { attestation_id?: string; digest?: string; media_type?: string }
+  >;
+  const entry = views[format];
+  if (typeof entry?.attestation_id !== 'string' || typeof entry.digest !== 'string') {
+    throw new ProblemError(
+      404,
+      'VIEW_NOT_RECORDED',
+      `this AIBOM has no recorded ${format} view (it was recorded before views existed); service-ctl aibom generate --format ${format} computes one`,
+    );
+  }
+  const record = await vault.attestations.get(entry.attestation_id);
+  if (record === null) {
+    throw new ProblemError(
+      500,
+      'RECORD_TAMPERED',
+      `the ${format} view's record ${entry.attestation_id} is missing`,
+    );
+  }
+  // Labels and payload as signed (500 RECORD_TAMPERED otherwise), then the bytes must be the ones
+  // the statement's subject and the metadata name.
+  const statement = checkedStatement(record);
+  const bytes = serializeView(statement.predicate);
+  const digest = `sha256:${sha256Hex(bytes)}`;
+  const subject: unknown = Array.isArray(statement.subject) ? (statement.subject as unknown[])[0] : undefined;
+  const signed = (subject as { digest?: { sha256?: unknown } } | undefined)?.digest?.sha256;
+  if (digest !== entry.digest || `sha256:${String(signed)}` !== digest) {
+    throw new ProblemError(
+      500,
+      'RECORD_TAMPERED',
+      `the ${format} view's record ${entry.attestation_id} does not hash to the digest it signs: it is not served`,
+    );
+  }
+  return {
+    bytes,
+    attestationId: entry.attestation_id,
+    mediaType: entry.media_type ?? 'application/json',
+    digest,
+  };
+}
+
 export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
@@ -166,17 +243,40 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     return { run, record, artifact };
   };
 
-  app.get<{ Params: { id: string; kind: string } }>(
+  app.get<{ Params: { id: string; kind: string }; Querystring: { format?: (typeof FORMATS)[number] } }>(
     '/v1/runs/:id/artifacts/:kind',
     {
       schema: {
-        summary: 'Download an artifact (the AIBOM bytes); blocked without a valid signed C2PA manifest',
+        summary:
+          'Download an artifact: the AIBOM bytes, or (format) one of its standard views; blocked without a valid signed C2PA manifest',
         params: artifactParams,
+        querystring: downloadQuery,
         response: problemResponses,
       },
     },
     async (req, reply) => {
+      // The guard is the AIBOM's, whichever form leaves: a view never leaves when the AIBOM may not.
       const { run, record, artifact } = await artifactOf(req, req.params);
+      const format = req.query.format ?? 'aibom';
+      if (isViewFormat(format)) {
+        const view = await recordedView(deps.vault, currentMetadata(record), format);
+        await deps.vault.audit.record({
+          actor: req.user?.username ?? 'unknown',
+          action: 'artifact.download',
+          namespace: run.namespace,
+          object: `${record.objectKey}?format=${format}`,
+          manifestDigest: artifact.manifestDigest,
+          attestationIds: [...artifact.attestationIds, view.attestationId],
+        });
+        return reply
+          .type(view.mediaType)
+          .header('digest', `sha-256=${Buffer.from(view.digest.slice(7), 'hex').toString('base64')}`)
+          .header('link', `</v1/attestations/${view.attestationId}>; rel="attestation"`)
+          .header('x-attestation-id', view.attestationId)
+          .header('x-c2pa-manifest-digest', artifact.manifestDigest ?? '')
+          .header('x-c2pa-validated-at', artifact.validatedAt)
+          .send(view.bytes);
+      }
       await deps.vault.audit.record({
         actor: req.user?.username ?? 'unknown',
         action: 'artifact.download',
