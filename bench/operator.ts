@@ -57,7 +57,7 @@ import {
   resourcePath,
   type KubeClient,
   type RequestSpec,
-} from '../src/controller/runtime/index.ts';
+} from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';

@@ -18,7 +18,6 @@ import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
 import type { Written } from './run/plan.ts';
 import { reconcileRun } from './run/reconciler.ts';
 import {
-  defaultControllerRateLimiter,
   eventRecorder,
   Informer,
   kubeLeaseStore,
@@ -26,14 +25,12 @@ import {
   LeaderElector,
   objectKey,
   resourcePath,
-  runWorkers,
   splitKey,
   withoutManagedFields,
-  WorkQueue,
   type EventRecorder,
   type KubeClient,
-  type ReconcileResult,
-} from './runtime/index.ts';
+} from '../kube/index.ts';
+import { defaultControllerRateLimiter, runWorkers, WorkQueue, type ReconcileResult } from '../queue/index.ts';
 import { kubeProjectionApi } from './transparency/kube-api.ts';
 import { mayNeedProjection, projectionTargetsChanged, projectRun } from './transparency/projection.ts';
 

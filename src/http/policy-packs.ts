@@ -1,5 +1,5 @@
 import type { KubeConfig } from '@kubernetes/client-node';
-import { kubeClient, type KubeClient } from '../controller/runtime/index.ts';
+import { kubeClient, type KubeClient } from '../kube/index.ts';
 import type { PolicyPackResource } from '../policy/index.ts';
 import type { Logger } from '../log/index.ts';
 

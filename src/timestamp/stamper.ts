@@ -1,5 +1,5 @@
 import { Counter, type Registry } from 'prom-client';
-import { backoffDelay, createQueueLoop, type QueueLoop } from '../controller/runtime/queue-loop.ts';
+import { backoffDelay, createQueueLoop, type QueueLoop } from '../queue/queue-loop.ts';
 import type { Logger } from '../log/index.ts';
 import {
   TIMESTAMP_DUE_CHANNEL,

@@ -12,7 +12,7 @@ import {
   type EventRecorder,
   type KubeClient,
   type ResourceType,
-} from '../runtime/index.ts';
+} from '../../kube/index.ts';
 import type { RunApi } from './reconciler.ts';
 
 export const RUN_TYPE: ResourceType = { group: GROUP, version: VERSION, plural: RUN_PLURAL, kind: 'Run' };

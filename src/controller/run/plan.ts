@@ -15,7 +15,7 @@ import {
   type ManifestRepair,
   type RunRecord,
 } from '../../vault/index.ts';
-import { conditionsEqual, jsonEqual, setCondition } from '../runtime/index.ts';
+import { conditionsEqual, jsonEqual, setCondition } from '../../kube/index.ts';
 
 /**
  * The Run reconciler's pure part (cert-manager's policy chain): what the vault holds for a Run

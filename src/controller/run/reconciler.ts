@@ -12,7 +12,7 @@ import {
   type ClaimRepository,
   type RunRepository,
 } from '../../vault/index.ts';
-import { hasFinalizer, isTooLarge } from '../runtime/index.ts';
+import { hasFinalizer, isTooLarge } from '../../kube/index.ts';
 import { unrecordable } from './recordable.ts';
 import {
   claimKeys,
@@ -30,7 +30,7 @@ import {
   type ReconcileLimits,
   type Written,
 } from './plan.ts';
-import type { ReconcileResult } from '../runtime/index.ts';
+import type { ReconcileResult } from '../../queue/index.ts';
 
 /** What the reconciler needs from the Kubernetes API (kube-api.ts implements it). */
 export interface RunApi {

@@ -3,7 +3,7 @@ import type { Run, RunStatus, TransparencyMode } from '../../api/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { transparencyView, type TransparencyView } from '../../transparency/jobs.ts';
 import type { RunJob, TransparencyJob, TransparencyJobRepository } from '../../vault/index.ts';
-import { jsonEqual } from '../runtime/index.ts';
+import { jsonEqual } from '../../kube/index.ts';
 
 /**
  * The transparency projection: SCITT job state (the vault's) → `status.transparency` of each

@@ -15,7 +15,7 @@ import {
   kubeClient,
   resourcePath,
   type KubeClient,
-} from '../../../src/controller/runtime/index.ts';
+} from '../../../src/kube/index.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { kubeConfig, uniqueName } from '../../helpers/stack.ts';
 

@@ -13,7 +13,7 @@ import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { TRANSPARENCY_FIELD_MANAGER } from '../../../src/api/reasons.ts';
 import { ATTESTATION_TYPE, RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
-import { applyStatus, resourcePath } from '../../../src/controller/runtime/index.ts';
+import { applyStatus, resourcePath } from '../../../src/kube/index.ts';
 import { stack } from '../../helpers/stack.ts';
 import {
   applyControllerStatus,

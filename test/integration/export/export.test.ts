@@ -23,7 +23,7 @@ import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { Run } from '../../../src/api/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { kubeClient } from '../../../src/kube/index.ts';
 import { decodeKeySet } from '../../../src/cose/key.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { verifyReceipt } from '../../../src/transparency/receipt.ts';

@@ -24,7 +24,7 @@ import { type CapabilityPredicate } from '../../../src/attest/index.ts';
 import { biscuitRootKey } from '../../../src/capability/biscuit.ts';
 import { mintGrants } from '../../../src/capability/mint.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { kubeClient } from '../../../src/kube/index.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';

@@ -27,7 +27,7 @@ import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { Condition, Run } from '../../../src/api/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
-import { kubeClient, resourcePath } from '../../../src/controller/runtime/index.ts';
+import { kubeClient, resourcePath } from '../../../src/kube/index.ts';
 import type { AibomMetadata } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';

@@ -19,7 +19,7 @@ import { ConditionTypes } from '../../../src/api/reasons.ts';
 import type { Run, RunStatus, StepStatus } from '../../../src/api/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
-import { applyStatus, kubeClient, resourcePath } from '../../../src/controller/runtime/index.ts';
+import { applyStatus, kubeClient, resourcePath } from '../../../src/kube/index.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
 import { migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ConditionTypes, EventReasons, FINALIZER, Reasons } from '../../../src/api/reasons.ts';
 import { runLabelValue } from '../../../src/controller/run/kube-api.ts';
 import { jsonDepthOver, MAX_JSON_DEPTH, unrecordable } from '../../../src/controller/run/recordable.ts';
-import { KubeApiError } from '../../../src/controller/runtime/index.ts';
+import { KubeApiError } from '../../../src/kube/index.ts';
 import { because, RecordError } from '../../../src/recorder/errors.ts';
 import {
   resetCounts,

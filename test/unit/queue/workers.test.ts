@@ -1,9 +1,9 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ExponentialRateLimiter } from '../../../src/controller/runtime/ratelimit.ts';
-import { runWorkers } from '../../../src/controller/runtime/workers.ts';
-import { WorkQueue } from '../../../src/controller/runtime/workqueue.ts';
+import { ExponentialRateLimiter } from '../../../src/queue/ratelimit.ts';
+import { runWorkers } from '../../../src/queue/workers.ts';
+import { WorkQueue } from '../../../src/queue/workqueue.ts';
 
 const logger = pino({ level: 'silent' });
 const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));

@@ -11,7 +11,7 @@ import {
   kubeClient,
   microTime,
   resourcePath,
-} from '../../../src/controller/runtime/kube.ts';
+} from '../../../src/kube/client.ts';
 
 let server: Server | undefined;
 afterEach(async () => {

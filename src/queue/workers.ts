@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
-import type { Logger } from '../../log/index.ts';
-import { reconcileMetrics } from './metrics.ts';
+import type { Logger } from '../log/index.ts';
+import { reconcileMetrics } from '../metrics/runtime.ts';
 import type { WorkQueue } from './workqueue.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { EventRecorder } from '../../../src/controller/runtime/events.ts';
-import { KubeApiError, type KubeClient, type RequestSpec } from '../../../src/controller/runtime/kube.ts';
+import { EventRecorder } from '../../../src/kube/events.ts';
+import { KubeApiError, type KubeClient, type RequestSpec } from '../../../src/kube/client.ts';
 
 const logger = pino({ level: 'silent' });
 

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Logger } from '../../log/index.ts';
+import type { Logger } from '../log/index.ts';
 
 /**
  * The loop of a worker over a database queue (the SCITT publisher, the time-stamper): claim a batch

@@ -1,8 +1,8 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { KubeApiError } from '../../../src/controller/runtime/kube.ts';
-import { LeaderElector, type Lease, type LeaseStore } from '../../../src/controller/runtime/leader.ts';
+import { KubeApiError } from '../../../src/kube/client.ts';
+import { LeaderElector, type Lease, type LeaseStore } from '../../../src/kube/leader.ts';
 
 const logger = pino({ level: 'silent' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,5 +1,5 @@
 import type { Registry } from 'prom-client';
-import { workqueueMetrics } from './metrics.ts';
+import { workqueueMetrics } from '../metrics/runtime.ts';
 import { defaultControllerRateLimiter, type RateLimiter } from './ratelimit.ts';
 
 export interface WorkQueueOptions {

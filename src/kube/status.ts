@@ -1,4 +1,4 @@
-import { apiVersionOf, KubeApiError, resourcePath, type KubeClient, type ResourceType } from './kube.ts';
+import { apiVersionOf, KubeApiError, resourcePath, type KubeClient, type ResourceType } from './client.ts';
 
 export interface ObjectRef {
   namespace?: string | undefined;

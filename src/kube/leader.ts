@@ -1,8 +1,8 @@
 import type { Registry } from 'prom-client';
-import type { Logger } from '../../log/index.ts';
-import { isConflict, isNotFound, microTime, type KubeClient } from './kube.ts';
-import { leaderMetrics } from './metrics.ts';
-import { sleep } from './sleep.ts';
+import type { Logger } from '../log/index.ts';
+import { isConflict, isNotFound, microTime, type KubeClient } from './client.ts';
+import { leaderMetrics } from '../metrics/runtime.ts';
+import { sleep } from '../queue/sleep.ts';
 
 /** `coordination.k8s.io/v1` Lease, the fields leader election uses. Times are MicroTime strings. */
 export interface Lease {

@@ -1,12 +1,12 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { conditionsEqual, setCondition, type Condition } from '../../../src/controller/runtime/conditions.ts';
-import { Informer, objectKey, splitKey } from '../../../src/controller/runtime/informer.ts';
-import { resourcePath } from '../../../src/controller/runtime/kube.ts';
-import { kubeListerWatcher } from '../../../src/controller/runtime/listwatch.ts';
-import { applyStatus } from '../../../src/controller/runtime/status.ts';
-import { runWorkers } from '../../../src/controller/runtime/workers.ts';
-import { WorkQueue } from '../../../src/controller/runtime/workqueue.ts';
+import { conditionsEqual, setCondition, type Condition } from '../../../src/kube/conditions.ts';
+import { Informer, objectKey, splitKey } from '../../../src/kube/informer.ts';
+import { resourcePath } from '../../../src/kube/client.ts';
+import { kubeListerWatcher } from '../../../src/kube/listwatch.ts';
+import { applyStatus } from '../../../src/kube/status.ts';
+import { runWorkers } from '../../../src/queue/workers.ts';
+import { WorkQueue } from '../../../src/queue/workqueue.ts';
 import {
   RUNS,
   adminClient,

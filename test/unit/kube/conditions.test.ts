@@ -8,7 +8,7 @@ import {
   removeCondition,
   setCondition,
   type Condition,
-} from '../../../src/controller/runtime/conditions.ts';
+} from '../../../src/kube/conditions.ts';
 
 const t0 = new Date('2026-01-01T00:00:00.123Z');
 const t1 = new Date('2026-01-01T00:05:00.999Z');

@@ -1,14 +1,9 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Informer, objectKey, splitKey } from '../../../src/controller/runtime/informer.ts';
-import { KubeApiError } from '../../../src/controller/runtime/kube.ts';
-import type {
-  ListResult,
-  ListerWatcher,
-  WatchEvent,
-  WatchOptions,
-} from '../../../src/controller/runtime/listwatch.ts';
+import { Informer, objectKey, splitKey } from '../../../src/kube/informer.ts';
+import { KubeApiError } from '../../../src/kube/client.ts';
+import type { ListResult, ListerWatcher, WatchEvent, WatchOptions } from '../../../src/kube/listwatch.ts';
 
 const logger = pino({ level: 'silent' });
 

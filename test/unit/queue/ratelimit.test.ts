@@ -4,7 +4,7 @@ import {
   ExponentialRateLimiter,
   MaxOfRateLimiter,
   defaultControllerRateLimiter,
-} from '../../../src/controller/runtime/ratelimit.ts';
+} from '../../../src/queue/ratelimit.ts';
 
 describe('ExponentialRateLimiter', () => {
   it('doubles per failure of a key from 5 ms and caps at 1000 s', () => {

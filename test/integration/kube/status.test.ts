@@ -1,13 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { conditionsEqual, setCondition, type Condition } from '../../../src/controller/runtime/conditions.ts';
-import { EventRecorder } from '../../../src/controller/runtime/events.ts';
-import { KubeApiError, isConflict, type KubeClient } from '../../../src/controller/runtime/kube.ts';
-import {
-  addFinalizer,
-  applyStatus,
-  hasFinalizer,
-  removeFinalizer,
-} from '../../../src/controller/runtime/status.ts';
+import { conditionsEqual, setCondition, type Condition } from '../../../src/kube/conditions.ts';
+import { EventRecorder } from '../../../src/kube/events.ts';
+import { KubeApiError, isConflict, type KubeClient } from '../../../src/kube/client.ts';
+import { addFinalizer, applyStatus, hasFinalizer, removeFinalizer } from '../../../src/kube/status.ts';
 import {
   RUNS,
   adminClient,

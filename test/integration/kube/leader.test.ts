@@ -1,12 +1,7 @@
 import { Registry } from 'prom-client';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { KubeClient } from '../../../src/controller/runtime/kube.ts';
-import {
-  LeaderElector,
-  kubeLeaseStore,
-  type Lease,
-  type LeaseStore,
-} from '../../../src/controller/runtime/leader.ts';
+import type { KubeClient } from '../../../src/kube/client.ts';
+import { LeaderElector, kubeLeaseStore, type Lease, type LeaseStore } from '../../../src/kube/leader.ts';
 import { uniqueName } from '../../helpers/stack.ts';
 import { adminClient, freshNamespace, logger, metric, waitFor } from './helpers.ts';
 

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { ExponentialRateLimiter } from '../../../src/controller/runtime/ratelimit.ts';
-import { WorkQueue } from '../../../src/controller/runtime/workqueue.ts';
+import { ExponentialRateLimiter } from '../../../src/queue/ratelimit.ts';
+import { WorkQueue } from '../../../src/queue/workqueue.ts';
 
 /** The promise's value if it settles within a few microtask turns, else 'pending' (works with fake timers). */
 async function peek<T>(p: Promise<T>): Promise<T | 'pending'> {

@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { kubeClient, type KubeClient, type ResourceType } from '../../../src/controller/runtime/kube.ts';
+import { kubeClient, type KubeClient, type ResourceType } from '../../../src/kube/client.ts';
 import { kubeConfig, uniqueName } from '../../helpers/stack.ts';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });

@@ -7,7 +7,7 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest, type AgentOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { BaseError } from '../../errors.ts';
+import { BaseError } from '../errors.ts';
 
 /**
  * A deliberately small REST client for the Kubernetes API over node:http(s), using the KubeConfig of

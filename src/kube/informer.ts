@@ -1,9 +1,9 @@
 import type { Registry } from 'prom-client';
-import type { Logger } from '../../log/index.ts';
-import { KubeApiError, isGone } from './kube.ts';
+import type { Logger } from '../log/index.ts';
+import { KubeApiError, isGone } from './client.ts';
 import type { KubeObject, ListerWatcher, WatchEvent } from './listwatch.ts';
-import { informerMetrics } from './metrics.ts';
-import { sleep } from './sleep.ts';
+import { informerMetrics } from '../metrics/runtime.ts';
+import { sleep } from '../queue/sleep.ts';
 
 /** `namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc). */
 export function objectKey(obj: KubeObject): string {

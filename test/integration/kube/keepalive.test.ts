@@ -7,7 +7,7 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeClient, type KubeClient } from '../../../src/controller/runtime/index.ts';
+import { kubeClient, type KubeClient } from '../../../src/kube/index.ts';
 import { kubeConfig } from '../../helpers/stack.ts';
 
 let relay: Server;

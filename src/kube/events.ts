@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Logger } from '../../log/index.ts';
-import { isNotFound, microTime, type KubeClient } from './kube.ts';
+import type { Logger } from '../log/index.ts';
+import { isNotFound, microTime, type KubeClient } from './client.ts';
 
 export type EventType = 'Normal' | 'Warning';
 

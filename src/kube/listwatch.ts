@@ -1,4 +1,4 @@
-import type { KubeClient, KubeStatus } from './kube.ts';
+import type { KubeClient, KubeStatus } from './client.ts';
 
 /** The part of an object's metadata the runtime relies on. */
 export interface KubeObject {

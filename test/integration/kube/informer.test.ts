@@ -1,12 +1,8 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Informer } from '../../../src/controller/runtime/informer.ts';
-import { resourcePath, type KubeClient } from '../../../src/controller/runtime/kube.ts';
-import {
-  kubeListerWatcher,
-  type ListerWatcher,
-  type WatchEvent,
-} from '../../../src/controller/runtime/listwatch.ts';
+import { Informer } from '../../../src/kube/informer.ts';
+import { resourcePath, type KubeClient } from '../../../src/kube/client.ts';
+import { kubeListerWatcher, type ListerWatcher, type WatchEvent } from '../../../src/kube/listwatch.ts';
 import {
   RUNS,
   adminClient,

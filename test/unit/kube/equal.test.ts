@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonEqual } from '../../../src/controller/runtime/equal.ts';
+import { jsonEqual } from '../../../src/kube/equal.ts';
 
 describe('jsonEqual', () => {
   it('ignores key order, which JSON.stringify does not', () => {
