@@ -32,7 +32,7 @@ import { parse as parseYaml } from 'yaml';
 import { generateDevPki, type DevPki } from '../hack/dev-pki.ts';
 import { PIPELINE_FIELD_MANAGER, topoOrder } from '../hack/sample-pipeline.ts';
 import { repoRoot } from '../hack/stack/stack.ts';
-import type { Run, RunStatus, StepStatus } from '../src/api/run.ts';
+import type { Run, RunStatus, StepStatus } from '../src/crd/run.ts';
 import type { startController as StartController } from '../src/controller/manager.ts';
 import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import {

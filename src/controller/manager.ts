@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Counter, type Registry } from 'prom-client';
-import type { Run } from '../api/run.ts';
+import type { Run } from '../crd/run.ts';
 import type { BlobStore } from '../blob/store.ts';
-import { Reasons } from '../api/reasons.ts';
+import { Reasons } from '../crd/reasons.ts';
 import { Dependencies, type DependencyHealth } from '../health/dependencies.ts';
 import { runCheckpointer } from '../checkpoint/checkpointer.ts';
 import type { Logger } from '../log/index.ts';

@@ -1,4 +1,4 @@
-import type { RunSpec } from '../api/run.ts';
+import type { RunSpec } from '../crd/run.ts';
 import { policyComponents, resolveRunPack, type ResolvedPack } from './packs.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { FIELD_MANAGER, FINALIZER } from '../../api/reasons.ts';
-import { ATTESTATION_PLURAL, GROUP, RUN_PLURAL, VERSION, type Run, type RunStatus } from '../../api/run.ts';
+import { FIELD_MANAGER, FINALIZER } from '../../crd/reasons.ts';
+import { ATTESTATION_PLURAL, GROUP, RUN_PLURAL, VERSION, type Run, type RunStatus } from '../../crd/run.ts';
 import {
   addFinalizer,
   applyStatus,

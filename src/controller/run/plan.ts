@@ -1,5 +1,5 @@
-import { ConditionTypes, Reasons, type FailureReason } from '../../api/reasons.ts';
-import { isFinished, isTerminal, type Condition, type Run, type RunStatus } from '../../api/run.ts';
+import { ConditionTypes, Reasons, type FailureReason } from '../../crd/reasons.ts';
+import { isFinished, isTerminal, type Condition, type Run, type RunStatus } from '../../crd/run.ts';
 import {
   currentMetadata,
   finishedSteps,

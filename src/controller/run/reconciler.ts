@@ -1,5 +1,5 @@
-import { EventReasons, FINALIZER, Reasons, type FailureReason } from '../../api/reasons.ts';
-import { isTerminal, type Run, type RunStatus } from '../../api/run.ts';
+import { EventReasons, FINALIZER, Reasons, type FailureReason } from '../../crd/reasons.ts';
+import { isTerminal, type Run, type RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { RecordError, type Recorder } from '../../recorder/index.ts';
 import { because } from '../../recorder/errors.ts';

@@ -1,5 +1,5 @@
-import { EventReasons } from '../../api/reasons.ts';
-import type { Run, RunStatus, TransparencyMode } from '../../api/run.ts';
+import { EventReasons } from '../../crd/reasons.ts';
+import type { Run, RunStatus, TransparencyMode } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { transparencyView, type TransparencyView } from '../../transparency/jobs.ts';
 import type { RunJob, TransparencyJob, TransparencyJobRepository } from '../../vault/index.ts';

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Run, RunSpec } from '../../../src/api/run.ts';
+import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';

@@ -33,9 +33,9 @@ import {
   toCycloneDx,
   type Aibom,
 } from '../../../src/aibom/index.ts';
-import type { Run, RunSpec, StepStatus } from '../../../src/api/run.ts';
+import type { Run, RunSpec, StepStatus } from '../../../src/crd/run.ts';
 import { aibomStatement } from '../../../src/attest/index.ts';
-import { isFinished } from '../../../src/api/run.ts';
+import { isFinished } from '../../../src/crd/run.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';

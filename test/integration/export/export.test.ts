@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
-import type { Run } from '../../../src/api/run.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
 import { decodeKeySet } from '../../../src/cose/key.ts';

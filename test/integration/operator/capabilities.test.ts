@@ -19,7 +19,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import type { Run } from '../../../src/api/run.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { type CapabilityPredicate } from '../../../src/attest/index.ts';
 import { biscuitRootKey } from '../../../src/capability/biscuit.ts';
 import { mintGrants } from '../../../src/capability/mint.ts';

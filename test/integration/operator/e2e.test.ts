@@ -16,7 +16,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { readFile } from 'node:fs/promises';
-import type { Run } from '../../../src/api/run.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { validateCycloneDx } from '../../../src/aibom/index.ts';
 import { envelopeDigest } from '../../../src/attest/index.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';

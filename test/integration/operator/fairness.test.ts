@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
-import { GROUP, VERSION, type Run, type RunSpec } from '../../../src/api/run.ts';
+import { GROUP, VERSION, type Run, type RunSpec } from '../../../src/crd/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';

@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
-import type { Condition, Run } from '../../../src/api/run.ts';
+import type { Condition, Run } from '../../../src/crd/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
 import { kubeClient, resourcePath } from '../../../src/kube/index.ts';

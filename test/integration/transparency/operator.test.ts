@@ -17,7 +17,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { freePort } from '../../../hack/stack/proc.ts';
-import type { Run } from '../../../src/api/run.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';

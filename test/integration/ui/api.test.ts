@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Run, RunSpec } from '../../../src/api/run.ts';
+import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
 import { policyPackSource } from '../../../src/http/policy-packs.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';

@@ -25,7 +25,7 @@ import { parse } from 'yaml';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
-import type { Run, RunSpec } from '../../../src/api/run.ts';
+import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
 import { policyPackSource } from '../../../src/http/policy-packs.ts';

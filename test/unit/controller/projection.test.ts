@@ -3,7 +3,7 @@
  * resources' and the Run's `status.transparency` (FakeKube, its own field manager).
  */
 import { describe, expect, it } from 'vitest';
-import type { Run } from '../../../src/api/run.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { reconcileRun } from '../../../src/controller/run/reconciler.ts';
 import {
   mayNeedProjection,

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { isTerminal } from '../../../api/run.ts';
+import { isTerminal } from '../../../crd/run.ts';
 import { summaryOfCounts } from '../../../controller/transparency/projection.ts';
 import { resolveRunPack } from '../../../policy/index.ts';
 import {
