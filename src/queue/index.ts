@@ -6,5 +6,7 @@
 export * from './ratelimit.ts';
 export * from './workqueue.ts';
 export * from './workers.ts';
+export * from './deadline.ts';
+export * from './loop.ts';
 export * from './queue-loop.ts';
 export * from './sleep.ts';

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../log/index.ts';
+import type { Loop } from './loop.ts';
 
 /**
  * The loop of a worker over a database queue (the SCITT publisher, the time-stamper): claim a batch
@@ -39,7 +40,7 @@ export interface QueueLoopOptions {
   readonly logger?: Logger;
 }
 
-export interface QueueLoop {
+export interface QueueLoop extends Loop {
   /** Runs until `signal` aborts; resolves after the current round finished. */
   readonly run: (signal: AbortSignal) => Promise<void>;
   /** Ends the current idle sleep early. */
@@ -90,6 +91,7 @@ export function createQueueLoop(options: QueueLoopOptions): QueueLoop {
   };
 
   return {
+    name: options.name,
     wake,
     run: async (signal) => {
       log?.info({ batchSize: options.batchSize }, `${options.name} started`);

@@ -258,5 +258,5 @@ export function createStamper(options: StamperOptions): Stamper {
     ...(options.errorDelayMs !== undefined ? { errorDelayMs: options.errorDelayMs } : {}),
     ...(log !== undefined ? { logger: log } : {}),
   });
-  return { drainOnce, run: loop.run, wake: loop.wake };
+  return { name: loop.name, drainOnce, run: loop.run, wake: loop.wake };
 }

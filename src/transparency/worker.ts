@@ -1,3 +1,4 @@
+import type { Loop } from '../queue/loop.ts';
 import { createQueueLoop } from '../queue/queue-loop.ts';
 import type { Logger } from '../log/index.ts';
 import { DUE_CHANNEL, type TransparencyJobRepository, type VaultListener } from '../vault/index.ts';
@@ -29,7 +30,7 @@ export interface WorkerOptions {
   readonly logger?: Logger;
 }
 
-export interface TransparencyWorker {
+export interface TransparencyWorker extends Loop {
   /** Runs until `signal` aborts; resolves after the current round finished. */
   run(signal: AbortSignal): Promise<void>;
   /** One round: claims up to a batch, works it, returns how many jobs were claimed. */
@@ -64,5 +65,5 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
       : {}),
   });
 
-  return { drainOnce, wake: loop.wake, run: loop.run };
+  return { name: loop.name, drainOnce, wake: loop.wake, run: loop.run };
 }

@@ -9,9 +9,9 @@ import {
   mayNeedProjection,
   projectionTargetsChanged,
   projectRun,
-  summaryOfCounts,
   type ProjectionDeps,
 } from '../../../src/controller/transparency/projection.ts';
+import { summaryOfCounts } from '../../../src/transparency/summary.ts';
 import {
   logger,
   resetCounts,

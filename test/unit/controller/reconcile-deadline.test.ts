@@ -7,7 +7,7 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ReconcileTimeoutError, withReconcileDeadline } from '../../../src/controller/manager.ts';
+import { ReconcileTimeoutError, withReconcileDeadline } from '../../../src/queue/deadline.ts';
 import { runWorkers, WorkQueue } from '../../../src/queue/index.ts';
 
 describe('reconcile deadline', () => {
