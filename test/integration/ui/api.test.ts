@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
-import { policyPackSource } from '../../../src/http/policy-packs.ts';
+import { policyPackSource } from '../../../src/http/sources/policy-packs.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';

@@ -28,7 +28,7 @@ import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
-import { policyPackSource } from '../../../src/http/policy-packs.ts';
+import { policyPackSource } from '../../../src/http/sources/policy-packs.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';

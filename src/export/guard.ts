@@ -8,7 +8,7 @@ import type {
   ManifestRepairRepository,
   RepairReason,
 } from '../vault/index.ts';
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../http/problem.ts';
 
 export interface GuardedArtifact {
   readonly bytes: Buffer;

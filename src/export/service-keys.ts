@@ -1,5 +1,5 @@
 import type { LogKey } from '../cose/key.ts';
-import { rememberSigner } from '../export/keys.ts';
+import { rememberSigner } from './keys.ts';
 import type { KeySigner } from '../signing/index.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import type { Vault } from '../vault/index.ts';

@@ -1,10 +1,10 @@
-import type { ExportItem, ExportSegment, ItemSigner } from '../export/bundle.ts';
-import { SEGMENT_SIZE } from '../export/layout.ts';
+import type { ExportItem, ExportSegment, ItemSigner } from './bundle.ts';
+import { SEGMENT_SIZE } from './layout.ts';
 import { parseCertificates } from '../signing/index.ts';
 import type { AttestationFilter, StoredAttestation, Vault } from '../vault/index.ts';
-import { withJob } from './envelope.ts';
+import { withJob } from '../http/views/envelope.ts';
 import { currentMetadata } from '../recorder/index.ts';
-import { guardStoredArtifact, type ArtifactGuardDeps } from './export-guard.ts';
+import { guardStoredArtifact, type ArtifactGuardDeps } from './guard.ts';
 
 /**
  * Where an export's records and everything they reference come from: the vault (records, SCITT

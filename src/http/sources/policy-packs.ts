@@ -1,7 +1,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
-import { kubeClient, type KubeClient } from '../kube/index.ts';
-import type { PolicyPackResource } from '../policy/index.ts';
-import type { Logger } from '../log/index.ts';
+import { kubeClient, type KubeClient } from '../../kube/index.ts';
+import type { PolicyPackResource } from '../../policy/index.ts';
+import type { Logger } from '../../log/index.ts';
 
 /**
  * The PolicyPack resources as the sidecar sees them: one cluster-wide LIST, reused for `ttlMs`

@@ -1,11 +1,11 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { readBiscuit } from '../capability/biscuit.ts';
-import { CapabilityError } from '../capability/errors.ts';
-import { isScope } from '../capability/scope.ts';
-import { verifyCredential } from '../capability/vc.ts';
+import { readBiscuit } from './biscuit.ts';
+import { CapabilityError } from './errors.ts';
+import { isScope } from './scope.ts';
+import { verifyCredential } from './vc.ts';
 import { keyIdOf } from '../signing/index.ts';
 import type { CapabilityGrantRepository } from '../vault/index.ts';
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../http/problem.ts';
 
 /**
  * The forms of the query's `capability_token` filter (docs/api.md), each turned into the one entry

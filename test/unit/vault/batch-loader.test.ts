@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createBatchLoader } from '../../../src/http/batch-loader.ts';
+import { createBatchLoader } from '../../../src/vault/batch-loader.ts';
 
 /** A fetch whose batches the test resolves by hand, recording what each asked for. */
 function manualFetch() {

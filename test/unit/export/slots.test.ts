@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ExportSlots } from '../../../src/http/export-slots.ts';
+import { ExportSlots } from '../../../src/export/slots.ts';
 import { ProblemError } from '../../../src/http/problem.ts';
 
 function refusal(fn: () => unknown): ProblemError {

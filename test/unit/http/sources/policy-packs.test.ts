@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { policyPackSource } from '../../../../src/http/policy-packs.ts';
+import { policyPackSource } from '../../../../src/http/sources/policy-packs.ts';
 import type { PolicyPackResource } from '../../../../src/policy/index.ts';
 
 const packs: PolicyPackResource[] = [

@@ -1,9 +1,9 @@
 import type { FastifyReply } from 'fastify';
-import { labelMismatches, type Statement as SignedStatement } from '../attest/index.ts';
-import { transparencyView } from '../transparency/jobs.ts';
-import type { StoredAttestation, TransparencyJob } from '../vault/index.ts';
-import { ProblemError } from './problem.ts';
-import { transparencyViewSchema } from './schemas.ts';
+import { labelMismatches, type Statement as SignedStatement } from '../../attest/index.ts';
+import { transparencyView } from '../../transparency/jobs.ts';
+import type { StoredAttestation, TransparencyJob } from '../../vault/index.ts';
+import { ProblemError } from '../problem.ts';
+import { transparencyViewSchema } from '../schemas.ts';
 
 /**
  * The bodies the hot routes send as pre-serialised bytes (GET /v1/attestations/{id}, query pages
@@ -16,7 +16,7 @@ import { transparencyViewSchema } from './schemas.ts';
  *   members are only those the schema leaves free (the signed predicate, capability chain/tokens);
  * - a builder's result carries a compile-time brand, and `sendBody` takes nothing else, so a route
  *   cannot send a hand-made object;
- * - test/unit/http/envelope.test.ts checks the bodies of every record kind, with extra fields
+ * - test/unit/http/views/envelope.test.ts checks the bodies of every record kind, with extra fields
  *   planted at every level, against the published schemas closed with additionalProperties: false.
  */
 

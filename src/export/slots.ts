@@ -1,4 +1,4 @@
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../http/problem.ts';
 
 /** Default of EXPORT_CONCURRENCY: exports streaming at once per sidecar replica. */
 export const DEFAULT_EXPORT_CONCURRENCY = 2;

@@ -2,12 +2,16 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyReply } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { makeStatement, signStatement, stepStatement } from '../../../src/attest/index.ts';
-import { sealRecord } from '../../../src/recorder/index.ts';
-import { attestationPage, ndjsonLine, sendBody, toApiEnvelope } from '../../../src/http/envelope.ts';
-import { envelopeSchema, queryPageSchema, transparencyViewSchema } from '../../../src/http/schemas.ts';
-import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from '../../../src/vault/index.ts';
-import { logSigner } from '../transparency/fixtures.ts';
+import { makeStatement, signStatement, stepStatement } from '../../../../src/attest/index.ts';
+import { sealRecord } from '../../../../src/recorder/index.ts';
+import { attestationPage, ndjsonLine, sendBody, toApiEnvelope } from '../../../../src/http/views/envelope.ts';
+import { envelopeSchema, queryPageSchema, transparencyViewSchema } from '../../../../src/http/schemas.ts';
+import {
+  ATTESTATION_KINDS,
+  type AttestationKind,
+  type StoredAttestation,
+} from '../../../../src/vault/index.ts';
+import { logSigner } from '../../transparency/fixtures.ts';
 
 /**
  * The hot routes send JSON.stringify of builder output, not Fastify's schema serializer: the
