@@ -26,7 +26,7 @@ import {
   spdxProfileProblems,
   type BuiltView,
 } from '../../src/aibom/views/index.ts';
-import type { RunSpec } from '../../src/api/run.ts';
+import type { RunSpec } from '../../src/crd/run.ts';
 import { runSpecs } from '../integration/admission/arbitraries.ts';
 import { madeRun, terminalRun, type MadeRun } from '../helpers/views.ts';
 import { p256Signer } from '../unit/attest/keys.ts';

@@ -6,7 +6,7 @@
  */
 import { aibomDigest, aibomRunOf, buildAibom, serializeAibom } from '../../src/aibom/index.ts';
 import { viewRecordOf, type ViewInput } from '../../src/aibom/views/index.ts';
-import type { Run, RunSpec, StepStatus } from '../../src/api/run.ts';
+import type { Run, RunSpec, StepStatus } from '../../src/crd/run.ts';
 import { stepBatch, terminalBatch } from '../../src/recorder/extract.ts';
 import { sealRecord } from '../../src/recorder/seal.ts';
 import type { Signer } from '../../src/signing/index.ts';

@@ -1,5 +1,5 @@
 import { subjectNames } from '../../attest/index.ts';
-import type { DatasetSpec } from '../../api/run.ts';
+import type { DatasetSpec } from '../../crd/run.ts';
 import {
   GENERATOR_NAME,
   PROPERTY_NAMESPACE,

@@ -11,7 +11,7 @@ import {
   type PolicyPackRef,
   type RunSpec,
   type StepSpec,
-} from '../../../src/api/run.ts';
+} from '../../../src/crd/run.ts';
 
 /** A generated value and whether every choice that made it was legal. */
 export interface G<T> {

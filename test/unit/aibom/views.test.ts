@@ -20,7 +20,7 @@ import {
   type SpdxElement,
   type ViewInput,
 } from '../../../src/aibom/views/index.ts';
-import type { RunSpec } from '../../../src/api/run.ts';
+import type { RunSpec } from '../../../src/crd/run.ts';
 import { sha256Hex } from '../../../src/attest/index.ts';
 import { madeRun, terminalRun, type MadeRun } from '../../helpers/views.ts';
 import { ed25519Signer, p256Signer } from '../attest/keys.ts';

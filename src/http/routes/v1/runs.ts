@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../../../blob/store.ts';
 import { C2PA_MEDIA_TYPE } from '../../../c2pa/index.ts';
 import { currentMetadata } from '../../../recorder/index.ts';
-import { guardStoredArtifact } from '../../export-guard.ts';
+import { guardStoredArtifact } from '../../../export/guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
@@ -18,8 +18,8 @@ import {
   type ViewFormat,
 } from '../../../aibom/views/index.ts';
 import { sha256Hex } from '../../../attest/index.ts';
-import { checkedStatement } from '../../envelope.ts';
-import type { PolicyPackSource } from '../../policy-packs.ts';
+import { checkedStatement } from '../../views/envelope.ts';
+import type { PolicyPackSource } from '../../sources/policy-packs.ts';
 
 export interface RunRouteDeps {
   readonly vault: Vault;
