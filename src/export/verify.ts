@@ -235,6 +235,7 @@ export async function verifyBundle(
       bom: Paths.aibom(run),
       manifest: Paths.aibomManifest(run),
       metadata: Paths.aibomMetadata(run),
+      view: Paths.aibomMetadata(run),
     };
     for (const p of result.problems) fail(pathOf[p.part], p.code, p.message);
     // The AIBOM attestation is about exactly these bytes.

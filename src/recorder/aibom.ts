@@ -241,11 +241,22 @@ export async function computeAibom(
 export async function computeAibomViews(
   attestations: Pick<AttestationRepository, 'aibomInputs' | 'getMany'>,
   run: AibomRun,
-): Promise<{ bom: Aibom; bytes: Buffer; digest: string; views: BuiltView[] }> {
+): Promise<{
+  bom: Aibom;
+  bytes: Buffer;
+  digest: string;
+  views: BuiltView[];
+  /** Record id → record digest of the records the AIBOM lists (what the views' evidence names). */
+  recordDigests: Map<string, string>;
+}> {
   const inputs = await attestations.aibomInputs(run.id);
   const aibom = aibomOf(run, inputs);
   const records = await attestations.getMany(inputs);
-  return { ...aibom, views: viewsOf(run, aibom.bom, aibom.digest, records) };
+  return {
+    ...aibom,
+    views: viewsOf(run, aibom.bom, aibom.digest, records),
+    recordDigests: new Map([...records.values()].map((r) => [r.id, r.digest])),
+  };
 }
 
 /**

@@ -43,3 +43,4 @@ export {
 } from './spdx3.ts';
 export { declarationProblems, evidenceRecord, spdxProfileProblems, type ViewProblem } from './check.ts';
 export { validateCycloneDx17 } from './validate.ts';
+export { verifyViews, type ViewCheckInput, type ViewCheckProblem, type ViewPart } from './verify.ts';

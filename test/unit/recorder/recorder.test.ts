@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { aibomRunOf } from '../../../src/aibom/index.ts';
-import { serializeView } from '../../../src/aibom/views/index.ts';
+import { serializeView, VIEW_FORMAT_NAMES } from '../../../src/aibom/views/index.ts';
 import { verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import {
@@ -114,7 +114,7 @@ describe('recorder', () => {
       ['artifact', 'https://cyclonedx.org/bom', [`artifact:${run.metadata.uid}:aibom.cdx-1.7.json`]],
       ['artifact', 'https://spdx.dev/Document/v3', [`artifact:${run.metadata.uid}:aibom.spdx-3.0.1.json`]],
     ]);
-    expect(Object.values(meta.views ?? {}).map((v) => v.attestation_id)).toEqual(viewRows.map((r) => r.id));
+    expect(VIEW_FORMAT_NAMES.map((f) => meta.views?.[f]?.attestation_id)).toEqual(viewRows.map((r) => r.id));
     // Each view record signs the view the CLI recomputes from the vault, byte for byte, and its
     // subject digest is that of those bytes.
     const { views } = await computeAibomViews(w.vault.attestations, aibomRunOf(run));
@@ -127,7 +127,7 @@ describe('recorder', () => {
       };
       expect(serializeView(statement.predicate).equals(views[i]!.bytes)).toBe(true);
       expect(`sha256:${statement.subject[0]!.digest.sha256}`).toBe(views[i]!.digest);
-      expect(Object.values(meta.views ?? {})[i]!.digest).toBe(views[i]!.digest);
+      expect(meta.views?.[views[i]!.format]?.digest).toBe(views[i]!.digest);
     }
     expect(aibomRow.record.c2paManifestRef).toBe(`s3://${w.blobs.bucket}/${meta.c2pa_manifest.key}`);
     const bytes = w.blobs.objects.get(meta.key)!.body;
