@@ -167,6 +167,22 @@ describe('CycloneDX 1.7 view: both CycloneDX libraries accept every view', () =>
   }, 120_000);
 });
 
+describe('the sample views shown in docs/aibom.md (docs/examples/aibom-views/)', () => {
+  const examples = join(repoRoot, 'docs/examples/aibom-views');
+  const files = (suffix: string) =>
+    ['succeeded', 'failed'].map((l) => join(examples, `sample-run-${l}.${suffix}.json`));
+
+  it('pass cyclonedx-python-lib and tools-java too', async () => {
+    const cdx = files('cdx-1.7');
+    const py = await outcome(python, [join(repoRoot, 'test/conformance/views/cdx_validate.py'), ...cdx]);
+    expect(py.out.trim().split('\n')).toEqual(cdx.map((f) => `valid ${f}`));
+    const spdx = files('spdx-3.0.1');
+    const java = await outcome('java', ['-cp', `${spdxAll}:${spdxJar}`, 'SpdxVerifyAll', ...spdx]);
+    expect(java.out.trim().split('\n')).toEqual(spdx.map((f) => `valid ${f}`));
+    for (const f of spdx) expect(spdxProfileProblems(JSON.parse(await readFile(f, 'utf8')))).toEqual([]);
+  }, 600_000);
+});
+
 describe('SPDX 3.0.1 view: tools-java accepts every view and rejects a broken one', () => {
   it('`java -jar tools-java.jar Verify FILE JSONLD` on the sample run, succeeded and failed', async () => {
     for (const w of written.filter((x) => x.label.startsWith('sample-'))) {

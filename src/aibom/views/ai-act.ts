@@ -53,6 +53,9 @@ const ofKind =
   (r: ViewRecord) =>
     kinds.includes(r.kind);
 
+/** `1 step`, `2 steps`. */
+const n = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
+
 const counted = (c: Readonly<Record<string, number>>): string =>
   ['step', 'capability', 'policy', 'run']
     .filter((k) => (c[k] ?? 0) > 0)
@@ -74,7 +77,7 @@ export const PROVISIONS: readonly Provision[] = [
     ],
     cites: all,
     claim: (f) =>
-      `The vault recorded ${f.records} events of run ${f.runLabel} automatically, as signed and hash-chained records (${counted(f.counts)}).`,
+      `The vault recorded ${n(f.records, 'event')} of run ${f.runLabel} automatically, as signed and hash-chained records (${counted(f.counts)}).`,
   },
   {
     id: 'art-12-2',
@@ -90,7 +93,7 @@ export const PROVISIONS: readonly Provision[] = [
     ],
     cites: ofKind('step', 'capability', 'run'),
     claim: (f) =>
-      `For run ${f.runLabel} (${f.status}) the vault holds ${f.recordedSteps} of ${f.steps} steps with phase, times, digests, model or tool and policy pack, ${f.counts.capability ?? 0} capability grants with their approvers, and the run's provenance.`,
+      `For run ${f.runLabel} (${f.status}) the vault holds ${f.recordedSteps} of ${n(f.steps, 'step')} with phase, times, digests, model or tool and policy pack, ${n(f.counts.capability ?? 0, 'capability grant')} with their approvers, and the run's provenance.`,
   },
   {
     id: 'art-19-1',
@@ -106,7 +109,7 @@ export const PROVISIONS: readonly Provision[] = [
     ],
     cites: all,
     claim: (f) =>
-      `The ${f.records} records of run ${f.runLabel} are held append-only and hash-chained in the vault that issued this view.`,
+      `The ${n(f.records, 'record')} of run ${f.runLabel} are held append-only and hash-chained in the vault that issued this view.`,
   },
   {
     id: 'annex-iv-2b',
@@ -122,7 +125,7 @@ export const PROVISIONS: readonly Provision[] = [
     ],
     cites: ofKind('run', 'step', 'policy'),
     claim: (f) =>
-      `The run provenance of ${f.runLabel} signs its spec: ${f.steps} steps with their dependencies, models, tools and policy packs; ${f.recordedSteps} step records restate what each finished step ran.`,
+      `The run provenance of ${f.runLabel} signs its spec: ${n(f.steps, 'step')} with their dependencies, models, tools and policy packs; ${n(f.recordedSteps, 'step record')} restate what each finished step ran.`,
   },
   {
     id: 'annex-iv-2d',
@@ -139,7 +142,7 @@ export const PROVISIONS: readonly Provision[] = [
     cites: ofKind('run'),
     claim: (f) =>
       f.datasets > 0
-        ? `The run provenance of ${f.runLabel} signs ${f.datasets} dataset declarations of ${f.datasetSteps} steps.`
+        ? `The run provenance of ${f.runLabel} signs ${n(f.datasets, 'dataset declaration')} of ${n(f.datasetSteps, 'step')}.`
         : `No step of run ${f.runLabel} declares a dataset; the run provenance signs the spec that says so, and the step records carry the digests of their inputs.`,
   },
   {
@@ -156,7 +159,7 @@ export const PROVISIONS: readonly Provision[] = [
     ],
     cites: ofKind('step', 'run'),
     claim: (f) =>
-      `The ${f.recordedSteps} step records and the run provenance of ${f.runLabel} are dated (the times the pipeline reported) and signed by the vault.`,
+      `The ${n(f.recordedSteps, 'step record')} and the run provenance of ${f.runLabel} are dated (the times the pipeline reported) and signed by the vault.`,
   },
 ];
 

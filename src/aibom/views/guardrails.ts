@@ -30,6 +30,7 @@ export interface GuardrailDeclarations {
 }
 
 const packKey = (name: string, version: string): string => JSON.stringify([name, version]);
+const stepCount = (n: number): string => (n === 1 ? '1 step' : `${n} steps`);
 
 export const standardRef = (p: Pick<AibomPolicy, 'pack' | 'version'>): string =>
   `standard:${subjectNames.policy(p.pack, p.version)}`;
@@ -90,10 +91,10 @@ export function guardrailDeclarations(input: ViewInput, runRef: string): Guardra
         'bom-ref': claimRef,
         target: runRef,
         predicate: exercised
-          ? `${k} of the ${n} steps that policy pack ${label} governs ran under it (${recorded.map((s) => s.id).join(', ')}); the pack declares guardrail "${guardrail}".`
+          ? `${k} of ${stepCount(n)} governed by policy pack ${label} ran under it (${recorded.map((s) => s.id).join(', ')}); the pack declares guardrail "${guardrail}".`
           : n === 0
             ? `No step of the run is governed by policy pack ${label}: guardrail "${guardrail}" was not exercised.`
-            : `None of the ${n} steps that policy pack ${label} governs is recorded as having run: guardrail "${guardrail}" was not exercised.`,
+            : `Not one of ${stepCount(n)} governed by policy pack ${label} is recorded as having run: guardrail "${guardrail}" was not exercised.`,
         reasoning:
           (listed
             ? `The policy record lists "${guardrail}" among the guardrails of ${label}`
@@ -108,7 +109,7 @@ export function guardrailDeclarations(input: ViewInput, runRef: string): Guardra
               claims: [claimRef],
               conformance: {
                 score: k / n,
-                rationale: `${k} of ${n} governed steps are recorded under ${label}, which declares the guardrail.`,
+                rationale: `${k} of ${stepCount(n)} governed by ${label} recorded under it; the pack declares the guardrail.`,
               },
               confidence: {
                 score: 0,

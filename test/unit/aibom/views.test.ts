@@ -1,5 +1,7 @@
 import { Spec, Validation } from '@cyclonedx/cyclonedx-library';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { AibomError } from '../../../src/aibom/index.ts';
 import {
   AI_ACT_STANDARD_REF,
@@ -90,6 +92,37 @@ describe('views: golden (fixture run with datasets; record digests replaced by s
     };
     await expectGoldenJson('view-cyclonedx-1.7.json', toCycloneDx17(input));
     await expectGoldenJson('view-spdx-3.0.1.json', toSpdx3(input));
+  });
+});
+
+describe('views: the sample Run of docs/aibom.md (manifests/samples/run.yaml; digests sha256(id))', () => {
+  it('matches docs/examples/aibom-views/sample-run.*.json, succeeded and failed', async () => {
+    const sample = (
+      parse(readFileSync(new URL('../../../manifests/samples/run.yaml', import.meta.url), 'utf8')) as {
+        spec: RunSpec;
+      }
+    ).spec;
+    const docs = new URL('../../../docs/examples/aibom-views/', import.meta.url);
+    for (const [label, opts] of [
+      ['succeeded', {}],
+      ['failed', { phase: 'Failed', unfinished: ['post-comment'] }],
+    ] as const) {
+      const m = madeRun(
+        terminalRun(sample, {
+          namespace: 'demo',
+          name: 'sample-run',
+          uid: '019a7c3e-52a1-7f4b-8c2d-3e4f5a6b7c8d',
+          ...opts,
+        }),
+        ed25519Signer(),
+      );
+      const input: ViewInput = {
+        ...m.input,
+        records: m.input.records.map((r) => ({ ...r, digest: `sha256:${sha256Hex(r.id)}` })),
+      };
+      await expectGoldenJson(`sample-run-${label}.cdx-1.7.json`, toCycloneDx17(input), docs);
+      await expectGoldenJson(`sample-run-${label}.spdx-3.0.1.json`, toSpdx3(input), docs);
+    }
   });
 });
 
@@ -232,7 +265,7 @@ describe('guardrails as a standard: conformance and confidence', () => {
     expect(entry!.confidence.score).toBe(0);
     expect(entry!.confidence.rationale).toMatch(/not enforced/);
     const claim = doc.declarations.claims.find((c) => c['bom-ref'] === entry!.claims![0])!;
-    expect(claim.predicate).toMatch(/^2 of the 2 steps/);
+    expect(claim.predicate).toMatch(/^2 of 2 steps governed by policy pack baseline@1 ran under it/);
     // The policy record and the two step records under the pack.
     expect(claim.evidence).toHaveLength(3);
   });
@@ -307,7 +340,7 @@ describe('EU AI Act evidence map', () => {
     }
     expect(doc.declarations.affirmation.statement).toMatch(/does not replace/);
     const datasets = doc.declarations.claims.find((c) => c['bom-ref'] === 'claim:eu-ai-act:annex-iv-2d')!;
-    expect(datasets.predicate).toMatch(/signs 2 dataset declarations of 1 steps/);
+    expect(datasets.predicate).toMatch(/signs 2 dataset declarations of 1 step\./);
   });
 
   it('a run whose steps declare no dataset says so', () => {
