@@ -2,6 +2,15 @@ import { createHash, hash, type KeyObject, type X509Certificate } from 'node:cry
 import { envelopeDigest, verifyRecord, type Statement, type Trust } from '../attest/index.ts';
 import { rotationProblem, scopeProblemIn } from '../attest/trust-bundle.ts';
 import { verifyAibomArtifact } from '../aibom/verify.ts';
+import type { Aibom } from '../aibom/index.ts';
+import {
+  serializeView,
+  verifyView,
+  VIEW_FORMATS,
+  VIEW_FORMAT_NAMES,
+  type ViewFormat,
+} from '../aibom/views/index.ts';
+import { subjectNames } from '../attest/index.ts';
 import { verifyManifest } from '../c2pa/index.ts';
 import { decodeKeySet, type LogKey } from '../cose/key.ts';
 import {
@@ -91,7 +100,8 @@ const ARCHIVE = '(archive)';
 export const MAX_JSONL_LINE = 16 * 1024 * 1024;
 const ENVELOPE =
   /^attestations\/([0-9a-f-]{36})\/(envelope\.json|sigstore\.json|statement\.cose|receipt\.cose)$/;
-const RUN = /^runs\/([0-9a-f-]{36})\/(aibom\.json|aibom\.c2pa|aibom\.meta\.json)$/;
+const RUN =
+  /^runs\/([0-9a-f-]{36})\/(aibom\.json|aibom\.c2pa|aibom\.meta\.json|aibom\.cdx-1\.7\.json|aibom\.spdx-3\.0\.1\.json)$/;
 const CERT = /^certs\/([0-9a-f]{64})\.pem$/;
 const KEY = /^keys\/([0-9a-f]{64})\.pem$/;
 const LOG_CERT = /^scitt\/log-certs\/([0-9a-f]{64})\.pem$/;
@@ -109,7 +119,25 @@ interface OpenRecord {
   readonly published: { statement: Buffer; receipt: Buffer } | undefined;
   seen: Set<string>;
   aibom: { bytes?: Buffer; manifest?: Buffer; metadata?: Buffer; metadataPath?: string } | undefined;
+  /** For the record of a standard view of an AIBOM: its format and the view file next to it. */
+  view?: { format: ViewFormat; bytes?: Buffer };
+  /** The trust its envelope verified under (undefined: it did not). */
+  trust?: Trust;
   statementBytes?: Buffer;
+}
+
+/** The format of a view record (kind `artifact`, a view's predicate type and subject), if it is one. */
+function viewFormatOf(
+  record: Record<string, unknown>,
+  statement: Statement | undefined,
+): ViewFormat | undefined {
+  const run = record.run_id;
+  if (record.kind !== 'artifact' || typeof run !== 'string' || statement === undefined) return undefined;
+  return VIEW_FORMAT_NAMES.find(
+    (f) =>
+      VIEW_FORMATS[f].predicateType === statement.predicateType &&
+      statement.subject[0]?.name === subjectNames.artifact(run, VIEW_FORMATS[f].artifactName),
+  );
 }
 
 function parseJson(content: Buffer): unknown {
@@ -150,6 +178,10 @@ export async function verifyBundle(
   let bundleLogKeys: LogKey[] = [];
 
   const digests: string[] = [];
+  // Record id → digest of every record read, and each run's AIBOM once verified: a view record
+  // (after its AIBOM's, ids increase) is checked against both when it closes.
+  const recordDigests = new Map<string, string>();
+  const aibomsByRun = new Map<string, { bom: Aibom; digest: string; metadata: Record<string, unknown> }>();
   /** Capability checks of the entry just read (awaited before the next one: memory stays flat). */
   const pending: Promise<void>[] = [];
   /** Who approved which step under which scope, one line per verified chain. */
@@ -214,6 +246,48 @@ export async function verifyBundle(
         checkAibom(r, run, a.bytes, a.manifest, a.metadata);
       }
     }
+    if (r.view !== undefined) checkView(r, r.view);
+  };
+
+  /**
+   * A standard view's record closed: its file must be there and be what the record signs; with its
+   * run's AIBOM earlier in the bundle, the view must be the one the AIBOM's metadata lists and be
+   * about that AIBOM, its evidence naming the AIBOM's records with the digests this bundle holds
+   * (all of them when the bundle holds them all: src/aibom/views/verify.ts).
+   */
+  const checkView = (r: OpenRecord, view: { format: ViewFormat; bytes?: Buffer }): void => {
+    const run = String(r.record.run_id);
+    const path = Paths.aibomView(run, VIEW_FORMATS[view.format].artifactName);
+    if (view.bytes === undefined) {
+      fail(path, 'MISSING', `the ${view.format} view record is exported without the view`);
+      return;
+    }
+    const aibom = aibomsByRun.get(run);
+    if (aibom === undefined) {
+      // Its AIBOM is not in this bundle: the bytes are still the ones the record signs.
+      const subject = r.statement?.subject[0]?.digest.sha256;
+      if (
+        r.statement === undefined ||
+        subject !== hash('sha256', view.bytes) ||
+        !serializeView(r.statement.predicate).equals(view.bytes)
+      ) {
+        fail(path, 'VIEW_NOT_SIGNED', `not the view attestation ${r.id} signs`);
+      }
+      return;
+    }
+    const result = verifyView(
+      view.format,
+      { format: view.format, bytes: view.bytes, record: r.record },
+      {
+        bom: aibom.bom,
+        aibomDigest: aibom.digest,
+        views: aibom.metadata.views,
+        trust: r.trust,
+        records: recordDigests,
+        recordsComplete: aibom.bom.trust.attestation_ids.every((id) => recordDigests.has(id)),
+      },
+    );
+    for (const p of result.problems) fail(path, p.code, p.message);
   };
 
   const checkAibom = (
@@ -231,6 +305,14 @@ export async function verifyBundle(
       return;
     }
     const result = verifyAibomArtifact({ bytes, manifest, metadata }, anchors, options.tsaTrustAnchors ?? []);
+    try {
+      const bom = parseJson(bytes) as Aibom;
+      if (isObject(metadata) && bom.trust !== undefined && bom.metadata !== undefined) {
+        aibomsByRun.set(run, { bom, digest: `sha256:${hash('sha256', bytes)}`, metadata });
+      }
+    } catch {
+      // Reported by verifyAibomArtifact (MALFORMED_AIBOM).
+    }
     const pathOf = {
       bom: Paths.aibom(run),
       manifest: Paths.aibomManifest(run),
@@ -347,6 +429,7 @@ export async function verifyBundle(
     }
     if (record.id !== id) fail(path, 'RECORD_MISMATCH', `the record's id is ${String(record.id)}, not ${id}`);
     digests.push(typeof record.digest === 'string' ? record.digest : '');
+    if (typeof record.digest === 'string') recordDigests.set(id, record.digest);
     const { trust, material } = signerOf(record, path);
     let statement: Statement | undefined;
     if (trust !== undefined) {
@@ -398,7 +481,10 @@ export async function verifyBundle(
       published,
       seen: new Set(['envelope.json']),
       aibom: record.kind === 'aibom' ? {} : undefined,
+      ...(trust !== undefined ? { trust } : {}),
     };
+    const viewFormat = viewFormatOf(record, statement);
+    if (viewFormat !== undefined) open.view = { format: viewFormat };
   };
 
   const onRecordFile = (id: string, file: string, path: string, content: Buffer): void => {
@@ -461,6 +547,15 @@ export async function verifyBundle(
 
   const onRunFile = (run: string, file: string, path: string, content: Buffer): void => {
     const r = open;
+    const view = VIEW_FORMAT_NAMES.find((f) => VIEW_FORMATS[f].artifactName === file);
+    if (view !== undefined) {
+      if (r?.view?.format !== view || r.record.run_id !== run) {
+        fail(path, 'UNEXPECTED_ENTRY', `not next to the ${view} view record of its run`);
+        return;
+      }
+      r.view.bytes = content;
+      return;
+    }
     if (r?.aibom === undefined || r.record.run_id !== run) {
       fail(path, 'UNEXPECTED_ENTRY', 'not next to the AIBOM attestation of its run');
       return;

@@ -38,6 +38,7 @@ import { signerFromPem, type KeySigner } from '../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../src/vault/index.ts';
 import { stackApp } from '../helpers/app.ts';
 import { stackBlobs } from '../helpers/blobs.ts';
+import { tarEntries } from '../helpers/export.ts';
 import { createRun, getRun, poll, sampleRunSpec } from '../helpers/controller-process.ts';
 import { generateDevPki } from '../helpers/pki.ts';
 import { createNamespace } from '../helpers/rbac.ts';
@@ -125,7 +126,7 @@ beforeAll(async () => {
     watchNamespace: ns,
     lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
-  app = await stackApp(vault, signer.caCertificates);
+  app = await stackApp(vault, signer.caCertificates, { signer });
   await app.listen({ host: '127.0.0.1', port: 0 });
   apiUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   const ensured = await run('bash', [join(repoRoot, 'hack/ensure-verifiers.sh')]);
@@ -308,12 +309,8 @@ describe.each([
     expect(missing.code).toBe(1);
     expect(missing.stdout + missing.stderr).toMatch(/VIEW_MISSING/);
   });
-});
-
-describe('guardrail claims of a failed run', () => {
-  it('the pack of the step that never ran is not claimed as met', async () => {
-    const done = await getRun(ns, 'sample-failed');
-    const res = await api(`/v1/runs/${done.metadata.uid}/artifacts/aibom?format=cyclonedx-1.7`);
+  it.runIf(label === 'failed')('the pack of the step that never ran is not claimed as met', async () => {
+    const res = await api(`/v1/runs/${runId}/artifacts/aibom?format=cyclonedx-1.7`);
     const doc = (await res.json()) as {
       declarations: {
         attestations: {
@@ -326,6 +323,49 @@ describe('guardrail claims of a failed run', () => {
     expect(egress.map.map((m) => [m.claims, m.counterClaims?.length, m.conformance.score])).toEqual([
       [undefined, 1, 0],
     ]);
+  });
+});
+
+describe('export bundles carry the views, and service-ctl verify checks them', { timeout: 600_000 }, () => {
+  it('the evidence bundle (audit export) and an export of the whole run verify; a changed view does not', async () => {
+    const done = await completedRun('bundled');
+    const id = done.metadata.uid;
+    const meta = done.status?.artifacts?.aibom as AibomMetadata;
+    const evidence = join(dir, 'evidence.tar');
+    const exported = await cli(['audit', 'export', '--run', id, '--output', evidence]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const entries = await tarEntries(await readFile(evidence));
+    const paths = entries.map((e) => e.path);
+    for (const format of VIEW_FORMAT_NAMES) {
+      const entry = meta.views![format]!;
+      expect(paths).toContain(`attestations/${entry.attestation_id}/envelope.json`);
+      const file = entries.find((e) => e.path === `runs/${id}/${entry.name}`);
+      expect(`sha256:${sha256Hex(file!.content)}`, format).toBe(entry.digest);
+    }
+    const ok = await cli(['verify', evidence, '--trust-anchor', anchor]);
+    expect(ok.code, ok.stdout + ok.stderr).toBe(0);
+
+    // Every record of the run: the views' evidence must name records of the bundle, digests equal.
+    const whole = join(dir, 'run.tar');
+    const all = await cli(['attestation', 'export', '--run', id, '--output', whole]);
+    expect(all.code, all.stderr).toBe(0);
+    const verified = await cli(['verify', whole, '--trust-anchor', anchor]);
+    expect(verified.code, verified.stdout + verified.stderr).toBe(0);
+
+    // The same bundle with one claim of the CycloneDX view changed: the view is no longer what
+    // its record signs (and the indexes and the bundle manifest no longer match either).
+    const original = await readFile(whole);
+    const viewEntry = (await tarEntries(original)).find((e) => e.path === `runs/${id}/aibom.cdx-1.7.json`)!;
+    const text = viewEntry.content.toString('latin1');
+    const changed = text.replace('"target":"run:', '"target":"run-');
+    expect(changed).not.toBe(text);
+    const tampered = Buffer.from(original);
+    tampered.write(changed, viewEntry.offset + 512, 'latin1');
+    const bad = join(dir, 'run-tampered.tar');
+    await writeFile(bad, tampered);
+    const failed = await cli(['verify', bad, '--trust-anchor', anchor]);
+    expect(failed.code).toBe(1);
+    expect(failed.stdout).toMatch(new RegExp(`FAIL  runs/${id}/aibom\\.cdx-1\\.7\\.json  VIEW_`));
   });
 });
 

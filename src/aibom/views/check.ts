@@ -52,9 +52,15 @@ export function evidenceRecord(evidence: unknown): { id: string; digest: string 
 
 /**
  * Problems of a CycloneDX 1.7 view's `declarations` (empty = none). With `records` (id → digest,
- * e.g. the records of an export bundle), every evidence entry must name one of them, digest equal.
+ * e.g. the records of an export bundle), every evidence entry must name one of them, digest equal;
+ * with `complete: false` (a selection of the records only), evidence naming a record not among them
+ * is not a problem, one naming a record among them with another digest still is.
  */
-export function declarationProblems(doc: unknown, records?: ReadonlyMap<string, string>): ViewProblem[] {
+export function declarationProblems(
+  doc: unknown,
+  records?: ReadonlyMap<string, string>,
+  options: { complete?: boolean } = {},
+): ViewProblem[] {
   const problems: ViewProblem[] = [];
   const refs = new Set<string>();
   collectBomRefs(doc, refs);
@@ -115,7 +121,11 @@ export function declarationProblems(doc: unknown, records?: ReadonlyMap<string, 
         path: `/declarations/evidence/${i}`,
         message: 'evidence names no record (attestation urn:uuid and dsse-digest sha256)',
       });
-    } else if (records !== undefined && records.get(named.id) !== named.digest) {
+    } else if (
+      records !== undefined &&
+      records.get(named.id) !== named.digest &&
+      (records.has(named.id) || options.complete !== false)
+    ) {
       problems.push({
         code: 'EVIDENCE_NOT_IN_BUNDLE',
         path: `/declarations/evidence/${i}`,

@@ -43,4 +43,10 @@ export {
 } from './spdx3.ts';
 export { declarationProblems, evidenceRecord, spdxProfileProblems, type ViewProblem } from './check.ts';
 export { validateCycloneDx17 } from './validate.ts';
-export { verifyViews, type ViewCheckInput, type ViewCheckProblem, type ViewPart } from './verify.ts';
+export {
+  verifyView,
+  verifyViews,
+  type ViewCheckInput,
+  type ViewCheckProblem,
+  type ViewPart,
+} from './verify.ts';

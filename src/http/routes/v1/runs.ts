@@ -11,14 +11,8 @@ import { requireVisible } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
-import {
-  isViewFormat,
-  serializeView,
-  VIEW_FORMAT_NAMES,
-  type ViewFormat,
-} from '../../../aibom/views/index.ts';
-import { sha256Hex } from '../../../attest/index.ts';
-import { checkedStatement } from '../../views/envelope.ts';
+import { isViewFormat, VIEW_FORMAT_NAMES } from '../../../aibom/views/index.ts';
+import { recordedView } from '../../views/aibom-views.ts';
 import type { PolicyPackSource } from '../../sources/policy-packs.ts';
 
 export interface RunRouteDeps {
@@ -180,59 +174,6 @@ const downloadQuery = {
     },
   },
 } as const;
-
-/**
- * A standard view of the AIBOM as recorded: the bytes are the JCS of the view record's signed
- * predicate, and must hash to the digest its statement's subject and the metadata state (a record
- * altered in the database is 500 RECORD_TAMPERED, never served). 404 VIEW_NOT_RECORDED for an AIBOM
- * recorded before views existed.
- */
-async function recordedView(
-  vault: Vault,
-  meta: Record<string, unknown>,
-  format: ViewFormat,
-): Promise<{ bytes: Buffer; attestationId: string; mediaType: string; digest: string }> {
-  const views = (meta.views ?? {}) as Record<
-    string,
-    { attestation_id?: string; digest?: string; media_type?: string }
-  >;
-  const entry = views[format];
-  if (typeof entry?.attestation_id !== 'string' || typeof entry.digest !== 'string') {
-    throw new ProblemError(
-      404,
-      'VIEW_NOT_RECORDED',
-      `this AIBOM has no recorded ${format} view (it was recorded before views existed); service-ctl aibom generate --format ${format} computes one`,
-    );
-  }
-  const record = await vault.attestations.get(entry.attestation_id);
-  if (record === null) {
-    throw new ProblemError(
-      500,
-      'RECORD_TAMPERED',
-      `the ${format} view's record ${entry.attestation_id} is missing`,
-    );
-  }
-  // Labels and payload as signed (500 RECORD_TAMPERED otherwise), then the bytes must be the ones
-  // the statement's subject and the metadata name.
-  const statement = checkedStatement(record);
-  const bytes = serializeView(statement.predicate);
-  const digest = `sha256:${sha256Hex(bytes)}`;
-  const subject: unknown = Array.isArray(statement.subject) ? (statement.subject as unknown[])[0] : undefined;
-  const signed = (subject as { digest?: { sha256?: unknown } } | undefined)?.digest?.sha256;
-  if (digest !== entry.digest || `sha256:${String(signed)}` !== digest) {
-    throw new ProblemError(
-      500,
-      'RECORD_TAMPERED',
-      `the ${format} view's record ${entry.attestation_id} does not hash to the digest it signs: it is not served`,
-    );
-  }
-  return {
-    bytes,
-    attestationId: entry.attestation_id,
-    mediaType: entry.media_type ?? 'application/json',
-    digest,
-  };
-}
 
 export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
