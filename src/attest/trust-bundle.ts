@@ -1,4 +1,5 @@
 import { createPublicKey, type X509Certificate } from 'node:crypto';
+import { BaseError } from '../errors.ts';
 import {
   parseCertificates,
   resolveInKeyStore,
@@ -51,7 +52,12 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-export class TrustBundleError extends Error {}
+/** A document that is not a usable trust bundle; the message names what is wrong. */
+export class TrustBundleError extends BaseError<'TRUST_BUNDLE_INVALID'> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('TRUST_BUNDLE_INVALID', message, options);
+  }
+}
 
 /** A trust bundle from the JSON of GET /v1/keys; throws TrustBundleError naming what is wrong. */
 export function trustBundleOf(json: unknown): TrustBundle {
@@ -81,7 +87,7 @@ export function trustBundleOf(json: unknown): TrustBundle {
       tsaAnchors: tsaPem.includes('CERTIFICATE') ? parseCertificates(tsaPem, 'tsa_trust_anchors_pem') : [],
     };
   } catch (err) {
-    throw new TrustBundleError((err as Error).message);
+    throw new TrustBundleError((err as Error).message, { cause: err });
   }
 }
 
