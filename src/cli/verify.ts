@@ -235,10 +235,15 @@ async function verifyBundleFile(
       ? ` (${result.timestamped} with certificates checked at the time of their RFC 3161 time-stamp)`
       : '';
   const summary = `${result.attestations} attestations${stamped}, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
+  // CHAIN lines come only from a bundle that verified (result.chains is empty otherwise).
+  const withheld =
+    result.withheldChains > 0
+      ? `; ${result.withheldChains} capability chain(s) not listed: they vouch for nothing in a bundle that fails`
+      : '';
   process.stdout.write(
     result.ok
       ? `OK    ${path}: bundle verified (${summary})\n`
-      : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})\n`,
+      : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})${withheld}\n`,
   );
   return result.ok;
 }
@@ -428,7 +433,8 @@ export const verifyCommand = {
             key_id: result.keyId,
             checked_at: result.checkedAt?.toISOString(),
             timestamp: result.timestamp,
-            chains: caps.lines,
+            // Like the CHAIN lines of text output: only for a record that verified.
+            chains: result.ok ? caps.lines : [],
             problems: result.problems,
           })}\n`,
         );

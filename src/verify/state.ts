@@ -59,8 +59,15 @@ export interface VerifyBundleResult {
   readonly receipts: number;
   readonly runs: number;
   readonly entries: number;
-  /** One line per verified capability chain: who approved which step under which scope. */
+  /**
+   * One line per verified capability chain: who approved which step under which scope. Only for a
+   * bundle that verified: a chain read from an archive that failed vouches for nothing (its record
+   * may have been swapped in from another archive, or its neighbours changed), so it is counted
+   * in `withheldChains` instead (docs/export.md).
+   */
   readonly chains: readonly string[];
+  /** Chains whose own checks passed in a bundle that did not verify: not listed in `chains`. */
+  readonly withheldChains: number;
   readonly index?: BundleIndex;
 }
 
@@ -215,7 +222,8 @@ export class BundleState {
       receipts: this.receipts,
       runs: this.runs,
       entries: this.entries,
-      chains: this.chainLines,
+      chains: ok ? this.chainLines : [],
+      withheldChains: ok ? 0 : this.chainLines.length,
       ...(withIndex && this.index !== undefined ? { index: this.index } : {}),
     };
   }
