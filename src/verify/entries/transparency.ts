@@ -2,13 +2,16 @@ import { verifyReceipt } from '../../transparency/receipt.ts';
 import { verifySignedStatement } from '../../transparency/statement.ts';
 import type { EntryHandler } from '../entry.ts';
 import type { BundleState, OpenRecord } from '../state.ts';
+import { remoteClaimProblem } from '../receipt.ts';
 import { ownerRecord } from './sigstore.ts';
 
 /**
  * `attestations/<id>/statement.cose` and `receipt.cose`, for a record published in a SCITT log
  * (workflow step e): the signed statement is the record's, by a signer chaining to the anchors,
  * about this record and signing its digest; the receipt is the record's, and proves the
- * statement's inclusion under a trusted log key. A published record has both.
+ * statement's inclusion under a trusted log key, and a record that claims a remote publication
+ * was not in fact appended to the exporting deployment's own log (RECEIPT_NOT_REMOTE,
+ * src/verify/receipt.ts). A published record has both files.
  */
 
 /** The record's transparency entry, or undefined after reporting that it has none. */
@@ -82,9 +85,13 @@ export const receiptEntry: EntryHandler = {
         'UNKNOWN_LOG_KEY',
         'no log key chains to the trust anchor and none was given (--log-keys)',
       );
-      return;
+    } else {
+      const v = verifyReceipt({ receipt: entry.content, statement, logKey: state.logKeys });
+      if (!v.ok) state.fail(entry.path, v.code, v.message);
     }
-    const v = verifyReceipt({ receipt: entry.content, statement, logKey: state.logKeys });
-    if (!v.ok) state.fail(entry.path, v.code, v.message);
+    // The bundle's own log keys are the exporting deployment's log: a receipt under one is a dry run.
+    const local = [...state.bundleLogKeys, ...(state.options.localLogKeys ?? [])];
+    const claim = remoteClaimProblem(r.record.transparency, statement, entry.content, local);
+    if (claim !== undefined) state.fail(entry.path, claim.code, claim.message);
   },
 };

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Paths } from '../../../src/export/layout.ts';
 import { logKeyOf } from '../../../src/cose/key.ts';
@@ -5,7 +6,7 @@ import { envelopeEntry } from '../../../src/verify/entries/envelope.ts';
 import { signerCertEntry } from '../../../src/verify/entries/keys.ts';
 import { sigstoreEntry } from '../../../src/verify/entries/sigstore.ts';
 import { receiptEntry, statementEntry } from '../../../src/verify/entries/transparency.ts';
-import type { BundleState } from '../../../src/verify/index.ts';
+import { verifyBundle, type BundleState } from '../../../src/verify/index.ts';
 import { logSigner } from '../transparency/fixtures.ts';
 import { contentOf, feed, fixture, found, freshState, optionsOf, type Fixture } from './fixtures.ts';
 
@@ -90,5 +91,38 @@ describe('statement.cose and receipt.cose', () => {
     feed(s, statementEntry, Paths.statement(published), Buffer.from('not cose'));
     expect(found(s)).toContain(`${Paths.statement(published)} RECORD_MISMATCH`);
     expect(s.problems.length).toBe(2);
+  });
+});
+
+describe('a bundle whose records claim a remote SCITT publication', () => {
+  it("with receipts of the exporting deployment's own log (scitt/log-keys.cbor): RECEIPT_NOT_REMOTE on each", async () => {
+    const lying = await fixture({ claim: { backend: 'scrapi', mode: 'published' } });
+    const result = await verifyBundle(Readable.from([lying.bytes]), optionsOf(lying));
+    const receipts = lying.items.filter((i) => i.scitt !== undefined).map((i) => Paths.receipt(i.id));
+    expect(receipts.length).toBeGreaterThan(0);
+    expect(result.problems.map((p) => `${p.entry} ${p.code}`)).toEqual(
+      receipts.map((r) => `${r} RECEIPT_NOT_REMOTE`),
+    );
+    expect(result.ok).toBe(false);
+  });
+
+  it('with receipts of another log, given with --log-keys: verified', async () => {
+    const remote = logSigner();
+    const honest = await fixture({ claim: { backend: 'scrapi', mode: 'published' }, log: remote });
+    const result = await verifyBundle(
+      Readable.from([honest.bytes]),
+      optionsOf(honest, { logKeys: [logKeyOf(remote.publicKey)] }),
+    );
+    expect(result.problems).toEqual([]);
+  });
+
+  it("the trust bundle's own log keys count too (a bundle that ships none)", async () => {
+    const remote = logSigner();
+    const g = await fixture({ claim: { backend: 'scrapi', mode: 'published' }, log: remote });
+    const result = await verifyBundle(
+      Readable.from([g.bytes]),
+      optionsOf(g, { logKeys: [logKeyOf(remote.publicKey)], localLogKeys: [logKeyOf(remote.publicKey)] }),
+    );
+    expect(result.problems.map((p) => p.code)).toContain('RECEIPT_NOT_REMOTE');
   });
 });
