@@ -228,12 +228,16 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
             'no signed Biscuit root key to verify the Biscuit with',
           );
         const b = await readBiscuit(t.token, expected.biscuitRootKey);
-        if (!blocksNarrow(b.blocks))
+        // The service's blocks (one per signed link) restate the chain; blocks a holder appended
+        // after them may only narrow it.
+        const minted = expected.links.length;
+        if (!blocksNarrow(b.blocks, minted))
           throw new CapabilityError(
             'SCOPE_WIDENED',
             'a Biscuit attenuation block widens the scope before it',
           );
-        if (!sameLinks(b.claims.links, expected.links) || !sameLinks(b.blocks as ChainLink[], expected.links))
+        const restated = b.blocks.slice(0, minted) as ChainLink[];
+        if (!sameLinks(b.claims.links, expected.links) || !sameLinks(restated, expected.links))
           throw new CapabilityError(
             'TOKEN_MISMATCH',
             'Biscuit delegations or blocks differ from the signed chain',
