@@ -10,7 +10,7 @@ import {
   type VerificationResult,
 } from '../attest/index.ts';
 import { loadConfig } from '../config/index.ts';
-import { verifyBundle } from '../export/verify.ts';
+import { verifyBundle } from '../verify/index.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
 import { loadLogKeys } from './receipts.ts';

@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { logKeyOf } from '../../../src/cose/key.ts';
 import { writeBundle, type ExportItem } from '../../../src/export/bundle.ts';
-import { toApiEnvelope, type ApiEnvelope } from '../../../src/http/envelope.ts';
+import { toApiEnvelope, type ApiEnvelope } from '../../../src/http/views/envelope.ts';
 import type { AibomMetadata } from '../../../src/recorder/index.ts';
 import type { KeySigner } from '../../../src/signing/index.ts';
 import { leafHash, MemoryTree } from '../../../src/transparency/merkle.ts';

@@ -5,7 +5,7 @@ import { signerEntry } from '../../../src/export/keys.ts';
 import { uiRecordVerifier } from '../../../src/http/ui/verify.ts';
 import { sealRecord } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
-import { toApiEnvelope, type ApiEnvelope } from '../../../src/http/envelope.ts';
+import { toApiEnvelope, type ApiEnvelope } from '../../../src/http/views/envelope.ts';
 import { trustBundleOf } from '../../../src/attest/trust-bundle.ts';
 import { policyStatement } from '../../../src/attest/index.ts';
 import { recordVerifier } from '../../../src/verify/record.ts';
