@@ -187,7 +187,11 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
   const b = await loadBiscuit();
   const [alg, hex] = rootKey.split('/');
   if (alg !== 'ed25519' || hex === undefined || !/^[0-9a-f]{64}$/.test(hex))
-    throw new CapabilityError('TOKEN_UNTRUSTED', `unsupported Biscuit root key ${rootKey}`);
+    // Fixed texts here and below: the root key is data the caller or the record supplied.
+    throw new CapabilityError(
+      'TOKEN_UNTRUSTED',
+      'unsupported Biscuit root key (ed25519/<64 hex digits> expected)',
+    );
   let parsed: BiscuitWasm.Biscuit;
   try {
     parsed = b.Biscuit.fromBase64(token, b.PublicKey.fromString(hex, b.SignatureAlgorithm.Ed25519));
@@ -196,7 +200,7 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
     if (e?.Format?.Signature !== undefined)
       throw new CapabilityError(
         'TOKEN_UNTRUSTED',
-        `Biscuit signature chain does not verify under ${rootKey}`,
+        'Biscuit signature chain does not verify under the root key',
         {
           cause: err,
         },

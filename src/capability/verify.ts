@@ -362,7 +362,7 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
     if (!matched && biscuits.length > 0)
       fail(
         'TOKEN_UNTRUSTED',
-        `no Biscuit of ${ok.capability} verifies under its signed root ${String(ok.biscuitRootKey)}`,
+        `no Biscuit of ${ok.capability} verifies under the Biscuit root key its VC signs`,
       );
     chains.push({
       capability: ok.capability,
