@@ -400,7 +400,14 @@ const verifyOptions = {
   fresh: {
     type: 'boolean',
     default: false,
-    description: '--chain: ask the service for a new checkpoint first',
+    description:
+      '--chain: ask the service for a new checkpoint of every record; fails unless it answers with one (no fallback to the stored one)',
+  },
+  'max-age': {
+    type: 'string',
+    value: 'DURATION',
+    description:
+      '--chain: refuse a checkpoint issued longer ago than DURATION (90s, 15m, 2h, 7d, 1h30m); its age is printed either way',
   },
   ...apiOptions,
 } as const satisfies OptionSpecs;
@@ -410,7 +417,7 @@ export const verifyCommand = {
   summary:
     'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   usage:
-    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain',
+    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain [--fresh] [--max-age DURATION]',
   options: verifyOptions,
   details:
     'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors\n' +
@@ -418,9 +425,12 @@ export const verifyCommand = {
     'examples:\n' +
     '  service-ctl verify bundle.tar --trust-bundle trust\n' +
     '  service-ctl verify records.ndjson --key signer.pub --log-keys trust/log-keys.cbor\n' +
-    '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem',
+    '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem\n' +
+    '  service-ctl verify --chain --key signer.pem --checkpoint cp.cose --fresh --max-age 15m',
   async run(args) {
     const { values, positionals } = parseCommand(this, args, { positionals: true });
+    if (!values.chain && (values.fresh || values['max-age'] !== undefined))
+      throw new CliError('--fresh and --max-age apply to --chain (the checkpoint of the whole vault)', 2);
     if (values.chain) {
       if (positionals.length > 0) throw new CliError('--chain takes no records to verify (see --records)', 2);
       return verifyChainCli(values, clientFrom(values), recordsFromText);
