@@ -75,3 +75,40 @@ export const WITNESS_ALARM_REASON = {
   inconsistent: 'WitnessRefusedCheckpoint',
   ahead: 'WitnessAheadOfLog',
 } as const;
+
+/** Where alarms go as Kubernetes Events (the controller's EventRecorder). */
+export interface EventSink {
+  event(
+    obj: {
+      apiVersion: string;
+      kind: string;
+      metadata: { name: string; namespace: string };
+    },
+    type: 'Warning',
+    reason: string,
+    note: string,
+  ): Promise<void>;
+}
+
+/**
+ * An alarm as a Warning Event regarding the controller's leader-election Lease, the one object
+ * that stands for "the controller" (`kubectl get events -n <release namespace>`): reason
+ * WitnessRefusedCheckpoint or WitnessAheadOfLog, the witnessing loop's message as the note.
+ */
+export function alarmEvents(
+  sink: EventSink,
+  lease: { namespace: string; name: string },
+): (a: WitnessAlarm) => void {
+  return (a) => {
+    void sink.event(
+      {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name: lease.name, namespace: lease.namespace },
+      },
+      'Warning',
+      WITNESS_ALARM_REASON[a.outcome],
+      a.message,
+    );
+  };
+}
