@@ -79,8 +79,9 @@ const witnessList: Parser<readonly WitnessSetting[]> = (raw) => {
     }
     if (u.protocol !== 'http:' && u.protocol !== 'https:')
       throw new Error(`witness URL "${rawUrl}" is not http(s)`);
-    // A cosignature/v1 vkey: <name>+<8 hex>+base64(0x04 || 32-byte key) (checked in full at start).
-    if (!/^[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/]{43}=$/.test(vkey)) {
+    // A cosignature/v1 vkey: <name>+<8 hex>+base64(0x04 || 32-byte key), 44 characters without padding
+    // (checked in full at start).
+    if (!/^[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/]{44}$/.test(vkey)) {
       throw new Error(`witness key "${vkey}" is not a signed-note verifier key`);
     }
     if (Buffer.from(vkey.slice(vkey.indexOf('+', vkey.indexOf('+') + 1) + 1), 'base64')[0] !== 0x04) {

@@ -385,14 +385,14 @@ describe('helm chart charts/aibom-vault', () => {
   });
 
   it('configures witnessed logs: the note key for the controller alone, origin, witnesses as TLOG_WITNESSES parses them', async () => {
-    const key = 'witness.example.org+1a2b3c4d+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=';
+    const key = 'witness.example.org+1a2b3c4d+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
     const objects = await template('aibom-vault', 'aibom-vault-system', [
       'tlog.noteSecretName=vault-note',
       'tlog.origin=vault.example.com',
       'tlog.witnesses[0].url=https://witness.example.org/',
       `tlog.witnesses[0].key=${key}`,
       'tlog.witnesses[1].url=http://w2.example:8080',
-      `tlog.witnesses[1].key=w2.example+00000000+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=`,
+      `tlog.witnesses[1].key=w2.example+00000000+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA`,
       'tlog.public=true',
     ]);
     for (const c of only<V1Deployment>(objects, 'Deployment').flatMap(
@@ -405,7 +405,7 @@ describe('helm chart charts/aibom-vault', () => {
         { url: 'https://witness.example.org', vkey: key },
         {
           url: 'http://w2.example:8080',
-          vkey: 'w2.example+00000000+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=',
+          vkey: 'w2.example+00000000+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA',
         },
       ]);
     }

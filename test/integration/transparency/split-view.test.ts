@@ -17,7 +17,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { makeCheckpoint } from '../../../src/checkpoint/tree.ts';
-import { eventRecorder, kubeClient } from '../../../src/controller/runtime/index.ts';
+import { eventRecorder, kubeClient } from '../../../src/kube/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { parseWitnessVkey } from '../../../src/tlog/cosignature.ts';
 import { ed25519NoteSigner, parseNote } from '../../../src/tlog/note.ts';
