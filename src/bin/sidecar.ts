@@ -77,6 +77,7 @@ await runUntilSignal(logger, async () => {
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
     exportConcurrency: config.EXPORT_CONCURRENCY,
     tlogPublic: config.TLOG_PUBLIC,
+    tlogWitnesses: config.TLOG_WITNESSES,
     policyPacks: kubePolicyPackSource(kc, {
       timeoutMs: config.KUBE_TIMEOUT_MS,
       logger: logger.child({ component: 'policy-packs' }),

@@ -81,6 +81,8 @@ export interface AppDeps {
   readonly policyPacks?: PolicyPackSource;
   /** TLOG_PUBLIC: /v1/tlog/{log}/checkpoint and the hash tiles answer without authentication. */
   readonly tlogPublic?: boolean;
+  /** TLOG_WITNESSES: the witnesses route lists them before they first answer. */
+  readonly tlogWitnesses?: readonly { readonly url: string; readonly vkey: string }[];
 }
 
 /** Milliseconds; see docs/configuration.md (HTTP_REQUEST_TIMEOUT_MS and the others). */
@@ -253,7 +255,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   runRoutes(app, deps);
   runListRoutes(app, deps);
   chainRoutes(app, deps);
-  tlogRoutes(app, { vault: deps.vault, authorizer: deps.authorizer, public: deps.tlogPublic === true });
+  tlogRoutes(app, {
+    vault: deps.vault,
+    authorizer: deps.authorizer,
+    public: deps.tlogPublic === true,
+    ...(deps.tlogWitnesses !== undefined ? { witnesses: deps.tlogWitnesses } : {}),
+  });
   const keys = exportKeys(deps);
   const exports = {
     ...deps,

@@ -20,7 +20,7 @@ import { leafEntry } from '../../../src/checkpoint/leaf.ts';
 import { leafFieldsOf, makeCheckpoint } from '../../../src/checkpoint/tree.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { signCheckpoint } from '../../../src/tlog/checkpoint.ts';
-import { parseWitnessVkey } from '../../../src/tlog/cosignature.ts';
+import { cosigner, parseWitnessVkey } from '../../../src/tlog/cosignature.ts';
 import { ed25519NoteSigner, parseNote } from '../../../src/tlog/note.ts';
 import { decodeEntryBundle } from '../../../src/tlog/tiles.ts';
 import { sign1Entry, verifyReceipt } from '../../../src/transparency/receipt.ts';
@@ -197,6 +197,27 @@ describe('checkpoints a real witness cosigns', () => {
         { log: 'scitt', vkey: noteSigner(SCITT).vkey },
       ]),
     );
+  });
+
+  it('the witnesses route lists a configured witness that never answered: Unknown, NoAnswer', async () => {
+    const silent = cosigner('silent.test/w', generateKeyPairSync('ed25519').privateKey).vkey;
+    const listed = await stackApp(vault, signer.caCertificates, {
+      tlogWitnesses: [
+        { url: witness.url, vkey: witness.vkey },
+        { url: 'http://127.0.0.1:9', vkey: silent },
+      ],
+    });
+    try {
+      const body = (await listed.inject({ url: '/v1/tlog/vault/witnesses', headers: admin() })).json<{
+        witnesses: { name: string; conditions: { status: string; reason: string }[] }[];
+      }>();
+      expect(body.witnesses.map((w) => [w.name, w.conditions[0]!.status, w.conditions[0]!.reason])).toEqual([
+        [witness.name, 'True', 'Cosigned'],
+        ['silent.test/w', 'Unknown', 'NoAnswer'],
+      ]);
+    } finally {
+      await listed.close();
+    }
   });
 
   it('a new leader after a crash: 409 from the witness, sent again from its size, cosigned', async () => {

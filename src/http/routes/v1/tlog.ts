@@ -5,7 +5,8 @@ import { leafFieldsOf } from '../../../checkpoint/tree.ts';
 import { CHECKPOINT_SUBJECT } from '../../../checkpoint/statement.ts';
 import { cwtClaims, decodeSign1 } from '../../../transparency/statement.ts';
 import { withSignatures } from '../../../tlog/checkpoint.ts';
-import { parseNote } from '../../../tlog/note.ts';
+import { hexKeyId, parseNote } from '../../../tlog/note.ts';
+import { parseWitnessVkey } from '../../../tlog/cosignature.ts';
 import {
   bundleLeaves,
   encodeEntryBundle,
@@ -47,6 +48,8 @@ export interface TlogRouteDeps {
   readonly authorizer: Authorizer;
   /** TLOG_PUBLIC: the checkpoints and hash tiles answer without authentication. */
   readonly public?: boolean;
+  /** TLOG_WITNESSES: listed by the witnesses route even before they first answer. */
+  readonly witnesses?: readonly { readonly url: string; readonly vkey: string }[];
 }
 
 const LOGS = ['vault', 'scitt'] as const;
@@ -356,6 +359,11 @@ export function tlogRoutes(app: FastifyInstance, deps: TlogRouteDeps): void {
         deps.vault.tlog.checkpoint(log),
         deps.vault.tlog.witnesses(log),
       ]);
+      // Configured witnesses that never answered: listed, their condition Unknown (NoAnswer).
+      const silent = (deps.witnesses ?? [])
+        .map((w) => parseWitnessVkey(w.vkey))
+        .filter((k) => !records.some((r) => r.witness === k.name && r.keyId === hexKeyId(k.keyId)))
+        .map((k) => ({ witness: k.name, keyId: hexKeyId(k.keyId), cosigned: null, refused: null }));
       return {
         log,
         checkpoint:
@@ -366,7 +374,7 @@ export function tlogRoutes(app: FastifyInstance, deps: TlogRouteDeps): void {
                 tree_size: note.treeSize,
                 cosigned_by: note.cosignatures.map((c) => c.witness),
               },
-        witnesses: records.map((r) => ({
+        witnesses: [...records, ...silent].map((r) => ({
           name: r.witness,
           key_id: r.keyId,
           cosigned_size: r.cosigned?.treeSize ?? null,
