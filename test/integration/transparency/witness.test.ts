@@ -256,6 +256,39 @@ describe('checkpoints a real witness cosigns', () => {
   });
 });
 
+describe('the database keeps the notes to the stored trees', () => {
+  it('refuses a note of a root the tree does not have, beyond the log, a second note of a size, and any change', async () => {
+    const good = (await vault.tlog.checkpoint('vault', 9))!;
+    const note = (rootHash: Buffer, treeSize = 9) => ({
+      log: 'vault' as const,
+      treeSize,
+      rootHash,
+      origin: VAULT,
+      note: signCheckpoint({ origin: VAULT, treeSize, rootHash }, noteSigner(VAULT)),
+      vkey: noteSigner(VAULT).vkey,
+    });
+    const refused = { code: '23001' };
+    await expect(vault.tlog.addCheckpoint(note(Buffer.alloc(32, 1)))).rejects.toMatchObject(refused);
+    // A size no vault checkpoint has.
+    await expect(vault.tlog.addCheckpoint(note(good.rootHash, 10))).rejects.toMatchObject(refused);
+    // The same size and root, another note (another key): not the stored one.
+    const other = ed25519NoteSigner(VAULT, generateKeyPairSync('ed25519').privateKey);
+    await expect(
+      vault.tlog.addCheckpoint({
+        ...note(good.rootHash),
+        note: signCheckpoint({ origin: VAULT, treeSize: 9, rootHash: good.rootHash }, other),
+      }),
+    ).rejects.toMatchObject(refused);
+    // The same note again: idempotent.
+    await vault.tlog.addCheckpoint({ ...note(good.rootHash), note: good.note });
+    // The SCITT log: beyond its head.
+    const head = await vault.scittLog.head();
+    await expect(
+      vault.tlog.addCheckpoint({ ...note(head.root, head.size + 1), log: 'scitt', origin: SCITT }),
+    ).rejects.toMatchObject(refused);
+  });
+});
+
 describe('tiles an independent client reads', () => {
   it("torchwood's tile client verifies every exported record's inclusion against /checkpoint and the tiles", async () => {
     const cp = parseNote(await cosignedCheckpoint('vault', 15));
