@@ -24,6 +24,7 @@ import {
   type SegmentIndex,
 } from './layout.ts';
 import { sigstoreBundleProblems, type SignerMaterial } from './sigstore.ts';
+import { TlogBundleCheck, type TlogVerifyOptions } from './tlog-check.ts';
 import { LineSplitter, LineTooLongError } from './lines.ts';
 import { readTar, tarHeader, TarEntryTooLargeError, TarHeaderError, type ParsedHeader } from './tar.ts';
 
@@ -65,6 +66,11 @@ export interface VerifyBundleOptions {
    * by a tenant's customer key for another namespace than that key's is UNTRUSTED_KEY.
    */
   readonly signerHistory?: readonly ScopedCertificate[];
+  /**
+   * The records' tlog-proofs (src/export/tlog-check.ts): the caller's witness policy and vault log
+   * note keys. With a policy, every record needs a proof whose checkpoint the quorum cosigned.
+   */
+  readonly tlog?: TlogVerifyOptions;
 }
 
 export interface VerifyBundleResult {
@@ -78,6 +84,8 @@ export interface VerifyBundleResult {
   readonly entries: number;
   /** One line per verified capability chain: who approved which step under which scope. */
   readonly chains: readonly string[];
+  /** Records whose tlog-proofs verified, and the checkpoints they lead to. */
+  readonly tlog: { readonly proofs: number; readonly checkpoints: readonly string[] };
   readonly index?: BundleIndex;
 }
 
@@ -90,7 +98,7 @@ const ARCHIVE = '(archive)';
  */
 export const MAX_JSONL_LINE = 16 * 1024 * 1024;
 const ENVELOPE =
-  /^attestations\/([0-9a-f-]{36})\/(envelope\.json|sigstore\.json|statement\.cose|receipt\.cose)$/;
+  /^attestations\/([0-9a-f-]{36})\/(envelope\.json|sigstore\.json|statement\.cose|receipt\.cose|vault\.tlog-proof)$/;
 const RUN = /^runs\/([0-9a-f-]{36})\/(aibom\.json|aibom\.c2pa|aibom\.meta\.json)$/;
 const CERT = /^certs\/([0-9a-f]{64})\.pem$/;
 const KEY = /^keys\/([0-9a-f]{64})\.pem$/;
@@ -131,6 +139,7 @@ export async function verifyBundle(
   const fail = (entry: string, code: string, message: string): void => {
     problems.push({ entry, code, message });
   };
+  const tlog = new TlogBundleCheck(options.tlog);
 
   const prefix = createHash('sha256');
   let prefixDigest: Buffer | undefined;
@@ -196,6 +205,7 @@ export async function verifyBundle(
     if (r.material !== undefined && !r.seen.has('sigstore.json')) {
       fail(Paths.sigstore(r.id), 'MISSING', 'the Sigstore bundle of this attestation is missing');
     }
+    problems.push(...tlog.closed(r.id, r.seen.has('vault.tlog-proof')));
     if (r.published !== undefined) {
       for (const f of ['statement.cose', 'receipt.cose'])
         if (!r.seen.has(f))
@@ -421,6 +431,10 @@ export async function verifyBundle(
       }
       for (const m of sigstoreBundleProblems(bundle, r.envelope, r.material, r.timestamps))
         fail(path, 'SIGSTORE_BUNDLE_MISMATCH', m);
+      return;
+    }
+    if (file === 'vault.tlog-proof') {
+      problems.push(...tlog.proof(path, r.record, content));
       return;
     }
     if (r.published === undefined) {
@@ -669,6 +683,7 @@ export async function verifyBundle(
       runs,
       entries: entriesSeen,
       chains: chainLines,
+      tlog: tlog.summary(),
     };
   }
   function handleEntry(header: ParsedHeader, content: Buffer, padding: Buffer): void {
@@ -720,6 +735,8 @@ export async function verifyBundle(
       } else if ((m = CERT.exec(path)) !== null) {
         const chain = onChain(m[1]!, path, content, 'signer');
         if (chain !== undefined) chains.set(m[1]!, chain);
+      } else if (path === Paths.tlogKeys) {
+        problems.push(...tlog.keys(path, content));
       } else if (KEY.test(path)) {
         // A bare key in the bundle is informational: only keys given by the caller are trusted.
       } else if ((m = ENVELOPE.exec(path)) !== null) {
@@ -746,6 +763,7 @@ export async function verifyBundle(
     runs,
     entries: entriesSeen,
     chains: chainLines,
+    tlog: tlog.summary(),
     ...(index !== undefined ? { index } : {}),
   };
 }

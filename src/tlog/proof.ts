@@ -96,7 +96,7 @@ export function verifyTlogProof(
   if (options.policy && !quorumMet(options.policy.quorum, cosigners)) {
     throw new TlogError(
       'QUORUM_NOT_MET',
-      `checkpoint ${checkpoint.origin} ${checkpoint.treeSize}: cosigned by ${cosigners.size === 0 ? 'no policy witness' : [...cosigners].join(', ')}; the quorum needs ${describeQuorum(options.policy.quorum)}`,
+      `checkpoint ${checkpoint.origin} size ${checkpoint.treeSize}: cosigned by ${cosigners.size === 0 ? 'no policy witness' : [...cosigners].join(', ')}; the quorum needs ${describeQuorum(options.policy.quorum)}`,
     );
   }
   const root = rootFromInclusionProof(options.leafHash, p.index, checkpoint.treeSize, p.proof);

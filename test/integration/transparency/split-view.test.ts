@@ -10,12 +10,14 @@
  * witness refuses it, and accepts the first copy's.
  */
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { EventsV1Api } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateDevPki } from '../../../hack/dev-pki.ts';
+import { generateDevPki, type DevPki } from '../../../hack/dev-pki.ts';
 import { makeCheckpoint } from '../../../src/checkpoint/tree.ts';
 import { eventRecorder, kubeClient } from '../../../src/kube/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
@@ -28,6 +30,7 @@ import { originOf, scittLog, vaultLog } from '../../../src/witness/logs.ts';
 import type { PushOutcome } from '../../../src/witness/push.ts';
 import { runWitnesser, type WitnessAlarm } from '../../../src/witness/witnesser.ts';
 import { stackApp } from '../../helpers/app.ts';
+import { cliMain } from '../../helpers/cli-main.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { runRecords } from '../../helpers/records.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -39,7 +42,9 @@ const prefix = `${ns}.split.test`;
 const VAULT = originOf(prefix, 'vault');
 const SCITT = originOf(prefix, 'scitt');
 let noteKey: KeyObject;
-let signer: KeySigner;
+let pki: DevPki;
+/** The CA of the service signer both copies use. */
+let caPem: string;
 let witness: Awaited<ReturnType<typeof testWitness>>;
 const noteSigner = (origin: string) => ed25519NoteSigner(origin, noteKey);
 
@@ -65,11 +70,14 @@ const events = eventRecorder({
 
 async function copy(name: string): Promise<Copy> {
   const vault = await openVault(createVaultPool(await freshDatabase(name)));
+  // The same key as a signer object of this copy's own (the key store remembers per signer object
+  // which vault it recorded the signer in; one process is one deployment, here are two).
+  const signer: KeySigner = signerFromPem(pki);
   for (let i = 0; i < 2; i++) await vault.attestations.append(runRecords(signer, ns).records);
   await makeCheckpoint(vault.checkpoints, { signer, caCertificates: signer.caCertificates });
   const c: Copy = {
     vault,
-    app: await stackApp(vault, signer.caCertificates),
+    app: await stackApp(vault, signer.caCertificates, { signer }),
     registry: new Registry(),
     outcomes: [],
     alarms: [],
@@ -104,9 +112,26 @@ async function copy(name: string): Promise<Copy> {
 
 const admin = () => ({ authorization: `Bearer ${stack().kube.tokens.admin}` });
 
+/** The copy's export bundle of the namespace, written next to the stack; and the CA the CLI trusts. */
+async function exported(c: Copy, name: string): Promise<{ bundle: string; ca: string }> {
+  const res = await c.app.inject({
+    method: 'POST',
+    url: '/v1/attestations/export',
+    headers: admin(),
+    payload: { namespaces: [ns] },
+  });
+  expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
+  const bundle = join(stack().root, `${ns}-${name}.tar`);
+  const ca = join(stack().root, `${ns}-ca.pem`);
+  await writeFile(bundle, res.rawPayload);
+  await writeFile(ca, caPem);
+  return { bundle, ca };
+}
+
 beforeAll(async () => {
   noteKey = generateKeyPairSync('ed25519').privateKey;
-  signer = signerFromPem(await generateDevPki());
+  pki = await generateDevPki();
+  caPem = pki['ca.crt'];
   await createNamespace(ns);
   witness = await testWitness([VAULT, SCITT], (o) => noteSigner(o).vkey);
   honest = await copy('split_a');
@@ -199,5 +224,41 @@ describe('two trees of the same size shown to one witness', () => {
       regarding: { kind: 'Lease', name: lease.name, namespace: ns },
     });
     expect(event.note).toContain('split view');
+  });
+
+  it('service-ctl verify with the witness in its policy accepts the honest bundle and refuses the one built on the refused checkpoint', async () => {
+    const policy = join(stack().root, `${ns}-policy.txt`);
+    // c2sp.org/tlog-policy: the vault log's key and the one witness, whose cosignature is required.
+    await writeFile(
+      policy,
+      [`log ${noteSigner(VAULT).vkey}`, `witness w1 ${witness.vkey}`, 'quorum w1', ''].join('\n'),
+    );
+    const good = await exported(honest, 'honest');
+    const ok = await cliMain('verify', good.bundle, '--trust-anchor', good.ca, '--witness-policy', policy);
+    console.log(`service-ctl verify (honest copy's bundle) --witness-policy:\n${ok.stdout}${ok.stderr}`);
+    expect(ok.code, ok.stdout + ok.stderr).toBe(0);
+    expect(ok.stdout).toContain(`6 records with inclusion proofs to ${VAULT} size 6 (cosigned by w1)`);
+    const bad = await exported(fork, 'fork');
+    const refused = await cliMain('verify', bad.bundle, '--trust-anchor', bad.ca, '--witness-policy', policy);
+    console.log(`service-ctl verify (fork's bundle) --witness-policy:\n${refused.stdout}${refused.stderr}`);
+    expect(refused.code).toBe(1);
+    const fails = refused.stdout.split('\n').filter((l) => l.startsWith('FAIL'));
+    expect(fails).toHaveLength(6);
+    for (const l of fails)
+      expect(l).toMatch(
+        /vault\.tlog-proof {2}WITNESS_QUORUM_NOT_MET: checkpoint .* size 6: cosigned by no policy witness/,
+      );
+    // The same fork bundle without a witness policy: its own checkpoint is signed and includes the
+    // records; nothing else is claimed (the point of a policy).
+    const unwitnessed = await cliMain(
+      'verify',
+      bad.bundle,
+      '--trust-anchor',
+      bad.ca,
+      '--tlog-key',
+      noteSigner(VAULT).vkey,
+    );
+    expect(unwitnessed.code, unwitnessed.stdout).toBe(0);
+    expect(unwitnessed.stdout).toContain('no policy witness checked');
   });
 });

@@ -9,6 +9,8 @@
  * and the tiles keep the API's tenancy rules.
  */
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
@@ -32,6 +34,7 @@ import { originOf, scittLog, vaultLog } from '../../../src/witness/logs.ts';
 import { pushCheckpoint, type PushOutcome } from '../../../src/witness/push.ts';
 import { runWitnesser, type WitnessAlarm } from '../../../src/witness/witnesser.ts';
 import { stackApp } from '../../helpers/app.ts';
+import { cliMain } from '../../helpers/cli-main.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';
 import { runRecords } from '../../helpers/records.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -372,6 +375,98 @@ describe('tiles an independent client reads', () => {
     const verified = verifyReceipt({ receipt, statement: job.statement!, logKey: transparency.log.keys });
     expect(verified.ok).toBe(true);
     expect(verified.ok && verified.root.toString('base64')).toBe(root);
+  });
+});
+
+describe('proofs in the bundle', () => {
+  /** An export of nsA's records, written next to the stack, with the CA the CLI trusts. */
+  async function exportA(name: string): Promise<{ bundle: string; ca: string }> {
+    const exporting = await stackApp(vault, signer.caCertificates, { signer, transparency });
+    try {
+      const res = await exporting.inject({
+        method: 'POST',
+        url: '/v1/attestations/export',
+        headers: admin(),
+        payload: { namespaces: [nsA] },
+      });
+      expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
+      const bundle = join(stack().root, `${nsA}-${name}.tar`);
+      const ca = join(stack().root, `${nsA}-ca.pem`);
+      await writeFile(bundle, res.rawPayload);
+      await writeFile(ca, signer.caCertificates.map((c) => c.toString()).join(''));
+      return { bundle, ca };
+    } finally {
+      await exporting.close();
+    }
+  }
+
+  it('every record carries a tlog-proof to the witnessed checkpoint; verify --witness accepts it', async () => {
+    await cosignedCheckpoint('vault', 15);
+    const { bundle, ca } = await exportA('witnessed');
+    const r = await cliMain(
+      'verify',
+      bundle,
+      '--trust-anchor',
+      ca,
+      '--witness',
+      witness.vkey,
+      '--tlog-key',
+      noteSigner(VAULT).vkey,
+    );
+    console.log(`service-ctl verify --witness --tlog-key:\n${r.stdout}${r.stderr}`);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain(`9 records with inclusion proofs to ${VAULT} size 15 (cosigned by w1)`);
+  });
+
+  it('records newer than the witnessed checkpoint: TLOG_PROOF_MISSING under a policy, fine without one', async () => {
+    await appendAndPublish(nsA); // 3 records no checkpoint covers yet
+    const { bundle, ca } = await exportA('newer');
+    const policy = join(stack().root, `${nsA}-policy.txt`);
+    await writeFile(
+      policy,
+      `# the vault log and its witness\nlog ${noteSigner(VAULT).vkey}\nwitness W ${witness.vkey}\nquorum W\n`,
+    );
+    const strict = await cliMain('verify', bundle, '--trust-anchor', ca, '--witness-policy', policy);
+    const fails = strict.stdout.split('\n').filter((l) => l.startsWith('FAIL'));
+    expect(strict.code).toBe(1);
+    expect(fails).toHaveLength(3);
+    for (const l of fails) expect(l).toMatch(/vault\.tlog-proof {2}TLOG_PROOF_MISSING/);
+    expect(strict.stdout).toContain(`9 records with inclusion proofs to ${VAULT} size 15 (cosigned by W)`);
+    const lenient = await cliMain('verify', bundle, '--trust-anchor', ca);
+    expect(lenient.code, lenient.stdout).toBe(0);
+    // Without a key from the caller, the bundle's own note keys check the log signature.
+    expect(lenient.stdout).toContain('(no policy witness checked)');
+  });
+
+  it('bad witness flags are usage errors (exit 2)', async () => {
+    const { bundle, ca } = await exportA('flags');
+    const quorum = await cliMain(
+      'verify',
+      bundle,
+      '--trust-anchor',
+      ca,
+      '--witness',
+      witness.vkey,
+      '--witness-quorum',
+      '2',
+    );
+    expect([quorum.code, quorum.stderr]).toEqual([2, expect.stringMatching(/quorum must be 1…1/)]);
+    const logKeyAsWitness = await cliMain(
+      'verify',
+      bundle,
+      '--trust-anchor',
+      ca,
+      '--witness',
+      noteSigner(VAULT).vkey,
+    );
+    expect([logKeyAsWitness.code, logKeyAsWitness.stderr]).toEqual([
+      2,
+      expect.stringMatching(/not a cosignature\/v1 witness key/),
+    ]);
+    const policy = join(stack().root, `${nsA}-bad-policy.txt`);
+    await writeFile(policy, 'quorum nobody\n');
+    const badPolicy = await cliMain('verify', bundle, '--trust-anchor', ca, '--witness-policy', policy);
+    expect([badPolicy.code, badPolicy.stderr]).toEqual([2, expect.stringMatching(/unknown quorum nobody/)]);
   });
 });
 
