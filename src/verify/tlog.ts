@@ -2,12 +2,12 @@ import { TlogError } from '../tlog/errors.ts';
 import { ed25519NoteVerifier, type NoteVerifier } from '../tlog/note.ts';
 import { describeQuorum, logVerifiers, type TlogPolicy } from '../tlog/policy.ts';
 import { verifyRecordTlogProof } from '../tlog/record-proof.ts';
-import { Paths } from './layout.ts';
+import { Paths } from '../export/layout.ts';
 
 /**
  * The bundle verifier's checks of the witnessed-log entries (docs/transparency.md "Witnessed
- * logs", docs/export.md), apart from the reader so that any reader (the bundle verifier's entry
- * dispatch) calls them the same way:
+ * logs", docs/export.md), apart from their entry handlers (entries/tlog.ts) so that they can be
+ * tested on hostile input alone:
  *
  * - `tlog/vault.vkeys`: the vault log's note verifier keys as the exporter names them. They are
  *   used only when the caller gives none (`--tlog-key`, a witness policy's `log` lines): a note key

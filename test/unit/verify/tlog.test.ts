@@ -1,7 +1,14 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { recordLeafHash, type LeafFields } from '../../../src/checkpoint/leaf.ts';
-import { TlogBundleCheck } from '../../../src/export/tlog-check.ts';
+import { tlogKeysEntry, tlogProofEntry } from '../../../src/verify/entries/tlog.ts';
+import {
+  BundleState,
+  ENTRY_HANDLERS,
+  type EntryHandler,
+  type VerifyBundleOptions,
+} from '../../../src/verify/index.ts';
+import { TlogBundleCheck } from '../../../src/verify/tlog.ts';
 import { MemoryTree } from '../../../src/transparency/merkle.ts';
 import { signCheckpoint, withSignatures } from '../../../src/tlog/checkpoint.ts';
 import { cosigner } from '../../../src/tlog/cosignature.ts';
@@ -93,5 +100,75 @@ describe('tlog-proofs in a bundle', () => {
     expect(codes(strict.proof(path(3), { ...records[2]! }, proofOf(3, forged)))).toEqual([
       'TLOG_CHECKPOINT_INVALID',
     ]);
+  });
+});
+
+describe('the tlog entry handlers (entries/tlog.ts) on a BundleState', () => {
+  /** A state with every handler started, the record `seq` open (as its envelope.json opens it). */
+  function opened(options: VerifyBundleOptions, seq: number): BundleState {
+    const state = new BundleState(options);
+    for (const h of ENTRY_HANDLERS) h.start?.(state);
+    const r = records[seq - 1]!;
+    state.openRecord({
+      id: r.id,
+      path: `attestations/${r.id}/envelope.json`,
+      record: { ...r },
+      envelope: undefined,
+      material: undefined,
+      timestamps: [],
+      statement: undefined,
+      trust: undefined,
+      published: undefined,
+      seen: new Set(['envelope.json']),
+      aibom: undefined,
+    });
+    return state;
+  }
+  const feed = (state: BundleState, handler: EntryHandler, p: string, content: Buffer) =>
+    handler.onEntry(state, {
+      path: p,
+      size: content.length,
+      sha256: '',
+      content,
+      match: handler.pattern.exec(p)!,
+    });
+  const found = (state: BundleState) => state.problems.map((p) => `${p.entry} ${p.code}`);
+  const anchors = { trustAnchors: [] };
+
+  it('a cosigned proof under a 1-of-2 policy is counted in the result; the record closes clean', () => {
+    const policy = policyOf({ logVkeys: [log.vkey], witnessVkeys: [w1.vkey, w2.vkey], quorum: 1 });
+    const state = opened({ ...anchors, tlog: { policy } }, 2);
+    feed(state, tlogProofEntry, path(2), proofOf(2, cosignedBy1));
+    state.closeRecord();
+    expect(found(state)).toEqual([]);
+    expect(state.result(false).tlog).toEqual({
+      proofs: 1,
+      checkpoints: [`${ORIGIN} size 5 (cosigned by w1)`],
+    });
+  });
+
+  it('under a policy: a checkpoint the quorum did not cosign fails its entry, a record without a proof fails when it closes', () => {
+    const policy = policyOf({ logVkeys: [log.vkey], witnessVkeys: [w2.vkey] });
+    const state = opened({ ...anchors, tlog: { policy } }, 1);
+    feed(state, tlogProofEntry, path(1), proofOf(1, cosignedBy1));
+    state.closeRecord();
+    const bare = opened({ ...anchors, tlog: { policy } }, 4);
+    bare.closeRecord();
+    expect(found(state)).toEqual([`${path(1)} WITNESS_QUORUM_NOT_MET`]);
+    expect(found(bare)).toEqual([`${path(4)} TLOG_PROOF_MISSING`]);
+    expect(state.result(false).ok).toBe(false);
+  });
+
+  it("the bundle's vkeys entry serves when the caller gives no key; a proof of another record, or a caller's bad key, is reported", () => {
+    const state = opened(anchors, 3);
+    feed(state, tlogKeysEntry, 'tlog/vault.vkeys', Buffer.from(`${log.vkey}\n`));
+    feed(state, tlogProofEntry, path(3), proofOf(3, note));
+    feed(state, tlogProofEntry, path(5), proofOf(5, note)); // not next to its record
+    expect(found(state)).toEqual([`${path(5)} UNEXPECTED_ENTRY`]);
+    expect(state.result(false).tlog.proofs).toBe(1);
+    const badKey = opened({ ...anchors, tlog: { logVkeys: ['not a key'] } }, 3);
+    feed(badKey, tlogProofEntry, path(3), proofOf(3, note));
+    badKey.closeRecord();
+    expect(found(badKey)).toEqual(['(archive) TLOG_KEY_INVALID']);
   });
 });
