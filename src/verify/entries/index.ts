@@ -8,6 +8,7 @@ import { bareKeyEntry, logCertEntry, logKeysEntry, signerCertEntry } from './key
 import { manifestEntry } from './manifest.ts';
 import { segmentEntry } from './segment.ts';
 import { sigstoreEntry } from './sigstore.ts';
+import { tlogKeysEntry, tlogProofEntry } from './tlog.ts';
 import { receiptEntry, statementEntry } from './transparency.ts';
 
 /**
@@ -29,6 +30,8 @@ export const ENTRY_HANDLERS: readonly EntryHandler[] = [
   sigstoreEntry,
   statementEntry,
   receiptEntry,
+  tlogKeysEntry,
+  tlogProofEntry,
   aibomEntry,
   // After the AIBOM handler: a closing AIBOM record is verified before its views rely on it.
   aibomViewEntry,
