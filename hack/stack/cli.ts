@@ -1,11 +1,13 @@
 /**
- * `npm run stack -- up|down|status`: the local stack in the background, described by .stack/env.
+ * `npm run stack -- up|down|status|restart controller`: the local stack in the background, described by
+ * .stack/env.
  * State lives in .stack/state.json so `down` (another process) can stop exactly what `up` started.
  * STACK_STATE_DIR moves that directory (tests run a second stack beside a developer's own).
  */
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { isAlive, stopProcess } from './proc.ts';
+import { restartService } from './restart.ts';
 import {
   repoRoot,
   SERVICE_NAMES,
@@ -162,11 +164,33 @@ async function status(): Promise<number> {
   return dead === 0 ? 0 : 1;
 }
 
-const commands: Record<string, () => Promise<number>> = { up, down, status };
+/** `restart controller`: SIGTERM, then the same process again (hack/stack/restart.ts). */
+async function restart(): Promise<number> {
+  const what = process.argv[3];
+  if (what !== 'controller') {
+    console.error(`usage: npm run stack -- restart controller (got "${what ?? ''}")`);
+    return 2;
+  }
+  const info = await readState();
+  if (!info) {
+    console.error('no stack running: `npm run stack -- up` starts one');
+    return 1;
+  }
+  const t0 = performance.now();
+  const procs = await restartService(info.procs, what);
+  await saveState({ ...info, procs });
+  const pid = procs.find((p) => p.name === what)?.pid;
+  console.log(
+    `${what} restarted (pid ${pid}) and ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
+  return 0;
+}
+
+const commands: Record<string, () => Promise<number>> = { up, down, status, restart };
 const cmd = process.argv[2] ?? '';
 const fn = commands[cmd];
 if (!fn) {
-  console.error(`usage: npm run stack -- up|down|status (got "${cmd}")`);
+  console.error(`usage: npm run stack -- up|down|status|restart controller (got "${cmd}")`);
   process.exitCode = 2;
 } else {
   try {
