@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Client } from 'minio';
+import { S3Client } from '../../src/blob/store.ts';
 import { freePort, startProcess, waitReady, type Launch, type Proc } from './proc.ts';
 
 export interface Minio {
@@ -71,7 +71,8 @@ export async function startMinio(
   const secretKey = randomBytes(24).toString('base64url');
   const proc = await runMinioServer(root, binary, port, accessKey, secretKey, launch);
   const endpoint = `http://127.0.0.1:${port}`;
-  const client = new Client({ endPoint: '127.0.0.1', port, useSSL: false, accessKey, secretKey });
-  if (!(await client.bucketExists(bucket))) await client.makeBucket(bucket);
+  const client = new S3Client({ endpoint, accessKey, secretKey });
+  await client.createBucket(bucket);
+  client.close();
   return { proc, endpoint, accessKey, secretKey, bucket };
 }

@@ -16,7 +16,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import { Client } from 'minio';
 import pg from 'pg';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
@@ -32,6 +31,7 @@ import type { AibomMetadata } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
+import { S3Client } from '../../../src/blob/store.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import {
   conditionOf,
@@ -57,16 +57,9 @@ let app: FastifyInstance;
 let apiUrl: string;
 const token = () => stack().kube.tokens.admin;
 
-function minio(): Client {
+function s3(): S3Client {
   const e = stack().env;
-  const url = new URL(e.S3_ENDPOINT!);
-  return new Client({
-    endPoint: url.hostname,
-    port: Number(url.port),
-    useSSL: false,
-    accessKey: e.S3_ACCESS_KEY!,
-    secretKey: e.S3_SECRET_KEY!,
-  });
+  return new S3Client({ endpoint: e.S3_ENDPOINT!, accessKey: e.S3_ACCESS_KEY!, secretKey: e.S3_SECRET_KEY! });
 }
 const bucket = () => stack().env.S3_BUCKET!;
 
@@ -196,7 +189,7 @@ describe('a deleted C2PA manifest', () => {
     const run = await recorded('deleted');
     const meta = run.status!.artifacts!.aibom as AibomMetadata;
     const oldManifest = meta.c2pa_manifest;
-    await minio().removeObject(bucket(), oldManifest.key);
+    await s3().deleteObject(bucket(), oldManifest.key);
 
     const watch = watchAibomReady('deleted');
     // Concurrent downloads open one request.
