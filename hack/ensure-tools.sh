@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
-#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority
+#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority weed
 # from the Go module proxy only, at the versions pinned in hack/versions.env. See docs/tools.md.
 #
 # Usage: hack/ensure-tools.sh [tool...]            (default: all tools)
@@ -20,7 +20,7 @@ source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
-ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority)
+ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority weed)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
 
 log() { echo "ensure-tools: $*" >&2; }
@@ -33,6 +33,7 @@ group_of() {
   case $1 in
     kube-apiserver | kubectl | kube-controller-manager) echo kubernetes ;;
     etcd | helm | minio | cosign | crane | timestamp-authority) echo "$1" ;;
+    weed) echo seaweedfs ;; # SeaweedFS's server binary is `weed`
     *) return 1 ;;
   esac
 }
@@ -47,6 +48,7 @@ group_version() {
     cosign) echo "$COSIGN_VERSION" ;;
     crane) echo "$CRANE_VERSION" ;;
     timestamp-authority) echo "$TSA_VERSION" ;;
+    seaweedfs) echo "$SEAWEEDFS_VERSION" ;;
   esac
 }
 
@@ -62,11 +64,13 @@ group_module() {
     cosign) echo "github.com/sigstore/cosign/v$(major_of "$COSIGN_VERSION")" ;;
     crane) echo "github.com/google/go-containerregistry" ;;
     timestamp-authority) echo "github.com/sigstore/timestamp-authority/v$(major_of "$TSA_VERSION")" ;;
+    seaweedfs) echo "github.com/seaweedfs/seaweedfs" ;;
   esac
 }
 group_module_version() {
   case $1 in
     minio) echo "$MINIO_MODULE_VERSION" ;;
+    seaweedfs) echo "$SEAWEEDFS_MODULE_VERSION" ;;
     *) group_version "$1" ;;
   esac
 }
@@ -82,6 +86,7 @@ tool_package() {
     crane) echo "$(group_module crane)/cmd/crane" ;;
     # hack/go/timestamp-authority/main.go: upstream's server without the fixed :2112 metrics port
     timestamp-authority) echo "aibom-vault.local/tools/timestamp-authority" ;;
+    weed) echo "github.com/seaweedfs/seaweedfs/weed" ;;
   esac
 }
 
@@ -98,6 +103,7 @@ group_toolchain() {
 group_tools() {
   case $1 in
     kubernetes) echo "${KUBE_TOOLS[*]}" ;;
+    seaweedfs) echo weed ;;
     *) echo "$1" ;;
   esac
 }
@@ -331,6 +337,7 @@ group_ldflags() {
     timestamp-authority)
       p=sigs.k8s.io/release-utils/version
       printf -- ' -X %s' "$p.gitVersion=$TSA_VERSION" "$p.gitTreeState=clean" ;;
+    seaweedfs) printf -- ' -X %s' "github.com/seaweedfs/seaweedfs/weed/util/version.COMMIT=$SEAWEEDFS_COMMIT" ;;
   esac
 }
 
@@ -346,6 +353,7 @@ verify_tool() {
     cosign) out=$("$bin" version 2>&1) want="$COSIGN_VERSION" ;;
     crane) out=$("$bin" version 2>&1) want="$CRANE_VERSION" ;;
     timestamp-authority) out=$("$bin" --version 2>&1) want="timestamp-server $TSA_VERSION" ;;
+    weed) out=$("$bin" version 2>&1) want="$SEAWEEDFS_VERSION $SEAWEEDFS_COMMIT" ;;
   esac </dev/null
   echo "\$ $t version:"
   echo "$out"
@@ -430,6 +438,8 @@ fi
 
 [[ ${MINIO_MODULE_VERSION: -12} == "${MINIO_COMMIT:0:12}" ]] ||
   die "versions.env: MINIO_MODULE_VERSION does not name MINIO_COMMIT"
+[[ ${SEAWEEDFS_MODULE_VERSION: -12} == "$SEAWEEDFS_COMMIT" ]] ||
+  die "versions.env: SEAWEEDFS_MODULE_VERSION does not name SEAWEEDFS_COMMIT"
 
 # Re-check under the lock (another caller may have built them meanwhile), one group at a time.
 failed=()

@@ -12,6 +12,7 @@ export const TOOL_NAMES = [
   'cosign',
   'crane',
   'timestamp-authority',
+  'weed',
 ] as const;
 export type Tool = (typeof TOOL_NAMES)[number];
 export type Tools = Record<Tool, string>;
