@@ -73,7 +73,10 @@ await runUntilSignal(logger, async () => {
     registry,
     namespace: config.POD_NAMESPACE,
     leaseName: config.LEADER_ELECTION_LEASE,
-    checkpoints: { intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000 },
+    checkpoints: {
+      intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000,
+      ...(config.VAULT_ACCEPT_LOST_CHECKPOINT ? { acceptLost: config.VAULT_ACCEPT_LOST_CHECKPOINT } : {}),
+    },
     ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
     ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
   });

@@ -21,6 +21,13 @@ export type CheckpointErrorCode =
    * nothing vouches that it is (or will stay) where it was. Not proof of tampering; a verdict of
    * "verified" would be a claim about records nobody checked.
    */
-  | 'NOT_COVERED';
+  | 'NOT_COVERED'
+  /**
+   * A signed checkpoint kept outside the database (checkpoint/witness.ts) covers records the vault
+   * no longer holds, or a tree the vault's differs from: the database lost acknowledged writes. The
+   * checkpointer signs nothing over the new history until an operator accepts the loss
+   * (VAULT_ACCEPT_LOST_CHECKPOINT, docs/failover.md).
+   */
+  | 'HISTORY_LOST';
 
 export class CheckpointError extends BaseError<CheckpointErrorCode> {}

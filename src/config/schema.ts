@@ -55,6 +55,12 @@ const oneOf =
     throw new Error(`must be one of ${values.join(', ')}, got "${raw}"`);
   };
 
+const lostCheckpoint: Parser<{ treeSize: number; rootHash: string }> = (raw) => {
+  const m = /^([1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(raw.trim());
+  if (m === null) throw new Error('must be <tree size>:<64 hex digits of the root hash>');
+  return { treeSize: Number(m[1]), rootHash: m[2]! };
+};
+
 const logLevel = oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent');
 
 export const schema = {
@@ -187,6 +193,11 @@ export const schema = {
       'the controller signs a checkpoint of the vault (Merkle tree head over all records, docs/chain.md) this often when records were added; also on request and at leader start',
     default: '60',
     parse: intIn(1, 86_400),
+  },
+  VAULT_ACCEPT_LOST_CHECKPOINT: {
+    description:
+      'after the database lost acknowledged records (docs/failover.md), the checkpointer signs nothing over the new history while the checkpoint kept in the object store covers what was lost; `<tree size>:<root hash hex>` of that checkpoint (the controller logs it, vault_losses holds it) accepts the loss and lets it sign again',
+    parse: lostCheckpoint,
   },
   SERVICE_REQUIRE_SIGNED_EXPORTS: {
     description:

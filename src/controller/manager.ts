@@ -5,6 +5,7 @@ import type { BlobStore } from '../blob/store.ts';
 import { Reasons } from '../api/reasons.ts';
 import { Dependencies, type DependencyHealth } from '../health/dependencies.ts';
 import { runCheckpointer } from '../checkpoint/checkpointer.ts';
+import { bucketWitness, witnessKey } from '../checkpoint/witness.ts';
 import type { Logger } from '../log/index.ts';
 import { recordingMetrics, signerMetrics, transparencyMetrics } from '../metrics/domain.ts';
 import { createRecorder, RecordError, type Recorder } from '../recorder/index.ts';
@@ -17,6 +18,7 @@ import { REPAIR_CHANNEL, TRANSPARENCY_CHANNEL, type Vault } from '../vault/index
 import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
 import type { Written } from './run/plan.ts';
 import { reconcileRun } from './run/reconciler.ts';
+import { runsMissingRecords } from './run/sweep.ts';
 import {
   defaultControllerRateLimiter,
   eventRecorder,
@@ -78,7 +80,11 @@ export interface ControllerDeps {
    * the head moved, when asked (POST /v1/chain/checkpoint) and at the start of its term, with the
    * runtime signer; registered in the transparency log when `transparency` is set.
    */
-  readonly checkpoints?: { readonly intervalMs: number };
+  readonly checkpoints?: {
+    readonly intervalMs: number;
+    /** VAULT_ACCEPT_LOST_CHECKPOINT: a kept checkpoint accepted as lost (docs/failover.md). */
+    readonly acceptLost?: { readonly treeSize: number; readonly rootHash: string };
+  };
   /** SERVICE_CAPABILITY_TOKENS (default on): mint VC and Biscuit projections of capability chains. */
   readonly capabilityTokens?: boolean;
   /** Shorter lease timings for tests. */
@@ -289,6 +295,23 @@ export function startController(deps: ControllerDeps): RunningController {
       written.delete(key);
       queue.add(key);
     };
+    // Runs whose status shows records the vault no longer holds (docs/failover.md): reconciled now.
+    let synced = false;
+    const sweep = (): void => {
+      if (!synced) return;
+      runsMissingRecords(inf.list(), (ids) => deps.vault.losses.recordCounts(ids)).then(
+        (runs) => {
+          if (runs.length === 0) return;
+          log.error(
+            { runs: runs.length, sample: runs.slice(0, 5).map(objectKey) },
+            'Runs show records the vault does not hold: reconciling them to record what was lost again',
+          );
+          for (const r of runs) repairRequested(objectKey(r));
+        },
+        (err: unknown) =>
+          log.warn({ err }, 'could not compare the Runs with the vault; retried on the next reconnect'),
+      );
+    };
     const unsubscribeRepairs = await deps.vault.listener.subscribe(REPAIR_CHANNEL, {
       onNotify: repairRequested,
       resync: () => {
@@ -297,10 +320,13 @@ export function startController(deps: ControllerDeps): RunningController {
           (err: unknown) =>
             log.warn({ err }, 'could not list open manifest repairs; retried on the next reconnect'),
         );
+        sweep();
       },
     });
     try {
       await inf.waitForSync(signal);
+      synced = true;
+      sweep();
       const reconcile = async (key: string): Promise<ReconcileResult | undefined> => {
         const { namespace, name } = splitKey(key);
         try {
@@ -356,6 +382,15 @@ export function startController(deps: ControllerDeps): RunningController {
               signer: currentRuntimeSigner,
               caCertificates: () => currentRuntimeSigner().caCertificates,
               intervalMs: deps.checkpoints.intervalMs,
+              // The newest checkpoint is also kept in the object store: a database that lost
+              // acknowledged records is seen before anything is signed over them.
+              witness: bucketWitness(
+                deps.blobs,
+                () => currentRuntimeSigner().caCertificates ?? [],
+                log,
+                witnessKey(deps.vault.deriveKey('checkpoint-witness').subarray(0, 16).toString('hex')),
+              ),
+              ...(deps.checkpoints.acceptLost ? { acceptLost: deps.checkpoints.acceptLost } : {}),
               ...(deps.transparency ? { publisher: deps.transparency.publisher } : {}),
               logger: log,
               registry: deps.registry,

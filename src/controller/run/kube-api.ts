@@ -156,6 +156,16 @@ export function kubeRunApi(
         if (!isAlreadyExists(err)) throw err;
       }
     },
+    async deleteAttestation(run, id) {
+      try {
+        await client.request({
+          method: 'DELETE',
+          path: resourcePath(ATTESTATION_TYPE, { namespace: run.metadata.namespace, name: id }),
+        });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    },
     event: (run, type, reason, note) => events.event(run, type, reason, note),
   };
 }
