@@ -1,4 +1,4 @@
-import type { Run } from '../api/run.ts';
+import type { Run } from '../crd/run.ts';
 import type { ArtifactRecord, NewLoss } from '../vault/index.ts';
 
 /**

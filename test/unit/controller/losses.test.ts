@@ -7,8 +7,8 @@
  * test/integration/failover/async.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { ConditionTypes, EventReasons, Reasons } from '../../../src/api/reasons.ts';
-import type { Run } from '../../../src/api/run.ts';
+import { ConditionTypes, EventReasons, Reasons } from '../../../src/crd/reasons.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { aibomKeys, claimOf, lostRecords, type AibomMetadata } from '../../../src/recorder/index.ts';
 import type { FakeVault } from '../../helpers/fakes.ts';
 import { conditionOf, reconcileIn, runFixture, storedRun, succeeded, world, type World } from './fixtures.ts';
