@@ -326,6 +326,8 @@ export async function failoverBurst(o: {
   count: number;
   killAfter: number;
   holdFor?: number;
+  /** Right before the kill (while the link is still held): e.g. ask for a checkpoint. */
+  beforeKill?: (apiUrl: string) => Promise<void>;
   logDir: string;
   disposers: (() => Promise<void>)[];
 }): Promise<FailoverOutcome> {
@@ -354,6 +356,7 @@ export async function failoverBurst(o: {
     // What the service acknowledged meanwhile is on the primary only.
     await ack.poll();
   }
+  await o.beforeKill?.(apiUrl);
   await ack.poll();
   const before = await listRuns(t.namespace);
   const inFlight = b.started() - before.filter(aibomReadyRun).length;

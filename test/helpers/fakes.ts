@@ -451,6 +451,10 @@ export class FakeKube {
   runApi(): RunApi {
     return {
       cached: (ns, name) => this.run(ns, name) ?? null,
+      live: (ns, name) => {
+        this.requests.bump('GET run');
+        return Promise.resolve(this.run(ns, name) ?? null);
+      },
       addFinalizer: (run) => {
         const current = this.runs.get(this.key(run.metadata.namespace, run.metadata.name))!;
         if ((current.metadata.finalizers ?? []).includes('vault.service.dev/aibom'))

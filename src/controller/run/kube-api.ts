@@ -104,6 +104,7 @@ export function kubeRunApi(
 ): RunApi {
   return {
     cached: (namespace, name) => cache(namespace, name) ?? null,
+    live: (namespace, name) => getRun(client, namespace, name),
     async addFinalizer(run) {
       return (await withFreshRun(client, run, (r) => addFinalizer(client, RUN_TYPE, r, FINALIZER))) ?? run;
     },

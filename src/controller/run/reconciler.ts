@@ -40,6 +40,11 @@ export interface RunApi {
    * made from: once the phase is terminal, admission keeps everything they read final (ADR 0017).
    */
   cached(namespace: string, name: string): Run | null;
+  /**
+   * A live GET of the Run (null when gone): only when its cached status claims records the vault
+   * lacks, so that a loss is judged (and written down) on the newest status, not a stale copy.
+   */
+  live(namespace: string, name: string): Promise<Run | null>;
   addFinalizer(run: Run): Promise<Run>;
   removeFinalizer(run: Run): Promise<void>;
   /** Server-side apply of the controller-owned status fields. */
@@ -161,8 +166,15 @@ export async function reconcileRun(
   };
   try {
     observed = await gather(deps.vault, run);
-    // Costs nothing: both sides were just read. Written down before anything is recorded again.
-    const loss = lostRecords(run, observed);
+    // Costs nothing: both sides were just read. Written down before anything is recorded again,
+    // judged on the live Run (the cache may hold an older status claiming less).
+    let loss = lostRecords(run, observed);
+    if (loss !== null) {
+      const live = await deps.api.live(namespace, name);
+      if (live === null || live.metadata.uid !== run.metadata.uid) return undefined;
+      run = live;
+      loss = lostRecords(run, observed);
+    }
     if (loss !== null) {
       const { loss: row, created } = await deps.recorder.recordLoss(run, loss);
       lost = lossMessage(loss, row.id);

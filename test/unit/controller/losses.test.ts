@@ -140,3 +140,21 @@ describe('the reconciler after the vault lost a Run’s records', () => {
     expect(conditionOf(storedRun(w, before), ConditionTypes.RecordsLost)?.status).toBe('True');
   });
 });
+
+describe('a loss judged on a stale cached Run', () => {
+  it('is written down from the live Run: one row naming every id the newest status shows', async () => {
+    const w = await world();
+    const before = await recorded(w);
+    const lostIds = loseAllBut(w.vault, 0);
+    // The informer still holds an older copy: only the first step counted, no AIBOM shown.
+    const stale = structuredClone(before);
+    stale.status = { ...stale.status, attestations: { count: 1 } };
+    delete stale.status.artifacts;
+    const api = { ...w.kube.runApi(), cached: () => structuredClone(stale) };
+    await reconcileIn(w, before, api);
+    const rows = [...w.vault.lossRows.values()].filter((r) => r.details.source === 'run-status');
+    expect(rows).toHaveLength(1);
+    expect(new Set(rows[0]!.missingIds)).toEqual(new Set(lostIds));
+    expect(w.kube.requests.calls.get('GET run')).toBe(1);
+  });
+});
