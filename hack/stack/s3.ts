@@ -1,3 +1,5 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { startMinio } from './minio.ts';
 import type { Launch, Proc } from './proc.ts';
 import { startSeaweedfs } from './seaweedfs.ts';
@@ -23,14 +25,26 @@ export function isS3Server(s: string): s is S3Server {
   return (S3_SERVERS as readonly string[]).includes(s);
 }
 
+/** A certificate and key the server presents (https only), and the CA a client must trust. */
+export interface S3Tls {
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+}
+
 export async function startS3(
   server: S3Server,
   root: string,
-  tools: Tools,
+  tools: Pick<Tools, 'minio' | 'weed'>,
   bucket: string,
   launch: Launch = {},
+  tls?: S3Tls,
 ): Promise<S3Store> {
-  return server === 'seaweedfs'
-    ? startSeaweedfs(root, tools.weed, bucket, launch)
-    : startMinio(root, tools.minio, bucket, launch);
+  if (server === 'minio') return startMinio(root, tools.minio, bucket, launch, tls);
+  if (!tls) return startSeaweedfs(root, tools.weed, bucket, launch);
+  await mkdir(root, { recursive: true });
+  const [certFile, keyFile] = [join(root, 'seaweedfs-tls.crt'), join(root, 'seaweedfs-tls.key')];
+  await writeFile(certFile, tls.cert);
+  await writeFile(keyFile, tls.key, { mode: 0o600 });
+  return startSeaweedfs(root, tools.weed, bucket, launch, { tls: { certFile, keyFile }, ca: tls.ca });
 }

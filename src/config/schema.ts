@@ -96,6 +96,11 @@ export const schema = {
   },
   S3_BUCKET: { description: 'bucket holding artifacts', default: 'aibom-vault', parse: str },
   S3_REGION: { description: 'S3 region', default: 'us-east-1', parse: str },
+  S3_CA_FILE: {
+    description:
+      'PEM file of the CA(s) the certificate of an https S3_ENDPOINT must chain to (a Secret mounted by the chart: s3.tls.caSecret), instead of the system CAs; the host name is checked too',
+    parse: str,
+  },
   S3_TIMEOUT_MS: {
     description:
       'deadline of one request to the object store, from sending it to the last byte of the answer; a store that does not answer in time fails the call (the request is aborted): the Run shows ObjectStoreUnavailable, the API answers 503',
@@ -107,6 +112,17 @@ export const schema = {
       'deadline of opening a PostgreSQL connection (and of waiting for a free pooled one); past it the call fails: the Run shows VaultUnavailable, the API answers 503',
     default: '5000',
     parse: intIn(100, 600_000),
+  },
+  DATABASE_CA_FILE: {
+    description:
+      "PEM file of the CA(s) PostgreSQL's certificate must chain to (a Secret mounted by the chart: database.tls.caSecret). Set: every connection (runtime pool, LISTEN, migrations, service-ctl aibom generate) uses TLS and checks the certificate and the host name of the URL, and sslmode/sslrootcert in the URLs are ignored. Unset: the URLs' own sslmode applies",
+    parse: str,
+  },
+  PG_POOL_MAX: {
+    description:
+      'PostgreSQL connections of the runtime pool per process (each process also holds one LISTEN connection, and one more while it migrates at start): size max_connections for replicas × (PG_POOL_MAX + 1)',
+    default: '10',
+    parse: intIn(1, 1000),
   },
   PG_QUERY_TIMEOUT_MS: {
     description:

@@ -76,7 +76,9 @@ export {
   DEFAULT_QUERY_TIMEOUT_MS,
   runtimeRoleProblems,
   VAULT_WRITER_ROLE,
+  withTls,
   type VaultPoolOptions,
+  type VaultTls,
 } from './pool.ts';
 export {
   DEFAULT_LIMIT,
