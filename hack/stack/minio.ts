@@ -96,7 +96,20 @@ export async function startMinio(
   const proc = await runMinioServer(root, binary, port, accessKey, secretKey, launch, tls);
   const endpoint = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   const client = new S3Client({ endpoint, accessKey, secretKey, ...(tls ? { ca: tls.ca } : {}) });
-  await client.createBucket(bucket);
-  client.close();
+  try {
+    // Ready by its health endpoint, MinIO may still answer 503 XMinioServerNotInitialized for a
+    // moment: the bucket is created once it takes requests.
+    await waitReady(
+      proc,
+      async () => {
+        await client.createBucket(bucket);
+        return true;
+      },
+      60_000,
+      launch.signal,
+    );
+  } finally {
+    client.close();
+  }
   return { proc, endpoint, accessKey, secretKey, bucket };
 }
