@@ -78,7 +78,8 @@ export const schema = {
     secret: true,
   },
   S3_ENDPOINT: {
-    description: 'S3/MinIO endpoint URL for artifacts (AIBOM blobs and C2PA sidecars)',
+    description:
+      'endpoint URL of the S3-compatible store for artifacts (AIBOM blobs and C2PA sidecars), path-style (docs/storage.md)',
     requiredBy: ['controller', 'sidecar'],
     parse: url,
   },
