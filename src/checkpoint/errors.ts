@@ -28,6 +28,13 @@ export type CheckpointErrorCode =
    * checkpointer signs nothing over the new history until an operator accepts the loss
    * (VAULT_ACCEPT_LOST_CHECKPOINT, docs/failover.md).
    */
-  | 'HISTORY_LOST';
+  | 'HISTORY_LOST'
+  /**
+   * `verify --chain --fresh` did not get a checkpoint signed for the request (the service answered
+   * anything but 200): a replayed or cached answer cannot stand in for one.
+   */
+  | 'CHECKPOINT_NOT_FRESH'
+  /** The checkpoint was issued longer ago than the verifier accepts (`--max-age`). */
+  | 'CHECKPOINT_STALE';
 
 export class CheckpointError extends BaseError<CheckpointErrorCode> {}
