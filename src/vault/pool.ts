@@ -37,7 +37,15 @@ export interface VaultTls {
 }
 
 /** Parameters of a connection string that would override the `ssl` option (pg lets the URL win). */
-const URL_SSL_PARAMS = ['ssl', 'sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'sslpassword', 'uselibpqcompat'];
+const URL_SSL_PARAMS = [
+  'ssl',
+  'sslmode',
+  'sslrootcert',
+  'sslcert',
+  'sslkey',
+  'sslpassword',
+  'uselibpqcompat',
+];
 
 /**
  * A connection to `connectionString` over TLS verified against the CA of `tls`: the certificate
@@ -45,7 +53,10 @@ const URL_SSL_PARAMS = ['ssl', 'sslmode', 'sslrootcert', 'sslcert', 'sslkey', 's
  * would otherwise check the name `localhost`). The URL's own ssl parameters are dropped: they would
  * replace these options.
  */
-export function withTls(connectionString: string, tls: VaultTls): { connectionString: string; ssl: ConnectionOptions } {
+export function withTls(
+  connectionString: string,
+  tls: VaultTls,
+): { connectionString: string; ssl: ConnectionOptions } {
   const url = new URL(connectionString);
   for (const p of URL_SSL_PARAMS) url.searchParams.delete(p);
   const host = url.hostname.replace(/^\[|\]$/g, '');
