@@ -57,7 +57,7 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
   return {
     name: 'run controller',
     run: async ({ signal, runs }: Term) => {
-      // Failures here are mostly a dependency being down (PostgreSQL, MinIO): once it is back, a
+      // Failures here are mostly a dependency being down (PostgreSQL, the object store): once it is back, a
       // Run should not sit out client-go's 1000 s maximum backoff, so per-key retries cap at 30 s.
       const queue = new WorkQueue({
         name: 'runs',
