@@ -10,6 +10,7 @@ import { freePort, startProcess, stopProcess, waitReady, type Launch, type Proc 
 import { schema } from '../../src/config/schema.ts';
 import { createSignerSecret } from './signer.ts';
 import { startTsa } from './tsa.ts';
+import { startStackWitness } from './witness.ts';
 import { ensureTools, type Tools } from './tools.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -62,6 +63,13 @@ export interface StackInfo {
   readonly servers?: { readonly standby: StandbyMode | 'none'; readonly s3: S3Server };
   /** The primary, standby and proxy of `--standby` (what `failover` acts on). */
   readonly replication?: Replication;
+  /** The stack's tlog witness (litewitness), which the services push their checkpoints to. */
+  readonly witness?: {
+    readonly url: string;
+    readonly vkey: string;
+    readonly name: string;
+    readonly db: string;
+  };
 }
 
 /** Keys the stack sets itself for its services (and in .stack/env): never taken from the caller. */
@@ -84,6 +92,9 @@ const STACK_KEYS = new Set([
   'SERVICE_TRUST_ANCHOR',
   'TSA_URL',
   'TSA_TRUST_ANCHORS',
+  'TLOG_NOTE_SECRET',
+  'TLOG_ORIGIN',
+  'TLOG_WITNESSES',
 ]);
 
 /**
@@ -154,7 +165,11 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       'aibom-vault-system',
       'aibom-vault-scitt-log',
     );
+    // A litewitness the services push their C2SP checkpoints to (hack/stack/witness.ts).
+    const witnessed = await timed('witness', () => startStackWitness(root, tools, kube.kubeconfig, launch));
     const env: Record<string, string> = {
+      ...witnessed.settings,
+      ...witnessed.env,
       SERVICE_TRUST_ANCHOR: trustAnchor,
       KUBECONFIG: kube.kubeconfig,
       DATABASE_URL: postgres.runtimeUrl,
@@ -180,6 +195,12 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       ...('replication' in postgres
         ? { replication: (postgres as { replication: Replication }).replication }
         : {}),
+      witness: {
+        url: witnessed.witness.url,
+        vkey: witnessed.witness.vkey,
+        name: witnessed.witness.name,
+        db: witnessed.witness.db,
+      },
     };
     if (opts.services) {
       const svc = await timed('services', () => startServices(info, settings, undefined, launch));

@@ -13,6 +13,10 @@ export const TOOL_NAMES = [
   'crane',
   'timestamp-authority',
   'weed',
+  'litewitness',
+  'witness-add-log',
+  'tlog-tiles-check',
+  'tlog-cosign-check',
 ] as const;
 export type Tool = (typeof TOOL_NAMES)[number];
 export type Tools = Record<Tool, string>;
