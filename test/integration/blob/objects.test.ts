@@ -144,13 +144,35 @@ describe(`the bucket (${server}) unreachable for 30 s during a burst`, () => {
     expect(await manifestRefMismatches(t.databaseUrl)).toEqual([]);
     // Whole objects only: each download is the recorded bytes, each blob in the store hashes to its
     // record, each C2PA manifest verifies against them.
+    // A download may still meet its store deadline (S3_TIMEOUT_MS, 2 s here) on a loaded machine:
+    // the API then answers 503 with Retry-After, as documented, and the client asks again. Any other
+    // answer than that or the whole recorded object fails the test.
+    let retried = 0;
     for (const run of runs) {
       const meta = run.status!.artifacts!.aibom as AibomMetadata;
-      const res = await download(run.metadata.uid);
-      expect(res.status, run.metadata.name).toBe(200);
-      expect(sha256(Buffer.from(await res.arrayBuffer()))).toBe(meta.digest);
+      const bytes = await poll(
+        async () => {
+          const res = await download(run.metadata.uid);
+          if (res.status === 503) {
+            const body = (await res.json()) as { code: string; detail?: string };
+            expect(body.code).toBe('UPSTREAM_UNAVAILABLE');
+            expect(res.headers.get('retry-after')).not.toBeNull();
+            retried++;
+            console.log(
+              `[objects] ${run.metadata.name}: 503 after the outage (${body.detail ?? ''}), asked again`,
+            );
+            return undefined;
+          }
+          expect(res.status, run.metadata.name).toBe(200);
+          return Buffer.from(await res.arrayBuffer());
+        },
+        `the download of ${run.metadata.name} after the outage`,
+        { timeoutMs: 60_000, intervalMs: 500 },
+      );
+      expect(sha256(bytes)).toBe(meta.digest);
       await expectArtifactVerifies(t.pki, run, stackS3());
     }
+    console.log(`[objects] ${runs.length} downloads after the outage, ${retried} answered 503 first`);
     printRow({
       fault: `bucket (${server}) unreachable 30 s (requests hang)`,
       inFlight,
