@@ -307,8 +307,14 @@ describe('AIBOM bytes that no longer match the record', () => {
     expect(sha256Digest(restored)).toBe(meta.digest);
     expect(sha256Digest((await blobs.get(meta.key))!)).toBe(meta.digest);
     // The altered bytes were never signed: the manifest in force covers the recorded bytes.
-    const now = await getRun(ns, 'altered');
-    expect(conditionOf(now, 'AIBOMReady')?.status).toBe('True');
+    // The bytes are put back before the new manifest and the status are written: wait for the status.
+    const now = await poll(async () => {
+      const r = await getRun(ns, 'altered');
+      const m = r.status?.artifacts?.aibom as AibomMetadata | undefined;
+      return ready(conditionOf(r, 'AIBOMReady')) && m?.c2pa_manifest.digest !== manifestBefore
+        ? r
+        : undefined;
+    }, 'AIBOMReady=True with a manifest signed again after the repair');
     const current = now.status!.artifacts!.aibom as AibomMetadata;
     expect(current.digest).toBe(meta.digest);
     expect(current.c2pa_manifest.digest).not.toBe(manifestBefore);
