@@ -71,7 +71,9 @@ async function outcome(file: string, args: string[]): Promise<{ code: number; ou
   }
 }
 
-const FUZZED = 12;
+// Four fuzzed runs per execution (a fresh seed each time, printed): SHACL validation in tools-java
+// costs tens of seconds per document on a loaded 2-core machine, and the suite must fit CI's limit.
+const FUZZED = 4;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'views-conformance-'));
@@ -224,5 +226,5 @@ describe('SPDX 3.0.1 view: tools-java accepts every view and rejects a broken on
       `tools-java: ${files.length} SPDX 3.0.1 views valid (${FUZZED} fuzzed) in ${seconds.toFixed(1)} s`,
     );
     for (const w of written) expect(spdxProfileProblems(w.views[1]!.document), w.label).toEqual([]);
-  }, 600_000);
+  }, 1_200_000);
 });
