@@ -7,6 +7,7 @@ import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { problemResponses } from '../../schemas.ts';
+import { typed } from '../../typed.ts';
 
 /**
  * The vault's chain, for verifiers (docs/chain.md, ADR 0008): signed checkpoints of the Merkle tree
@@ -128,8 +129,9 @@ async function proof<T>(make: () => Promise<T>): Promise<T> {
 const bad = (pointer: string, message: string): ProblemError =>
   new ProblemError(400, 'VALIDATION_FAILED', message, { errors: [{ pointer, message }] });
 
-export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
-  app.get<{ Querystring: { tree_size?: string } }>(
+export function chainRoutes(fastify: FastifyInstance, deps: ChainRouteDeps): void {
+  const app = typed(fastify);
+  app.get(
     '/v1/chain/checkpoint',
     {
       schema: {
@@ -148,7 +150,7 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
     },
   );
 
-  app.post<{ Querystring: { wait?: string } }>(
+  app.post(
     '/v1/chain/checkpoint',
     {
       schema: {
@@ -213,7 +215,7 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
     },
   );
 
-  app.get<{ Querystring: { from: string; to?: string } }>(
+  app.get(
     '/v1/chain/consistency',
     {
       schema: {
@@ -252,7 +254,7 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
     },
   );
 
-  app.get<{ Querystring: { seq: string; tree_size?: string } }>(
+  app.get(
     '/v1/chain/inclusion',
     {
       schema: {
@@ -292,7 +294,7 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
     },
   );
 
-  app.get<{ Querystring: { after_seq?: string; limit?: string } }>(
+  app.get(
     '/v1/chain/leaves',
     {
       schema: {

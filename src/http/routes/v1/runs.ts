@@ -12,6 +12,7 @@ import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
 import type { PolicyPackSource } from '../../sources/policy-packs.ts';
+import { typed } from '../../typed.ts';
 
 export interface RunRouteDeps {
   readonly vault: Vault;
@@ -157,7 +158,8 @@ const artifactParams = {
   },
 } as const;
 
-export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
+export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
+  const app = typed(fastify);
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
     const record = await deps.vault.artifacts.get(run.id, params.kind);
@@ -166,7 +168,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     return { run, record, artifact };
   };
 
-  app.get<{ Params: { id: string; kind: string } }>(
+  app.get(
     '/v1/runs/:id/artifacts/:kind',
     {
       schema: {
@@ -196,7 +198,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { id: string; kind: string } }>(
+  app.get(
     '/v1/runs/:id/artifacts/:kind/manifest',
     {
       schema: {
@@ -213,7 +215,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v1/runs/:id',
     {
       schema: {
@@ -229,7 +231,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     async (req) => runDetail(deps, await visibleRun(deps, req, req.params.id)),
   );
 
-  app.get<{ Params: { namespace: string; name: string } }>(
+  app.get(
     '/v1/namespaces/:namespace/runs/:name',
     {
       schema: {
