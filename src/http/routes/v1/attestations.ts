@@ -26,7 +26,7 @@ import {
   queryPageSchema,
   UUID_V7_PATTERN,
 } from '../../schemas.ts';
-import { typed, type FromSchema } from '../../typed.ts';
+import { typed, type FromSchema, type TypedApp } from '../../typed.ts';
 
 export interface AttestationRouteDeps {
   readonly vault: Vault;
@@ -131,6 +131,12 @@ export function attestationRoutes(fastify: FastifyInstance, deps: AttestationRou
     },
   );
 
+  queryRoute(app, deps);
+  scittRoute(app, deps);
+}
+
+/** POST /v1/attestations/query: the records matching a filter, in keyset pages (or NDJSON). */
+function queryRoute(app: TypedApp, deps: AttestationRouteDeps): void {
   app.post(
     '/v1/attestations/query',
     {
@@ -211,7 +217,10 @@ export function attestationRoutes(fastify: FastifyInstance, deps: AttestationRou
       );
     },
   );
+}
 
+/** POST /v1/attestations/scitt: one record pushed to the transparency backend now. */
+function scittRoute(app: TypedApp, deps: AttestationRouteDeps): void {
   app.post(
     '/v1/attestations/scitt',
     {

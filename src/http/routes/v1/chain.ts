@@ -7,7 +7,7 @@ import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { problemResponses } from '../../schemas.ts';
-import { typed } from '../../typed.ts';
+import { typed, type TypedApp } from '../../typed.ts';
 
 /**
  * The vault's chain, for verifiers (docs/chain.md, ADR 0008): signed checkpoints of the Merkle tree
@@ -214,7 +214,12 @@ export function chainRoutes(fastify: FastifyInstance, deps: ChainRouteDeps): voi
       return reply.code(202).send({ status: 'requested', tree_size: head.seq });
     },
   );
+  proofRoutes(app, deps);
+  leavesRoute(app, deps);
+}
 
+/** GET /v1/chain/consistency and /v1/chain/inclusion: RFC 9162 proofs over checkpointed trees. */
+function proofRoutes(app: TypedApp, deps: ChainRouteDeps): void {
   app.get(
     '/v1/chain/consistency',
     {
@@ -293,7 +298,10 @@ export function chainRoutes(fastify: FastifyInstance, deps: ChainRouteDeps): voi
       return { seq, tree_size: treeSize, proof: hashes.map((h) => h.toString('hex')) };
     },
   );
+}
 
+/** GET /v1/chain/leaves: the leaf hash of every record in seq order, in pages. */
+function leavesRoute(app: TypedApp, deps: ChainRouteDeps): void {
   app.get(
     '/v1/chain/leaves',
     {
