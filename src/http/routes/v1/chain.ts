@@ -129,6 +129,42 @@ async function proof<T>(make: () => Promise<T>): Promise<T> {
 const bad = (pointer: string, message: string): ProblemError =>
   new ProblemError(400, 'VALIDATION_FAILED', message, { errors: [{ pointer, message }] });
 
+/** The answer of a proof route: its two tree positions (named `lower`, `upper`) and the proof. */
+function proofAnswer(lower: string, upper: string) {
+  return {
+    type: 'object',
+    required: [lower, upper, 'proof'],
+    properties: {
+      [lower]: { type: 'integer' },
+      [upper]: { type: 'integer' },
+      proof: { type: 'array', items: hex32 },
+    },
+  } as const;
+}
+
+/**
+ * What both proof routes do: authorise, bound `upper` (default: the newest checkpoint's size) by the
+ * newest checkpoint and `lower` (default 0) by `upper`, each refusal naming its query parameter,
+ * and prove. Each bound is a [name, raw value] pair.
+ */
+async function checkedProof(
+  deps: ChainRouteDeps,
+  req: FastifyRequest,
+  lowerParam: readonly [string, string | undefined],
+  upperParam: readonly [string, string | undefined],
+  prove: (lower: number, upper: number) => Promise<Buffer[]>,
+): Promise<{ lower: number; upper: number; proof: string[] }> {
+  await authorize(deps, req, 'get');
+  const newest = await latest(deps);
+  const upper = int(upperParam[1], newest.treeSize);
+  const lower = int(lowerParam[1], 0);
+  if (upper > newest.treeSize)
+    throw bad(`/querystring/${upperParam[0]}`, `must be at most ${newest.treeSize}, the newest checkpoint`);
+  if (lower > upper) throw bad(`/querystring/${lowerParam[0]}`, `must not be above ${upperParam[0]}`);
+  const hashes = await proof(() => prove(lower, upper));
+  return { lower, upper, proof: hashes.map((h) => h.toString('hex')) };
+}
+
 export function chainRoutes(fastify: FastifyInstance, deps: ChainRouteDeps): void {
   const app = typed(fastify);
   app.get(
@@ -232,30 +268,17 @@ function proofRoutes(app: TypedApp, deps: ChainRouteDeps): void {
           properties: { from: size, to: size },
         },
         response: {
-          200: {
-            type: 'object',
-            required: ['from', 'to', 'proof'],
-            properties: {
-              from: { type: 'integer' },
-              to: { type: 'integer' },
-              proof: { type: 'array', items: hex32 },
-            },
-          },
+          200: proofAnswer('from', 'to'),
           ...problemResponses,
           500: { $ref: 'Problem#' },
         },
       },
     },
     async (req) => {
-      await authorize(deps, req, 'get');
-      const newest = await latest(deps);
-      const to = int(req.query.to, newest.treeSize);
-      const from = int(req.query.from, 0);
-      if (to > newest.treeSize)
-        throw bad('/querystring/to', `must be at most ${newest.treeSize}, the newest checkpoint`);
-      if (from > to) throw bad('/querystring/from', 'must not be above to');
-      const hashes = await proof(() => consistencyProof(deps.vault.checkpoints, from, to));
-      return { from, to, proof: hashes.map((h) => h.toString('hex')) };
+      const p = await checkedProof(deps, req, ['from', req.query.from], ['to', req.query.to], (from, to) =>
+        consistencyProof(deps.vault.checkpoints, from, to),
+      );
+      return { from: p.lower, to: p.upper, proof: p.proof };
     },
   );
 
@@ -272,30 +295,21 @@ function proofRoutes(app: TypedApp, deps: ChainRouteDeps): void {
           properties: { seq: size, tree_size: size },
         },
         response: {
-          200: {
-            type: 'object',
-            required: ['seq', 'tree_size', 'proof'],
-            properties: {
-              seq: { type: 'integer' },
-              tree_size: { type: 'integer' },
-              proof: { type: 'array', items: hex32 },
-            },
-          },
+          200: proofAnswer('seq', 'tree_size'),
           ...problemResponses,
           500: { $ref: 'Problem#' },
         },
       },
     },
     async (req) => {
-      await authorize(deps, req, 'get');
-      const newest = await latest(deps);
-      const treeSize = int(req.query.tree_size, newest.treeSize);
-      const seq = int(req.query.seq, 0);
-      if (treeSize > newest.treeSize)
-        throw bad('/querystring/tree_size', `must be at most ${newest.treeSize}, the newest checkpoint`);
-      if (seq > treeSize) throw bad('/querystring/seq', 'must not be above tree_size');
-      const hashes = await proof(() => inclusionProof(deps.vault.checkpoints, seq, treeSize));
-      return { seq, tree_size: treeSize, proof: hashes.map((h) => h.toString('hex')) };
+      const p = await checkedProof(
+        deps,
+        req,
+        ['seq', req.query.seq],
+        ['tree_size', req.query.tree_size],
+        (seq, treeSize) => inclusionProof(deps.vault.checkpoints, seq, treeSize),
+      );
+      return { seq: p.lower, tree_size: p.upper, proof: p.proof };
     },
   );
 }
