@@ -1,12 +1,11 @@
 import { EventReasons, FINALIZER, Reasons, type FailureReason } from '../../crd/reasons.ts';
 import { isTerminal, type Run, type RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
-import { RecordError, type Recorder } from '../../recorder/index.ts';
+import { lossMessage, lostRecords, RecordError, type Recorder } from '../../recorder/index.ts';
 import { because } from '../../recorder/errors.ts';
 import { ObjectStoreError } from '../../blob/store.ts';
 import {
   isVaultUnavailable,
-  type ArtifactRecord,
   type ArtifactRepository,
   type AttestationRepository,
   type AttestationSummary,
@@ -26,6 +25,7 @@ import {
   RECONCILE_LIMITS,
   runView,
   statusChanged,
+  withLoss,
   type Observed,
   type Plan,
   type ReconcileLimits,
@@ -40,6 +40,11 @@ export interface RunApi {
    * made from: once the phase is terminal, admission keeps everything they read final (ADR 0017).
    */
   cached(namespace: string, name: string): Run | null;
+  /**
+   * A live GET of the Run (null when gone): only when its cached status claims records the vault
+   * lacks, so that a loss is judged (and written down) on the newest status, not a stale copy.
+   */
+  live(namespace: string, name: string): Promise<Run | null>;
   addFinalizer(run: Run): Promise<Run>;
   removeFinalizer(run: Run): Promise<void>;
   /** Server-side apply of the controller-owned status fields. */
@@ -48,6 +53,8 @@ export interface RunApi {
   attestationIds(run: Run): Promise<Set<string>>;
   /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
   createAttestation(run: Run, record: AttestationSummary): Promise<void>;
+  /** Deletes the Attestation resource `id` (of a record the vault lost); absent = success. */
+  deleteAttestation(run: Run, id: string): Promise<void>;
   event(run: Run, type: 'Normal' | 'Warning', reason: string, note: string): Promise<void>;
 }
 
@@ -119,9 +126,6 @@ function humanCause(reason: FailureReason, err: unknown): string {
  * idempotent, so a crash at any point is repaired by the next reconcile. Errors set a condition
  * with their reason (RecordError), emit a Warning event and are rethrown for a rate-limited retry.
  *
- * Each act is a named step below (act, repairManifest, missingResources, createResources,
- * failRun, finish), callable alone; this function only orders them.
- *
  * Transparency state is not this reconciler's: the projection controller writes it
  * (src/controller/transparency/), driven by job changes.
  */
@@ -146,212 +150,161 @@ export async function reconcileRun(
   if (!deleting) run = await deps.api.addFinalizer(run);
   const log = deps.logger.child({ run: `${namespace}/${name}`, runId: run.metadata.uid });
 
-  const told = telling(deps.api);
-  const current = run;
-  const outcome = await converge(deps, current, deleting, told, now).catch((err: unknown) =>
-    failRun(deps, current, err, told, now(), log),
-  );
+  const limits = deps.limits ?? RECONCILE_LIMITS;
+  let observed: Observed;
+  let todo: Plan;
+  let resourcesLeft: boolean;
+  // The vault lost records this Run's status shows (recorder/losses.ts): said on the Run for good.
+  let lost: string | undefined;
+  const noted = (status: RunStatus): RunStatus =>
+    lost === undefined ? status : withLoss(status, lost, run?.metadata.generation, now());
+  // What this reconcile recorded, told in one Event (not one per batch).
+  const notes: string[] = [];
+  let reason: string = EventReasons.Attested;
+  const tell = async (current: Run): Promise<void> => {
+    if (notes.length > 0) await deps.api.event(current, 'Normal', reason, notes.splice(0).join('; '));
+  };
+  try {
+    observed = await gather(deps.vault, run);
+    // Costs nothing: both sides were just read. Written down before anything is recorded again,
+    // judged on the live Run (the cache may hold an older status claiming less).
+    let loss = lostRecords(run, observed);
+    if (loss !== null) {
+      const live = await deps.api.live(namespace, name);
+      if (live === null || live.metadata.uid !== run.metadata.uid) return undefined;
+      run = live;
+      loss = lostRecords(run, observed);
+    }
+    if (loss !== null) {
+      const { loss: row, created } = await deps.recorder.recordLoss(run, loss);
+      lost = lossMessage(loss, row.id);
+      if (created) await deps.api.event(run, 'Warning', EventReasons.RecordsLost, lost);
+    }
+    // A terminal Run is final by admission (its spec and phase cannot change: the CRD's rules), so
+    // the cached copy is the Run the terminal records and the AIBOM are made from; no live GET.
+    todo = plan(run, observed, limits);
+    if (!isEmpty(todo)) {
+      const current = run;
+      if (todo.mirror) await because(Reasons.VaultUnavailable, () => deps.vault.runs.upsert(current));
+      const recorded = await deps.recorder.recordSteps(current, todo.steps);
+      if (todo.terminal) recorded.push(await deps.recorder.recordTerminal(current));
+      const created = recorded.filter((r) => r.created);
+      if (created.length > 0)
+        notes.push(
+          `recorded ${created.map((r) => `${r.ids.length} attestation(s) for ${r.what}`).join(', ')}`,
+        );
+      if (todo.aibom) {
+        const t0 = performance.now();
+        const { artifact, created } = await deps.recorder.recordAibom(current);
+        if (created) {
+          deps.observeAibom?.((performance.now() - t0) / 1000);
+          reason = EventReasons.AIBOMRecorded;
+          notes.push(`AIBOM ${artifact.digest} stored at ${artifact.objectKey}`);
+          const superseded = (artifact.metadata as { supersedes?: { digest: string; loss_id: string } })
+            .supersedes;
+          if (superseded) {
+            await deps.api.event(
+              current,
+              'Warning',
+              EventReasons.AIBOMSuperseded,
+              `AIBOM ${artifact.digest} supersedes AIBOM ${superseded.digest}, whose record the vault lost ` +
+                `(loss ${superseded.loss_id}); the earlier one is kept in the bucket and is no longer served`,
+            );
+          }
+        }
+      }
+      if (todo.repair !== null && observed.aibom !== null) {
+        // The Run shows the repair (AIBOMReady=False, ManifestRepairing) before it is attempted:
+        // if the attempt fails, the condition then says what it failed on.
+        const repairing = desiredStatus(current, observed, now());
+        if (statusChanged(current.status, repairing)) await writeStatus(deps, current, repairing);
+        const { repair, outcome } = await deps.recorder.repairManifest(current, observed.aibom, todo.repair);
+        await deps.api.event(
+          current,
+          outcome === 'done' ? 'Normal' : 'Warning',
+          outcome === 'done' ? EventReasons.ManifestRepaired : EventReasons.ManifestRepairFailed,
+          outcome === 'done'
+            ? `C2PA manifest of AIBOM ${observed.aibom.digest} re-signed over the same bytes: ${repair.manifestDigest ?? ''} replaces ${repair.replacesDigest ?? ''} (${repair.reason})`
+            : `C2PA manifest of AIBOM ${observed.aibom.digest} cannot be repaired: ${repair.lastError ?? ''}`,
+        );
+      }
+      observed = await gather(deps.vault, current);
+    }
+    // Records are only appended, and the count on the status is written after the resources of
+    // that many records exist (a failure keeps the old count): the records past it are the ones
+    // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
+    const current = run;
+    // A Run being deleted takes its Attestation resources with it (they are owned by it), and its
+    // status with it: neither is written. Only the vault's evidence holds the finalizer, so a Run
+    // whose resources or status cannot be written (a label or a size the API server refuses) can
+    // still go once its records and AIBOM are stored.
+    let missing = deleting ? [] : observed.attestations.slice(run.status?.attestations?.count ?? 0);
+    if (lost !== undefined && !deleting) {
+      // The status count no longer tells which records have a resource, and resources of lost
+      // records name ids the vault does not hold: they go (the loss row keeps the ids).
+      const existing = await deps.api.attestationIds(current);
+      const held = new Set(observed.attestations.map((a) => a.id));
+      const dangling = [...existing].filter((id) => !held.has(id));
+      for (const id of dangling) await deps.api.deleteAttestation(current, id);
+      if (dangling.length > 0) {
+        notes.push(`deleted ${dangling.length} Attestation resource(s) of records the vault lost`);
+      }
+      missing = observed.attestations.filter((a) => !existing.has(a.id));
+    } else if (missing.length > limits.resources) {
+      // More than one batch behind (a large Run, or resources deleted): one LIST, so that batches
+      // after the first do not repeat the creates of the earlier ones as AlreadyExists answers.
+      const existing = await deps.api.attestationIds(current);
+      missing = observed.attestations.filter((a) => !existing.has(a.id));
+    }
+    const batch = missing.slice(0, limits.resources);
+    resourcesLeft = missing.length > batch.length;
+    await Promise.all([
+      tell(current),
+      (async () => {
+        for (let i = 0; i < batch.length; i += CREATE_CONCURRENCY) {
+          await Promise.all(
+            batch.slice(i, i + CREATE_CONCURRENCY).map((a) => deps.api.createAttestation(current, a)),
+          );
+        }
+      })(),
+    ]);
+  } catch (err) {
+    const failure: FailureReason =
+      err instanceof RecordError
+        ? err.code
+        : err instanceof ObjectStoreError
+          ? Reasons.ObjectStoreUnavailable
+          : isVaultUnavailable(err)
+            ? Reasons.VaultUnavailable
+            : Reasons.RecordingFailed;
+    const message = humanCause(failure, err);
+    log.warn({ err, reason: failure }, 'reconcile failed; will retry');
+    // What was recorded before the failure is told still: a retry finds it claimed and stays silent.
+    await tell(run);
+    const failed = noted(failedStatus(run, failure, message, now()));
+    if (statusChanged(run.status, failed)) await writeStatus(deps, run, failed);
+    await deps.api.event(run, 'Warning', failure, message);
+    throw err;
+  }
+
   // A bounded batch was done and more is due: back in the queue, behind other namespaces' Runs.
   // The status is written once the batches are done: a status write of a large Run is among the
   // most expensive requests the API server serves (server-side apply and the CEL rules over every
   // step), and the count it holds must only ever cover records whose resources exist.
-  if (outcome.more) return { more: true };
-  await finish(deps, current, outcome.observed, { deleting, key, now: now(), log });
-  return undefined;
-}
-
-/** What a reconcile recorded, told in one Event (not one per batch). */
-export interface Telling {
-  /** Adds a line to the Event; `reason` (when given) becomes the Event's reason. */
-  note(line: string, reason?: string): void;
-  /** Emits the Event of the lines noted since the last call (none when there are none). */
-  tell(run: Run): Promise<void>;
-}
-
-export function telling(api: Pick<RunApi, 'event'>): Telling {
-  const notes: string[] = [];
-  let reason: string = EventReasons.Attested;
-  return {
-    note(line, as) {
-      notes.push(line);
-      if (as !== undefined) reason = as;
-    },
-    async tell(run) {
-      if (notes.length > 0) await api.event(run, 'Normal', reason, notes.splice(0).join('; '));
-    },
-  };
-}
-
-/** What the acts of one reconcile leave: the vault as it now is, and whether work is left. */
-interface Converged {
-  readonly observed: Observed;
-  /** Steps or Attestation resources are left for the next reconcile. */
-  readonly more: boolean;
-}
-
-/** Gather → plan → act → the Attestation resources of the records that have none yet. */
-async function converge(
-  deps: RunReconcilerDeps,
-  run: Run,
-  deleting: boolean,
-  told: Telling,
-  now: () => Date,
-): Promise<Converged> {
-  const limits = deps.limits ?? RECONCILE_LIMITS;
-  let observed = await gather(deps.vault, run);
-  // A terminal Run is final by admission (its spec and phase cannot change: the CRD's rules), so
-  // the cached copy is the Run the terminal records and the AIBOM are made from; no live GET.
-  const todo = plan(run, observed, limits);
-  if (!isEmpty(todo)) {
-    await act(deps, run, todo, told);
-    if (todo.repair !== null && observed.aibom !== null)
-      await repairManifest(deps, run, observed, observed.aibom, todo.repair, now());
-    observed = await gather(deps.vault, run);
-  }
-  const { batch, left } = await missingResources(deps.api, run, observed, limits, deleting);
-  await Promise.all([told.tell(run), createResources(deps.api, run, batch)]);
-  return { observed, more: todo.more || left };
-}
-
-/** The recording acts of a plan, in order: the mirror, step records, terminal records, the AIBOM. */
-export async function act(deps: RunReconcilerDeps, run: Run, todo: Plan, told: Telling): Promise<void> {
-  if (todo.mirror) await because(Reasons.VaultUnavailable, () => deps.vault.runs.upsert(run));
-  const recorded = await deps.recorder.recordSteps(run, todo.steps);
-  if (todo.terminal) recorded.push(await deps.recorder.recordTerminal(run));
-  const created = recorded.filter((r) => r.created);
-  if (created.length > 0)
-    told.note(`recorded ${created.map((r) => `${r.ids.length} attestation(s) for ${r.what}`).join(', ')}`);
-  if (todo.aibom) {
-    const t0 = performance.now();
-    const { artifact, created } = await deps.recorder.recordAibom(run);
-    if (created) {
-      deps.observeAibom?.((performance.now() - t0) / 1000);
-      told.note(`AIBOM ${artifact.digest} stored at ${artifact.objectKey}`, EventReasons.AIBOMRecorded);
-    }
-  }
-}
-
-/**
- * Re-signs the AIBOM's C2PA manifest for an open repair request. The Run shows the repair
- * (AIBOMReady=False, ManifestRepairing) before it is attempted: if the attempt fails, the condition
- * then says what it failed on. The outcome is told with its own Event.
- */
-export async function repairManifest(
-  deps: RunReconcilerDeps,
-  run: Run,
-  observed: Observed,
-  aibom: ArtifactRecord,
-  request: NonNullable<Plan['repair']>,
-  now: Date,
-): Promise<void> {
-  const repairing = desiredStatus(run, observed, now);
-  if (statusChanged(run.status, repairing)) await writeStatus(deps, run, repairing);
-  const { repair, outcome } = await deps.recorder.repairManifest(run, aibom, request);
-  const done = outcome === 'done';
-  await deps.api.event(
-    run,
-    done ? 'Normal' : 'Warning',
-    done ? EventReasons.ManifestRepaired : EventReasons.ManifestRepairFailed,
-    done
-      ? `C2PA manifest of AIBOM ${aibom.digest} re-signed over the same bytes: ${repair.manifestDigest ?? ''} replaces ${repair.replacesDigest ?? ''} (${repair.reason})`
-      : `C2PA manifest of AIBOM ${aibom.digest} cannot be repaired: ${repair.lastError ?? ''}`,
-  );
-}
-
-/**
- * The records that have no Attestation resource yet: this reconcile's batch of them, and whether more
- * are left. Records are only appended, and the count on the status is written after the resources
- * of that many records exist (a failure keeps the old count): the records past it are the ones
- * without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
- *
- * A Run being deleted takes its Attestation resources with it (they are owned by it), and its status
- * with it: neither is written. Only the vault's evidence holds the finalizer, so a Run whose
- * resources or status cannot be written (a label or a size the API server refuses) can still go
- * once its records and AIBOM are stored.
- */
-export async function missingResources(
-  api: Pick<RunApi, 'attestationIds'>,
-  run: Run,
-  observed: Observed,
-  limits: ReconcileLimits,
-  deleting: boolean,
-): Promise<{ batch: readonly AttestationSummary[]; left: boolean }> {
-  let missing = deleting ? [] : observed.attestations.slice(run.status?.attestations?.count ?? 0);
-  if (missing.length > limits.resources) {
-    // More than one batch behind (a large Run, or resources deleted): one LIST, so that batches
-    // after the first do not repeat the creates of the earlier ones as AlreadyExists answers.
-    const existing = await api.attestationIds(run);
-    missing = observed.attestations.filter((a) => !existing.has(a.id));
-  }
-  const batch = missing.slice(0, limits.resources);
-  return { batch, left: missing.length > batch.length };
-}
-
-/** Creates the Attestation resources of `batch`, CREATE_CONCURRENCY at a time. */
-export async function createResources(
-  api: Pick<RunApi, 'createAttestation'>,
-  run: Run,
-  batch: readonly AttestationSummary[],
-): Promise<void> {
-  for (let i = 0; i < batch.length; i += CREATE_CONCURRENCY) {
-    await Promise.all(batch.slice(i, i + CREATE_CONCURRENCY).map((a) => api.createAttestation(run, a)));
-  }
-}
-
-/** The condition reason of a failed reconcile. */
-export function failureReason(err: unknown): FailureReason {
-  if (err instanceof RecordError) return err.code;
-  if (err instanceof ObjectStoreError) return Reasons.ObjectStoreUnavailable;
-  if (isVaultUnavailable(err)) return Reasons.VaultUnavailable;
-  return Reasons.RecordingFailed;
-}
-
-/**
- * A failed reconcile: what was recorded before the failure is told still (a retry finds it claimed
- * and stays silent), the conditions say why, a Warning Event too, and the error is rethrown for a
- * rate-limited retry.
- */
-export async function failRun(
-  deps: RunReconcilerDeps,
-  run: Run,
-  err: unknown,
-  told: Telling,
-  now: Date,
-  log: Logger,
-): Promise<never> {
-  const failure = failureReason(err);
-  const message = humanCause(failure, err);
-  log.warn({ err, reason: failure }, 'reconcile failed; will retry');
-  await told.tell(run);
-  const failed = failedStatus(run, failure, message, now);
-  if (statusChanged(run.status, failed)) await writeStatus(deps, run, failed);
-  await deps.api.event(run, 'Warning', failure, message);
-  throw err;
-}
-
-/**
- * The end of a reconcile that did all that was due: the status written when it changed (remembered
- * so its echo is not reconciled again), and the finalizer of a Run being deleted removed once its
- * evidence is stored.
- */
-export async function finish(
-  deps: RunReconcilerDeps,
-  run: Run,
-  observed: Observed,
-  at: { deleting: boolean; key: string; now: Date; log: Logger },
-): Promise<void> {
-  const status = desiredStatus(run, observed, at.now);
-  if (!at.deleting && statusChanged(run.status, status)) {
+  if (todo.more || resourcesLeft) return { more: true };
+  const status = noted(desiredStatus(run, observed, now()));
+  if (!deleting && statusChanged(run.status, status)) {
     // No room for the status: told, and not retried (the evidence is stored; nothing will make it fit).
-    if (!(await writeStatus(deps, run, status))) return;
+    if (!(await writeStatus(deps, run, status))) return undefined;
     // Only what this reconcile saw and wrote: its echo carries exactly that, any other change differs.
-    deps.written?.set(at.key, { view: runView(run), status });
+    deps.written?.set(key, { view: runView(run), status });
   }
   const terminal = isTerminal(run.status?.phase);
-  if (at.deleting && (!terminal || observed.aibom)) {
+  if (deleting && (!terminal || observed.aibom)) {
     await deps.api.removeFinalizer(run);
-    at.log.info('finalizer removed: attestations and AIBOM are recorded');
+    log.info('finalizer removed: attestations and AIBOM are recorded');
   }
+  return undefined;
 }
 
 /**
