@@ -3,7 +3,7 @@ import canonicalize from 'canonicalize';
 import type pg from 'pg';
 
 /**
- * What the vault lost (`vault_losses`, migration 0015): a database that fails over to a standby
+ * What the vault lost (`vault_losses`, migration 0016): a database that fails over to a standby
  * without the last transactions (asynchronous replication), or is restored from an older backup,
  * forgets writes it had acknowledged. The world outside still shows them: a Run's status (counts and
  * ids of its records, its AIBOM), an AIBOM and its metadata in the bucket, a signed checkpoint kept
