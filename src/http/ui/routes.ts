@@ -326,7 +326,9 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
           namespaces: [run.namespace],
           limit: 1000,
         }),
-        api<unknown>(req, 'GET', '/v1/keys'),
+        // The run's own tenant only: its keys are all a record of the run can be signed with, and
+        // the key route's reviews stay at most two (cluster-wide, then this namespace).
+        api<unknown>(req, 'GET', `/v1/keys?namespace=${encodeURIComponent(run.namespace)}`),
       ]);
       const verify = recordVerifier(keys);
       const attestations = page.items.map((r) => ({
