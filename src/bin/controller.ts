@@ -1,98 +1,11 @@
 #!/usr/bin/env node
-import { Registry, collectDefaultMetrics } from 'prom-client';
 import { loadConfig } from '../config/index.ts';
-import { startController } from '../controller/manager.ts';
-import { kubeClient } from '../kube/index.ts';
-import { DependencyHealth } from '../health/dependencies.ts';
-import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';
-import { startOpsServer } from './ops-server.ts';
-import { namespaceSigners } from '../signing/namespace-signers.ts';
-import { watchCustomerSigners } from '../signing/watch.ts';
-import {
-  blobStoreFrom,
-  fatalConfig,
-  kubeConfigFrom,
-  openVaultFrom,
-  serviceSignerFrom,
-  timestamperFrom,
-  transparencyFrom,
-} from './common.ts';
+import { fatalConfig } from './common.ts';
+import { startControllerProcess } from './controller-process.ts';
+import { runUntilSignal } from './lifecycle.ts';
 
 const config = fatalConfig(() => loadConfig('controller'));
 const logger = createLogger('controller', config.LOG_LEVEL);
 
-await runUntilSignal(logger, async () => {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  const kc = kubeConfigFrom(config);
-  const vault = await openVaultFrom(config, logger, 'aibom-vault-controller');
-  const blobs = blobStoreFrom(config);
-  // Both follow their Secrets while running (renewals need no restart): src/signing/watch.ts.
-  const signer = await serviceSignerFrom(config, kc, logger, registry);
-  logger.info(
-    { keyId: signer.current().keyId, algorithm: signer.current().algorithm },
-    'service signer loaded',
-  );
-  // Every request of the controller to the API server has a deadline (watches: the watchdog).
-  const client = kubeClient(kc, { timeoutMs: config.KUBE_TIMEOUT_MS });
-  const customers = watchCustomerSigners({
-    client,
-    name: config.CUSTOMER_SIGNER_SECRET,
-    logger: logger.child({ component: 'customer-signers' }),
-    registry,
-  });
-  const envelopeSigner = namespaceSigners(
-    () => signer.current(),
-    (namespace) => customers.signerOf(namespace),
-  );
-  const timestamper = await timestamperFrom(config);
-  if (timestamper) logger.info({ tsa: timestamper.url }, 'AIBOM signatures and records are time-stamped');
-  const transparency = config.SERVICE_TRANSPARENCY_WRITER
-    ? await transparencyFrom(config, kc, vault, signer, logger)
-    : undefined;
-  if (transparency) logger.info({ backend: config.SCITT_BACKEND }, 'transparency writer on');
-  // /readyz: the informer (when leading), and PostgreSQL and the object store answering within
-  // their deadlines; reconciles that fail on either mark it down too (aibom_vault_dependency_up).
-  const health = new DependencyHealth({
-    registry,
-    probes: { vault: () => vault.ping(), object_store: () => blobs.ping() },
-  });
-  const controller = startController({
-    ...(transparency ? { transparency } : {}),
-    client,
-    health,
-    reconcileTimeoutMs: config.RECONCILE_TIMEOUT_MS,
-    vault,
-    blobs,
-    runtimeSigner: () => signer.current(),
-    envelopeSigner,
-    ...(timestamper ? { timestamper } : {}),
-    capabilityTokens: config.SERVICE_CAPABILITY_TOKENS,
-    logger,
-    registry,
-    namespace: config.POD_NAMESPACE,
-    leaseName: config.LEADER_ELECTION_LEASE,
-    checkpoints: { intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000 },
-    ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
-    ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
-  });
-  const ops = await startOpsServer({
-    logger: logger.child({ component: 'ops' }),
-    host: config.METRICS_HOST,
-    port: config.METRICS_PORT,
-    registry,
-    ready: async () => {
-      await controller.ready();
-      await health.check();
-    },
-  });
-  logger.info({ port: ops.port }, 'controller started');
-  return async () => {
-    await controller.stop();
-    await customers.stop();
-    await signer.stop();
-    await ops.close();
-    await vault.close();
-  };
-});
+await runUntilSignal(logger, () => startControllerProcess(config, logger));
