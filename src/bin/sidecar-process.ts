@@ -70,6 +70,8 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     signer: () => signer.current(),
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
     exportConcurrency: config.EXPORT_CONCURRENCY,
+    tlogPublic: config.TLOG_PUBLIC,
+    tlogWitnesses: config.TLOG_WITNESSES,
     policyPacks: kubePolicyPackSource(kc, {
       timeoutMs: config.KUBE_TIMEOUT_MS,
       logger: logger.child({ component: 'policy-packs' }),

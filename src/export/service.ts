@@ -20,6 +20,7 @@ import { guardStoredArtifact } from './guard.ts';
 import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from './layout.ts';
 import type { ExportSlots } from './slots.ts';
 import { exportSource } from './source.ts';
+import { recordProofs } from '../witness/proofs.ts';
 
 /**
  * The export service of the API (POST /v1/attestations/export, GET
@@ -208,7 +209,16 @@ async function planned(
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
   const actor = req.user?.username ?? 'unknown';
-  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt, actor });
+  // One checkpoint of the vault log for the whole export: the newest a witness cosigned (else the
+  // newest); each record it covers carries its tlog-proof (src/witness/proofs.ts).
+  const tlogProofs = await recordProofs(deps.vault);
+  const tlogKeys = tlogProofs === null ? [] : await deps.vault.tlog.vkeys('vault');
+  const source = exportSource(deps, plan.filter, {
+    until,
+    enqueueScitt: plan.scitt,
+    actor,
+    ...(tlogProofs !== null ? { tlogProofs } : {}),
+  });
   // Unique and meaningless: Fastify's request id is a per-process counter (traffic, repeats).
   const exportId = randomUUID();
   const log = req.log;
@@ -219,6 +229,18 @@ async function planned(
       yield* writeBundle({
         segments: source.segments(),
         logKeys,
+        ...(tlogProofs !== null
+          ? {
+              tlog: {
+                vkeys: tlogKeys,
+                checkpoint: {
+                  origin: tlogProofs.note.origin,
+                  tree_size: tlogProofs.note.treeSize,
+                  cosigned_by: tlogProofs.note.cosignatures.map((c) => c.witness),
+                },
+              },
+            }
+          : {}),
         service: {
           name: deps.claimGenerator.split('/')[0],
           version: deps.claimGenerator.split('/')[1],
