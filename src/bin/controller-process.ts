@@ -82,7 +82,10 @@ export async function startControllerProcess(config: Config, logger: Logger): Pr
     registry,
     namespace: config.POD_NAMESPACE,
     leaseName: config.LEADER_ELECTION_LEASE,
-    checkpoints: { intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000 },
+    checkpoints: {
+      intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000,
+      ...(config.VAULT_ACCEPT_LOST_CHECKPOINT ? { acceptLost: config.VAULT_ACCEPT_LOST_CHECKPOINT } : {}),
+    },
     ...(noteKey
       ? {
           witnessing: {
