@@ -11,11 +11,13 @@ describe('visibleText', () => {
     for (const s of ['user:alice', 'Ärztin', 'مرحبا', 'e\u0301', '👩‍💻'.replace('\u200d', ''), 'a\tb']) {
       expect(visibleText(s)).toBe(s);
     }
-    // Every code point of category Cf, and none other, is rewritten.
+    // Every code point of category Cf, and none other, is rewritten (one assertion, not 1.1 M).
+    const wrong: string[] = [];
     for (let c = 0; c <= 0x10ffff; c++) {
       if (c >= 0xd800 && c <= 0xdfff) continue;
       const ch = String.fromCodePoint(c);
-      expect(visibleText(ch) !== ch, `U+${c.toString(16)}`).toBe(/\p{Cf}/u.test(ch));
+      if ((visibleText(ch) !== ch) !== /\p{Cf}/u.test(ch)) wrong.push(`U+${c.toString(16)}`);
     }
+    expect(wrong).toEqual([]);
   });
 });
