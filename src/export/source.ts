@@ -71,13 +71,18 @@ export function exportSource(
     if (artifact === null) return undefined;
     // The guard again, per artifact, as it leaves (the route checked all of them before the first byte).
     const guarded = await guardStoredArtifact(deps, artifact, options.actor);
+    // The metadata as it is now: the manifest in force (after a repair) is the one exported.
+    const metadata = currentMetadata(artifact) as { attestation_ids?: string[] };
     return {
       runId: record.runId,
+      objectKey: artifact.objectKey,
       bytes: guarded.bytes,
       manifest: guarded.manifest ?? Buffer.alloc(0),
-      // The metadata as it is now: the manifest in force (after a repair) is the one exported.
-      metadata: currentMetadata(artifact),
+      metadata,
       manifestDigest: guarded.manifestDigest,
+      // The ids the manifest links as verified; what the record says when it did not verify.
+      attestationIds:
+        guarded.attestationIds.length > 0 ? guarded.attestationIds : (metadata.attestation_ids ?? []),
     };
   };
 

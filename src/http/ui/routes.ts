@@ -35,6 +35,8 @@ import { uiRecordVerifier } from './verify.ts';
 export interface UiDeps {
   readonly authorizer: Authorizer;
   readonly sessions: SessionCodec;
+  /** Where sign-out records the session it ends, for every replica (the vault). */
+  readonly revocations: { revoke(sid: string, expiresAt: Date): Promise<void> };
   /** The export route's dependencies: the dialog's download is the same export. */
   readonly exports: ExportDeps;
 }
@@ -283,14 +285,37 @@ function sessionRoutes(app: FastifyInstance, deps: UiDeps, checkForm: UiPage['ch
     },
   );
 
-  app.post<{ Body: Form }>('/ui/sign-out', { config: uiConfig, schema: { hide: true } }, (req, reply) => {
-    if (req.credential === undefined) return toSignIn(req, reply);
-    checkForm(req, req.body instanceof URLSearchParams ? req.body : new URLSearchParams());
-    return reply
-      .header('set-cookie', cookie(SESSION_COOKIE, '', 0))
-      .header('cache-control', 'no-store')
-      .redirect('/ui/sign-in', 303);
-  });
+  app.post<{ Body: Form }>(
+    '/ui/sign-out',
+    { config: uiConfig, schema: { hide: true } },
+    async (req, reply) => {
+      if (req.credential === undefined) return toSignIn(req, reply);
+      checkForm(req, req.body instanceof URLSearchParams ? req.body : new URLSearchParams());
+      // Ended on the server, not only in this browser: a copy of the cookie is refused from now on,
+      // by every replica (the UI and /v1 alike). Recorded before the answer; a failure is a 503 and
+      // the browser keeps its cookie (the user sees that signing out did not happen).
+      const { sid, exp } = req.credential;
+      if (sid !== undefined && exp !== undefined) {
+        try {
+          await deps.revocations.revoke(sid, new Date(exp));
+        } catch (err) {
+          throw new ProblemError(
+            503,
+            'UPSTREAM_UNAVAILABLE',
+            'signing out could not be recorded; try again',
+            {
+              headers: { 'retry-after': '5' },
+              cause: err,
+            },
+          );
+        }
+      }
+      return reply
+        .header('set-cookie', cookie(SESSION_COOKIE, '', 0))
+        .header('cache-control', 'no-store')
+        .redirect('/ui/sign-in', 303);
+    },
+  );
 }
 
 /** The run list, a run's page, its verification and its export dialog. */
@@ -358,7 +383,9 @@ function pageRoutes(app: FastifyInstance, deps: UiDeps, { viewerOf, api, checkFo
           namespaces: [run.namespace],
           limit: 1000,
         }),
-        api<unknown>(req, 'GET', '/v1/keys'),
+        // The run's own tenant only: its keys are all a record of the run can be signed with, and
+        // the key route's reviews stay at most two (cluster-wide, then this namespace).
+        api<unknown>(req, 'GET', `/v1/keys?namespace=${encodeURIComponent(run.namespace)}`),
       ]);
       const verify = uiRecordVerifier(keys);
       const attestations = await Promise.all(

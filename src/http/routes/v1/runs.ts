@@ -249,10 +249,22 @@ export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
       },
     },
     async (req, reply) => {
-      const { artifact } = await artifactOf(req, req.params);
+      const { run, record, artifact } = await artifactOf(req, req.params);
       if (!artifact.manifest)
         throw new ProblemError(404, 'NOT_FOUND', 'no C2PA manifest is stored for this artifact');
-      return reply.type(C2PA_MEDIA_TYPE).send(artifact.manifest);
+      // The manifest leaves the service too: audited like the bytes, before it is sent.
+      await deps.vault.audit.record({
+        actor: req.user?.username ?? 'unknown',
+        action: 'artifact.manifest',
+        namespace: run.namespace,
+        object: record.objectKey,
+        manifestDigest: artifact.manifestDigest,
+        attestationIds: artifact.attestationIds,
+      });
+      return reply
+        .type(C2PA_MEDIA_TYPE)
+        .header('x-c2pa-manifest-digest', artifact.manifestDigest ?? '')
+        .send(artifact.manifest);
     },
   );
 

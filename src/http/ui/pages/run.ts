@@ -388,6 +388,39 @@ function packSection(p: RunPolicyPack): Html {
 }
 
 /**
+ * What export rule 4 shows before anything leaves: the run's policy pack, its minimum retention
+ * (and the date to keep a bundle made now until) and its retention notice; or why they cannot be
+ * shown. The same on every export path of the UI: the selection dialog and the artifact drawer's
+ * "Export with receipts".
+ */
+function retentionNotice(run: Pick<RunView, 'policy_pack'>, now: Date, idPrefix = ''): Html {
+  const p = run.policy_pack;
+  const r = p.resource;
+  const retention = r !== null ? parseRetention(r.minimum_retention) : undefined;
+  return html`${
+    r !== null
+      ? html`<p>
+            Policy pack <code>${p.name}@${p.version}</code> requires a minimum retention of
+            <strong>${r.minimum_retention_text}</strong> (<code>${r.minimum_retention}</code>)${
+              retention !== undefined
+                ? html`: keep this bundle until at least
+                    <strong id="${`${idPrefix}retain-until`}">${retainUntil(now, retention)}</strong>`
+                : ''
+            }.
+          </p>
+          <h3>Retention notice</h3>
+          <div class="notice" id="${`${idPrefix}retention-notice`}">${r.notice}</div>`
+      : html`<p class="warn" id="${`${idPrefix}retention-notice`}">
+          ${
+            p.status === 'unavailable'
+              ? `The policy packs could not be read just now, so the retention notice of ${p.name}@${p.version} cannot be shown. Try again shortly.`
+              : `No PolicyPack describes ${p.name}@${p.version}: it defines no retention notice or minimum retention. Ask your cluster administrators before you share this bundle.`
+          }
+        </p>`
+  }`;
+}
+
+/**
  * The export form: the pack's retention notice and minimum retention, then the download. Shared by
  * the dialog on the run page (opened by the script) and the confirmation page (without script).
  */
@@ -397,35 +430,11 @@ export function exportForm(
   csrf: string,
   now: Date = new Date(),
 ): Html {
-  const p = run.policy_pack;
-  const r = p.resource;
-  const retention = r !== null ? parseRetention(r.minimum_retention) : undefined;
   return html`<form method="post" action="/ui/export">
     <h2 id="export-title">
       Export <span id="export-count">${ids.length}</span> attestation(s) with receipts
     </h2>
-    ${
-      r !== null
-        ? html`<p>
-              Policy pack <code>${p.name}@${p.version}</code> requires a minimum retention of
-              <strong>${r.minimum_retention_text}</strong> (<code>${r.minimum_retention}</code>)${
-                retention !== undefined
-                  ? html`: keep this bundle until at least
-                      <strong id="retain-until">${retainUntil(now, retention)}</strong>`
-                  : ''
-              }.
-            </p>
-            <h3>Retention notice</h3>
-            <div class="notice" id="retention-notice">${r.notice}</div>`
-        : html`<p class="warn" id="retention-notice">
-            ${
-              p.status === 'unavailable'
-                ? `The policy packs could not be read just now, so the retention notice of ${p.name}@${p.version} cannot be shown. Try again shortly.`
-                : `No PolicyPack describes ${p.name}@${p.version}: it defines no retention notice or minimum retention. Ask your cluster administrators before you share this bundle.`
-            }
-          </p>`
-    }
-    ${csrfField(csrf)}<input type="hidden" name="run" value="${run.id}" />
+    ${retentionNotice(run, now)} ${csrfField(csrf)}<input type="hidden" name="run" value="${run.id}" />
     <div id="export-ids">${ids.map((id) => html`<input type="hidden" name="ids" value="${id}" />`)}</div>
     <p>
       <label
@@ -445,7 +454,7 @@ function str(v: unknown): string {
 }
 
 /** The drawer of one artifact: what it is, how it is signed, its C2PA manifest, the evidence download. */
-function drawer(run: RunView, kind: string): Html {
+function drawer(run: RunView, kind: string, now: Date): Html {
   // Own keys only: `kind` comes from the query string, and an inherited key is no artifact.
   const a = Object.hasOwn(run.artifacts, kind) ? run.artifacts[kind] : undefined;
   if (a === undefined) return html``;
@@ -465,11 +474,17 @@ function drawer(run: RunView, kind: string): Html {
   >
     <a class="close button secondary" href="${`/ui/runs/${run.id}`}">Close</a>
     <h2 id="drawer-title">${kind === 'aibom' ? 'AIBOM' : kind} of ${run.name}</h2>
-    <p>
-      <a class="button" id="export-with-receipts" href="${`${base}/evidence`}" download
-        >Export with receipts</a
-      >
-    </p>
+    <form method="get" action="${`${base}/evidence`}" id="evidence-form">
+      <h3>Export with receipts</h3>
+      ${retentionNotice(run, now, 'evidence-')}
+      <p>
+        <label
+          ><input type="checkbox" id="evidence-ack" required /> I have read the retention notice and will keep
+          the bundle as it requires</label
+        >
+      </p>
+      <p><button type="submit" id="export-with-receipts">Export with receipts</button></p>
+    </form>
     <p class="muted">
       The evidence bundle: the ${kind === 'aibom' ? 'AIBOM' : kind}, its C2PA manifest and metadata, its
       attestation and the run's capability records with their transparency receipts: the bytes
@@ -578,7 +593,7 @@ export function runPage(input: RunPageInput): string {
     <dialog id="export-dialog" aria-labelledby="export-title">
       ${exportForm(run, [], viewer.csrf, now)}
     </dialog>
-    ${input.drawer !== undefined ? drawer(run, input.drawer) : ''}`;
+    ${input.drawer !== undefined ? drawer(run, input.drawer, now) : ''}`;
   return page(`${run.name} (${run.namespace})`, viewer, body);
 }
 
