@@ -22,6 +22,7 @@ import { signatureMetadata } from '../signing/index.ts';
 import { transparencyView } from '../transparency/jobs.ts';
 import { TimestampError, type Timestamper, type VerifiedTimestamp } from '../timestamp/index.ts';
 import type {
+  AibomRecords,
   ArtifactRecord,
   ArtifactRepository,
   AttestationRepository,
@@ -206,13 +207,18 @@ export async function writeMetadataBeside(
   );
 }
 
-/** The AIBOM of a run listing `attestationIds`, its canonical bytes and their digest (pure). */
+/** The AIBOM of a run from its records (ids listed, steps that ran), bytes and digest (pure). */
 function aibomOf(
   run: AibomRun,
-  attestationIds: readonly string[],
+  records: AibomRecords,
   override?: PolicyPackOverride,
 ): { bom: Aibom; bytes: Buffer; digest: string } {
-  const bom = buildAibom({ run, attestationIds, ...(override ? { policyPackOverride: override } : {}) });
+  const bom = buildAibom({
+    run,
+    attestationIds: records.ids,
+    ranSteps: records.steps,
+    ...(override ? { policyPackOverride: override } : {}),
+  });
   const bytes = serializeAibom(bom);
   return { bom, bytes, digest: aibomDigest(bytes) };
 }
