@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../blob/store.ts';
 import { resolveCapabilityFilter } from '../capability/filter.ts';
 import type { LogKey } from '../cose/key.ts';
+import { audienceOf } from '../http/auth/audience.ts';
 import type { Authorizer } from '../http/auth/authorizer.ts';
 import { listableNamespaces } from '../http/auth/namespaces.ts';
 import { isAllowed } from '../http/auth/plugin.ts';
@@ -207,7 +208,8 @@ async function planned(
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
   const actor = req.user?.username ?? 'unknown';
-  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt, actor });
+  const audience = await audienceOf(deps.authorizer, req);
+  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt, actor, audience });
   const exportId = req.id;
   const log = req.log;
   const trail = auditTrail(deps.vault, plan, actor, exportId);
