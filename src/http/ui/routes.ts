@@ -8,6 +8,7 @@ import { ASSETS } from './assets.ts';
 import { UI_HEADERS, type Viewer } from './layout.ts';
 import { errorPage, signInPage } from './pages/misc.ts';
 import { exportPage, runPage, type EnvelopeView, type RunView } from './pages/run.ts';
+import { stepPage } from './pages/step.ts';
 import { runsPage, type RunListView, type RunsFilter } from './pages/runs.ts';
 import { visibleRun } from '../routes/v1/runs.ts';
 import {
@@ -22,7 +23,8 @@ import {
   SIGNIN_TTL_MS,
   type SessionCodec,
 } from './session.ts';
-import { recordVerifier } from './verify.ts';
+import { PageBudget } from './budget.ts';
+import { VerificationCache, verifyRecords } from './verify.ts';
 
 /**
  * The web UI: server-rendered pages under /ui/ (docs/adr/0016-web-ui.md). Every page is built from
@@ -115,8 +117,21 @@ function toSignIn(req: FastifyRequest, reply: FastifyReply): FastifyReply {
     .redirect(`/ui/sign-in?next=${encodeURIComponent(safeNext(next))}`, 303);
 }
 
+/**
+ * Records per run page (issue 28: a page checks each of its records, milliseconds of CPU apiece;
+ * the heaviest Run has 515). Further records are on the next pages (`?records=<cursor>`).
+ */
+export const RECORDS_PER_PAGE = 50;
+
+interface RecordPage {
+  readonly items: EnvelopeView[];
+  readonly next_cursor: string | null;
+}
+
 export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error) => void): void {
   const { sessions } = deps;
+  const pages = new PageBudget();
+  const verifications = new VerificationCache();
   // The UI's forms post application/x-www-form-urlencoded (only here: /v1 takes JSON only).
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
@@ -305,44 +320,127 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
     },
   );
 
-  app.get<{ Params: { id: string }; Querystring: { drawer?: string } }>(
+  app.get<{ Params: { id: string }; Querystring: { drawer?: string; records?: string; steps?: string } }>(
     '/ui/runs/:id',
     {
       config: uiConfig,
       schema: {
         hide: true,
         params: uuidParams,
-        querystring: { type: 'object', properties: { drawer: { type: 'string', maxLength: 32 } } },
+        querystring: {
+          type: 'object',
+          properties: {
+            drawer: { type: 'string', maxLength: 32 },
+            records: { type: 'string', maxLength: 2048 },
+            steps: { type: 'string', pattern: '^[0-9]{1,3}$' },
+          },
+        },
       },
     },
     async (req, reply) => {
       const viewer = viewerOf(req);
       if (viewer === undefined) return toSignIn(req, reply);
-      const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
-      // The run's records (at most 515 by the Run's bounds: one page) and the keys that verify them.
-      const [page, keys] = await Promise.all([
-        api<{ items: EnvelopeView[] }>(req, 'POST', '/v1/attestations/query', {
-          run_id: run.id,
-          namespaces: [run.namespace],
-          limit: 1000,
-        }),
-        api<unknown>(req, 'GET', '/v1/keys'),
-      ]);
-      const verify = recordVerifier(keys);
-      const attestations = page.items.map((r) => ({
-        ...r,
-        verification: verify(r as unknown as Record<string, unknown>),
-      }));
-      // Own keys only: `in` also finds inherited ones (`constructor`, `__proto__`, `toString`).
-      const drawer =
-        req.query.drawer !== undefined && Object.hasOwn(run.artifacts, req.query.drawer)
-          ? req.query.drawer
-          : undefined;
-      return html(
-        reply,
-        200,
-        runPage({ viewer, run, attestations, ...(drawer !== undefined ? { drawer } : {}) }),
-      );
+      const release = pages.acquire(req.user!.username);
+      try {
+        const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
+        // One page of the run's records (`records` is the query's cursor) and the keys that verify
+        // them. Capability chains as attested are on each step's own page (stepPage).
+        const [page, keys] = await Promise.all([
+          api<RecordPage>(req, 'POST', '/v1/attestations/query', {
+            run_id: run.id,
+            namespaces: [run.namespace],
+            limit: RECORDS_PER_PAGE,
+            ...(req.query.records !== undefined ? { cursor: req.query.records } : {}),
+          }),
+          api<unknown>(req, 'GET', '/v1/keys'),
+        ]);
+        const states = await verifyRecords(
+          page.items as unknown as Record<string, unknown>[],
+          keys,
+          verifications,
+        );
+        const attestations = page.items.map((r, i) => ({ ...r, verification: states[i]! }));
+        // Own keys only: `in` also finds inherited ones (`constructor`, `__proto__`, `toString`).
+        const drawer =
+          req.query.drawer !== undefined && Object.hasOwn(run.artifacts, req.query.drawer)
+            ? req.query.drawer
+            : undefined;
+        return html(
+          reply,
+          200,
+          runPage({
+            viewer,
+            run,
+            attestations,
+            ...(req.query.steps !== undefined ? { stepsPage: Number(req.query.steps) } : {}),
+            records: {
+              ...(req.query.records !== undefined ? { cursor: req.query.records } : {}),
+              next: page.next_cursor,
+            },
+            ...(drawer !== undefined ? { drawer } : {}),
+          }),
+        );
+      } finally {
+        release();
+      }
+    },
+  );
+
+  app.get<{ Params: { id: string; step: string } }>(
+    '/ui/runs/:id/steps/:step',
+    {
+      config: uiConfig,
+      schema: {
+        hide: true,
+        params: {
+          type: 'object',
+          required: ['id', 'step'],
+          properties: {
+            id: { type: 'string', pattern: UUID.source },
+            step: { type: 'string', minLength: 1, maxLength: 63 },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const viewer = viewerOf(req);
+      if (viewer === undefined) return toSignIn(req, reply);
+      const release = pages.acquire(req.user!.username);
+      try {
+        const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
+        const known = run.spec.steps.some((s) => s.id === req.params.step);
+        const [found, keys] = known
+          ? await Promise.all([
+              api<RecordPage>(req, 'POST', '/v1/attestations/query', {
+                run_id: run.id,
+                namespaces: [run.namespace],
+                step_id: req.params.step,
+                kind: 'step',
+                limit: 1,
+              }),
+              api<unknown>(req, 'GET', '/v1/keys'),
+            ])
+          : [{ items: [], next_cursor: null }, undefined];
+        const record = found.items[0];
+        const [verification] =
+          record !== undefined
+            ? await verifyRecords([record as unknown as Record<string, unknown>], keys, verifications)
+            : [];
+        return html(
+          reply,
+          known ? 200 : 404,
+          stepPage({
+            viewer,
+            run,
+            stepId: req.params.step,
+            ...(record !== undefined && verification !== undefined
+              ? { record: { ...record, verification } }
+              : {}),
+          }),
+        );
+      } finally {
+        release();
+      }
     },
   );
 
