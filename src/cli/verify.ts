@@ -6,17 +6,19 @@ import {
   readStream,
   StreamError,
   TRAILER_KEY,
-  verifyRecord,
   type Trust,
   type VerificationResult,
 } from '../attest/index.ts';
-import { verifyCapabilities } from '../capability/verify.ts';
 import { loadConfig } from '../config/index.ts';
-import { verifyBundle } from '../export/verify.ts';
+import { verifyBundle } from '../verify/index.ts';
+import { TlogBundleCheck, type TlogVerifyOptions } from '../verify/tlog.ts';
+import { TlogError } from '../tlog/errors.ts';
+import { parsePolicy, policyOf, type TlogPolicy } from '../tlog/policy.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
-import { loadLogKeys, receiptProblems } from './receipts.ts';
-import { bundleVerifier, type TrustBundle } from '../attest/trust-bundle.ts';
+import { loadLogKeys } from './receipts.ts';
+import type { TrustBundle } from '../attest/trust-bundle.ts';
+import { recordVerifier, type RecordTrustSource, type RecordVerdict } from '../verify/record.ts';
 import { loadTrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
@@ -191,7 +193,7 @@ async function verifyBundleFile(
     'tsa-trust-anchor'?: string | undefined;
     key?: string[] | undefined;
     json?: boolean | undefined;
-  },
+  } & WitnessFlags,
   bundle: TrustBundle | undefined,
 ): Promise<boolean> {
   // --trust-anchor, else the trust bundle's CAs, else SERVICE_TRUST_ANCHOR.
@@ -213,12 +215,14 @@ async function verifyBundleFile(
   const file = createReadStream(path);
   const source = kind === 'gzip' ? file.pipe(createGunzip()) : file;
   const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
+  const tlog = await witnessPolicyFrom(values);
   const result = await verifyBundle(source, {
     trustAnchors: anchors,
     logKeys,
     publicKeys,
     tsaTrustAnchors,
-    ...(bundle !== undefined ? { signerHistory: bundle.signers } : {}),
+    tlog,
+    ...(bundle !== undefined ? { signerHistory: bundle.signers, localLogKeys: bundle.logKeys } : {}),
   });
   for (const p of result.problems) {
     process.stdout.write(
@@ -234,13 +238,151 @@ async function verifyBundleFile(
     result.timestamped > 0
       ? ` (${result.timestamped} with certificates checked at the time of their RFC 3161 time-stamp)`
       : '';
-  const summary = `${result.attestations} attestations${stamped}, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
+  const witnessed =
+    result.tlog.proofs > 0
+      ? `; ${result.tlog.proofs} records with inclusion proofs to ${result.tlog.checkpoints.join('; ')}`
+      : '';
+  const summary = `${result.attestations} attestations${stamped}, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries${witnessed}`;
+  // CHAIN lines come only from a bundle that verified (result.chains is empty otherwise).
+  const withheld =
+    result.withheldChains > 0
+      ? `; ${result.withheldChains} capability chain(s) not listed: they vouch for nothing in a bundle that fails`
+      : '';
   process.stdout.write(
     result.ok
       ? `OK    ${path}: bundle verified (${summary})\n`
-      : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})\n`,
+      : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})${withheld}\n`,
   );
   return result.ok;
+}
+
+/** The witness flags of `verify` (docs/transparency.md "Witnessed logs"). */
+interface WitnessFlags {
+  'witness-policy'?: string | undefined;
+  witness?: string[] | undefined;
+  'witness-quorum'?: string | undefined;
+  'tlog-key'?: string[] | undefined;
+}
+
+/**
+ * The witness policy of --witness-policy (a c2sp.org/tlog-policy file) or of --witness (k of them
+ * with --witness-quorum, all by default), and the vault log's note keys of --tlog-key. Usage
+ * errors (exit 2) for a policy or key that cannot be read.
+ */
+async function witnessPolicyFrom(values: WitnessFlags): Promise<TlogVerifyOptions> {
+  const file = values['witness-policy'];
+  const witnesses = values.witness ?? [];
+  const quorum = values['witness-quorum'];
+  if (file !== undefined && witnesses.length > 0) {
+    throw new CliError(
+      '--witness-policy and --witness exclude each other (put the witnesses in the policy)',
+      2,
+    );
+  }
+  if (quorum !== undefined && witnesses.length === 0)
+    throw new CliError('--witness-quorum needs --witness', 2);
+  if (quorum !== undefined && !/^[1-9][0-9]*$/.test(quorum)) {
+    throw new CliError(`--witness-quorum: a positive integer, got "${quorum}"`, 2);
+  }
+  const logVkeys = values['tlog-key'] ?? [];
+  let policy: TlogPolicy | undefined;
+  try {
+    if (file !== undefined) policy = parsePolicy(await readPem(file, 'witness policy'));
+    else if (witnesses.length > 0) {
+      policy = policyOf({
+        witnessVkeys: witnesses,
+        ...(quorum !== undefined ? { quorum: Number(quorum) } : {}),
+      });
+    }
+    const options = { ...(policy !== undefined ? { policy } : {}), logVkeys };
+    new TlogBundleCheck(options); // the keys parse
+    return options;
+  } catch (err) {
+    if (err instanceof TlogError) throw new CliError(`${file ?? '--witness/--tlog-key'}: ${err.message}`, 2);
+    throw err;
+  }
+}
+
+/** Every record the positionals name: records of files (JSON, array, NDJSON), or fetched by id. */
+async function recordsOf(
+  positionals: readonly string[],
+  values: Parameters<typeof clientFrom>[0],
+): Promise<{ source: string; record: unknown }[]> {
+  let client: ApiClient | undefined;
+  const records: { source: string; record: unknown }[] = [];
+  for (const p of positionals) {
+    if (await isFile(p)) {
+      for (const record of recordsFromText(await readFile(p, 'utf8'), p)) records.push({ source: p, record });
+    } else if (UUID.test(p)) {
+      client ??= clientFrom(values);
+      records.push({ source: p, record: await client.getAttestation(p) });
+    } else {
+      throw new CliError(`${p}: neither a file nor an attestation id`, 2);
+    }
+  }
+  return records;
+}
+
+/** What `verify` prints of one record's verdict (a JSON line with --json). */
+function printVerdict(label: string, verdict: RecordVerdict, json: boolean, withReceipt: boolean): void {
+  const { result } = verdict;
+  if (json) {
+    process.stdout.write(
+      `${JSON.stringify({
+        id: label,
+        ok: verdict.ok,
+        predicate_type: result.predicateType,
+        key_id: result.keyId,
+        checked_at: result.checkedAt?.toISOString(),
+        timestamp: result.timestamp,
+        // Like the CHAIN lines of text output: only for a record that verified.
+        chains: verdict.chains,
+        problems: result.problems,
+      })}\n`,
+    );
+  } else if (verdict.ok) {
+    process.stdout.write(
+      `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${withReceipt ? '  receipt ok' : ''}${timeNote(result)}\n`,
+    );
+    for (const line of verdict.chains) process.stdout.write(`CHAIN ${label}  ${line}\n`);
+  } else {
+    for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
+  }
+}
+
+/**
+ * `service-ctl verify <record|records.ndjson|id>...`: each record with src/verify/record.ts (the
+ * web UI's verdict too), plus its receipt with --log-keys and its capability chains.
+ */
+async function verifyRecordsCli(
+  positionals: readonly string[],
+  values: Parameters<typeof trustFrom>[0] &
+    Parameters<typeof tsaAnchorsFrom>[0] &
+    Parameters<typeof clientFrom>[0] & { 'log-keys'?: string | undefined; json?: boolean | undefined },
+  bundle: TrustBundle | undefined,
+): Promise<number> {
+  const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
+  const tsa = tsaTrustAnchors.length > 0 ? { tsaTrustAnchors } : {};
+  // With the trust bundle, each record gets the chain its cert_chain_ref names (rotations
+  // included); otherwise the one key or chain given.
+  const source: RecordTrustSource =
+    bundle !== undefined ? { bundle, tsaTrustAnchors } : { trust: { ...(await trustFrom(values)), ...tsa } };
+  const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : undefined;
+  const verify = recordVerifier(source, {
+    // With --log-keys, the SCITT receipt is part of the verdict.
+    ...(logKeys !== undefined ? { logKeys } : {}),
+    ...(bundle !== undefined ? { localLogKeys: bundle.logKeys } : {}),
+  });
+  const records = await recordsOf(positionals, values);
+  let failed = 0;
+  for (const { source: from, record } of records) {
+    const verdict = await verify(record);
+    const id = (record as { id?: unknown }).id;
+    if (!verdict.ok) failed++;
+    printVerdict(typeof id === 'string' ? id : from, verdict, values.json === true, logKeys !== undefined);
+  }
+  if (values.json !== true) process.stdout.write(`${records.length - failed} verified, ${failed} failed\n`);
+  return failed === 0 ? 0 : 1;
 }
 
 async function isFile(path: string): Promise<boolean> {
@@ -280,6 +422,31 @@ const verifyOptions = {
     value: 'PEM',
     description: 'TSA root(s) the RFC 3161 time-stamps must chain to (default: TSA_TRUST_ANCHORS)',
   },
+  'witness-policy': {
+    type: 'string',
+    value: 'FILE',
+    description:
+      'bundles: a c2sp.org/tlog-policy file (log, witness, group, quorum lines); every record needs a tlog-proof to a checkpoint its quorum cosigned',
+  },
+  witness: {
+    type: 'string',
+    multiple: true,
+    value: 'VKEY',
+    description:
+      'bundles: a witness cosignature/v1 verifier key whose cosignature each record needs (see --witness-quorum)',
+  },
+  'witness-quorum': {
+    type: 'string',
+    value: 'N',
+    description: 'bundles: how many of the --witness keys must have cosigned (default: all)',
+  },
+  'tlog-key': {
+    type: 'string',
+    multiple: true,
+    value: 'VKEY',
+    description:
+      "bundles: the vault log's note verifier key (GET /v1/keys note_keys); default the policy's log lines, else the bundle's own",
+  },
   'log-keys': {
     type: 'string',
     value: 'FILE',
@@ -314,7 +481,14 @@ const verifyOptions = {
   fresh: {
     type: 'boolean',
     default: false,
-    description: '--chain: ask the service for a new checkpoint first',
+    description:
+      '--chain: ask the service for a new checkpoint of every record; fails unless it answers with one (no fallback to the stored one)',
+  },
+  'max-age': {
+    type: 'string',
+    value: 'DURATION',
+    description:
+      '--chain: refuse a checkpoint issued longer ago than DURATION (90s, 15m, 2h, 7d, 1h30m); its age is printed either way',
   },
   ...apiOptions,
 } as const satisfies OptionSpecs;
@@ -322,19 +496,24 @@ const verifyOptions = {
 export const verifyCommand = {
   path: ['verify'],
   summary:
-    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
+    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); bundles with a witness policy (--witness-policy, --witness); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   usage:
-    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain',
+    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--witness-policy FILE | --witness VKEY... [--witness-quorum N]] [--tlog-key VKEY] [--json] | --aibom DIR [--trust-anchor PEM] | --chain [--fresh] [--max-age DURATION]',
   options: verifyOptions,
   details:
     'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors\n' +
     '(a file or directory given that cannot be read, or is no input of verify).\n' +
     'examples:\n' +
     '  service-ctl verify bundle.tar --trust-bundle trust\n' +
+    '  service-ctl verify bundle.tar --trust-bundle trust --witness-policy policy.txt\n' +
+    '  service-ctl verify bundle.tar --trust-anchor ca.pem --witness "$W1" --witness "$W2" --witness-quorum 1 --tlog-key "$VAULT_VKEY"\n' +
     '  service-ctl verify records.ndjson --key signer.pub --log-keys trust/log-keys.cbor\n' +
-    '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem',
+    '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem\n' +
+    '  service-ctl verify --chain --key signer.pem --checkpoint cp.cose --fresh --max-age 15m',
   async run(args) {
     const { values, positionals } = parseCommand(this, args, { positionals: true });
+    if (!values.chain && (values.fresh || values['max-age'] !== undefined))
+      throw new CliError('--fresh and --max-age apply to --chain (the checkpoint of the whole vault)', 2);
     if (values.chain) {
       if (positionals.length > 0) throw new CliError('--chain takes no records to verify (see --records)', 2);
       return verifyChainCli(values, clientFrom(values), recordsFromText);
@@ -378,70 +557,6 @@ export const verifyCommand = {
       for (const [p, kind] of bundles) ok = (await verifyBundleFile(p, kind, values, bundle)) && ok;
       return ok ? 0 : 1;
     }
-    const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
-    const tsa = tsaTrustAnchors.length > 0 ? { tsaTrustAnchors } : {};
-    // With the trust bundle, each record gets the chain its cert_chain_ref names (rotations
-    // included); otherwise the one key or chain given.
-    const given: Trust | undefined =
-      bundle === undefined ? { ...(await trustFrom(values)), ...tsa } : undefined;
-    const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : undefined;
-    let client: ApiClient | undefined;
-    const records: { source: string; record: unknown }[] = [];
-    for (const p of positionals) {
-      if (await isFile(p)) {
-        for (const record of recordsFromText(await readFile(p, 'utf8'), p))
-          records.push({ source: p, record });
-      } else if (UUID.test(p)) {
-        client ??= clientFrom(values);
-        records.push({ source: p, record: await client.getAttestation(p) });
-      } else {
-        throw new CliError(`${p}: neither a file nor an attestation id`, 2);
-      }
-    }
-    let failed = 0;
-    const verifyOne = bundle !== undefined ? bundleVerifier(bundle, tsaTrustAnchors) : undefined;
-    for (const { source, record } of records) {
-      const { result, trust } =
-        verifyOne !== undefined ? verifyOne(record) : { result: verifyRecord(record, given!), trust: given };
-      // With --log-keys, the SCITT receipt is part of the verdict.
-      if (logKeys) {
-        for (const p of receiptProblems(record as Record<string, unknown>, logKeys)) {
-          const [code, ...rest] = p.split(': ');
-          result.problems.push({ code: code as never, message: rest.join(': ') });
-          result.ok = false;
-        }
-      }
-      // Capability chains (capability and step records): signatures, attenuation, approvals, tokens.
-      const caps =
-        trust !== undefined ? await verifyCapabilities(record, trust) : { ok: true, problems: [], lines: [] };
-      for (const p of caps.problems) result.problems.push({ code: p.code as never, message: p.message });
-      if (!caps.ok) result.ok = false;
-      const id = (record as { id?: unknown }).id;
-      const label = typeof id === 'string' ? id : source;
-      if (!result.ok) failed++;
-      if (values.json) {
-        process.stdout.write(
-          `${JSON.stringify({
-            id: label,
-            ok: result.ok,
-            predicate_type: result.predicateType,
-            key_id: result.keyId,
-            checked_at: result.checkedAt?.toISOString(),
-            timestamp: result.timestamp,
-            chains: caps.lines,
-            problems: result.problems,
-          })}\n`,
-        );
-      } else if (result.ok) {
-        process.stdout.write(
-          `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${logKeys ? '  receipt ok' : ''}${timeNote(result)}\n`,
-        );
-        for (const line of caps.lines) process.stdout.write(`CHAIN ${label}  ${line}\n`);
-      } else {
-        for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
-      }
-    }
-    if (!values.json) process.stdout.write(`${records.length - failed} verified, ${failed} failed\n`);
-    return failed === 0 ? 0 : 1;
+    return verifyRecordsCli(positionals, values, bundle);
   },
 } satisfies Command & { options: typeof verifyOptions };
