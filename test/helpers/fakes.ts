@@ -24,6 +24,7 @@ import {
   type RepairReason,
   type RunJob,
   type RunRecord,
+  type StoredAttestation,
   type TransparencyJob,
 } from '../../src/vault/index.ts';
 
@@ -41,9 +42,7 @@ export class Counter {
   }
 }
 
-interface Row extends AttestationSummary {
-  readonly namespace: string;
-  readonly runId: string | null;
+interface Row extends StoredAttestation {
   readonly record: NewAttestation;
 }
 
@@ -176,6 +175,13 @@ export class FakeVault {
         ids: listed.map((r) => r.id),
         steps: listed.flatMap((r) => (r.kind === 'step' && r.record.stepId != null ? [r.record.stepId] : [])),
       });
+    },
+    getMany: async (ids: readonly string[]): Promise<Map<string, StoredAttestation>> => {
+      this.check();
+      const wanted = new Set(ids);
+      return Promise.resolve(
+        new Map(this.rows.filter((r) => wanted.has(r.id)).map((r) => [r.id, r] as const)),
+      );
     },
   };
 
