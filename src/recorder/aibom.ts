@@ -257,7 +257,7 @@ export async function computeAibomViews(
 }> {
   const inputs = await attestations.aibomInputs(run.id);
   const aibom = aibomOf(run, inputs);
-  const records = await attestations.getMany(inputs);
+  const records = await attestations.getMany(inputs.ids);
   return {
     ...aibom,
     views: viewsOf(run, aibom.bom, aibom.digest, records),
@@ -291,7 +291,7 @@ export async function recordAibom(
   // Only the read is the vault's: a run the builder rejects is not a vault outage.
   const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
   const { bom, bytes, digest } = aibomOf(run, inputs);
-  const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs));
+  const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs.ids));
   const views = viewsOf(run, bom, digest, listed);
   const sha256 = digest.slice('sha256:'.length);
   const signatureBytes = deps.signer.sign(bytes);
