@@ -35,6 +35,7 @@ import type {
 import { because, RecordError } from './errors.ts';
 import { aibomKey } from './extract.ts';
 import { currentMetadata } from './metadata.ts';
+import { viewRecordIds } from './losses.ts';
 import { appendOnce } from './once.ts';
 import { sealRecord } from './seal.ts';
 import { sealViews, viewMetadata, viewsOf, type ViewMetadata } from './views.ts';
@@ -301,8 +302,10 @@ async function placeAibom(
   const named = [
     ...(Array.isArray(prior.attestation_ids) ? prior.attestation_ids : []),
     ...(typeof prior.aibom_attestation_id === 'string' ? [prior.aibom_attestation_id] : []),
+    ...viewRecordIds(prior.views),
   ]
-    .map((id) => String(id).toLowerCase())
+    .filter((id) => typeof id === 'string')
+    .map((id) => id.toLowerCase())
     .filter((id) => UUID.test(id));
   const holds = new Set(held.map((id) => id.toLowerCase()));
   const lost = [...new Set(named.filter((id) => !holds.has(id)))];

@@ -16,6 +16,7 @@ import { runPolicyPack } from '../../../policy/index.ts';
 import { isViewFormat, VIEW_FORMAT_NAMES } from '../../../aibom/views/index.ts';
 import { recordedView } from '../../views/aibom-views.ts';
 import type { PolicyPackSource } from '../../sources/policy-packs.ts';
+import { typed } from '../../typed.ts';
 
 export interface RunRouteDeps {
   readonly vault: Vault;
@@ -177,7 +178,8 @@ const downloadQuery = {
   },
 } as const;
 
-export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
+export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
+  const app = typed(fastify);
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
     const record = await deps.vault.artifacts.get(run.id, params.kind);
@@ -186,7 +188,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     return { run, record, artifact };
   };
 
-  app.get<{ Params: { id: string; kind: string }; Querystring: { format?: (typeof FORMATS)[number] } }>(
+  app.get(
     '/v1/runs/:id/artifacts/:kind',
     {
       schema: {
@@ -239,7 +241,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { id: string; kind: string } }>(
+  app.get(
     '/v1/runs/:id/artifacts/:kind/manifest',
     {
       schema: {
@@ -256,7 +258,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v1/runs/:id',
     {
       schema: {
@@ -272,7 +274,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     async (req) => runDetail(deps, req, await visibleRun(deps, req, req.params.id)),
   );
 
-  app.get<{ Params: { namespace: string; name: string } }>(
+  app.get(
     '/v1/namespaces/:namespace/runs/:name',
     {
       schema: {
