@@ -202,7 +202,7 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
   }
 
   sessionRoutes(app, deps, checkForm);
-  pageRoutes(app, deps, { viewerOf, api, checkForm });
+  pageRoutes(app, deps, { viewerOf, api, checkForm, pages, verifications });
 
   // Anything else under /ui/: an HTML 404, not problem+json.
   app.get('/ui/*', { config: publicConfig, schema: { hide: true } }, (_req, reply) =>
@@ -225,6 +225,10 @@ interface UiPage {
   readonly viewerOf: (req: FastifyRequest) => Viewer | undefined;
   readonly api: <T>(req: FastifyRequest, method: 'GET' | 'POST', url: string, body?: object) => Promise<T>;
   readonly checkForm: (req: FastifyRequest, form: Form) => void;
+  /** Run and step pages in the making per caller (issue 28). */
+  readonly pages: PageBudget;
+  /** Results of record checks, shared by every page of this app. */
+  readonly verifications: VerificationCache;
 }
 
 /** Sign-in (the token form, a session cookie) and sign-out. */
@@ -309,7 +313,11 @@ function sessionRoutes(app: FastifyInstance, deps: UiDeps, checkForm: UiPage['ch
 }
 
 /** The run list, a run's page, its verification and its export dialog. */
-function pageRoutes(app: FastifyInstance, deps: UiDeps, { viewerOf, api, checkForm }: UiPage): void {
+function pageRoutes(
+  app: FastifyInstance,
+  deps: UiDeps,
+  { viewerOf, api, checkForm, pages, verifications }: UiPage,
+): void {
   app.get<{ Querystring: RunsFilter }>(
     '/ui/runs',
     {
