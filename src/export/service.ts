@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../blob/store.ts';
 import { resolveCapabilityFilter } from '../capability/filter.ts';
 import type { LogKey } from '../cose/key.ts';
+import { audienceOf } from '../http/auth/audience.ts';
 import type { Authorizer } from '../http/auth/authorizer.ts';
 import { listableNamespaces } from '../http/auth/namespaces.ts';
 import { isAllowed } from '../http/auth/plugin.ts';
@@ -209,6 +210,7 @@ async function planned(
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
   const actor = req.user?.username ?? 'unknown';
+  const audience = await audienceOf(deps.authorizer, req);
   // One checkpoint of the vault log for the whole export: the newest a witness cosigned (else the
   // newest); each record it covers carries its tlog-proof (src/witness/proofs.ts).
   const tlogProofs = await recordProofs(deps.vault);
@@ -217,6 +219,7 @@ async function planned(
     until,
     enqueueScitt: plan.scitt,
     actor,
+    audience,
     ...(tlogProofs !== null ? { tlogProofs } : {}),
   });
   // Unique and meaningless: Fastify's request id is a per-process counter (traffic, repeats).

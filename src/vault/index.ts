@@ -27,6 +27,7 @@ import { transparencyJobRepository, type TransparencyJobRepository } from './tra
  */
 
 export {
+  type AibomRecords,
   type AttestationAppendOptions,
   type AttestationRepository,
   type AttestationSummary,

@@ -235,7 +235,7 @@ describe('dependencies', () => {
   it('refuse a duplicate entry', async () => {
     const spec = base();
     step(spec, 1).dependsOn = ['fetch', 'fetch'];
-    await expectRefused(admit(ns, spec), 'spec.steps[1].dependsOn[1]', 'Duplicate value');
+    await expectRefused(admit(ns, spec), 'spec.steps[1].dependsOn', 'dependsOn lists fetch more than once');
   });
 
   it('admit a diamond listed in dependency order', async () => {
