@@ -8,6 +8,7 @@ import {
   hashRanges,
   inclusionRanges,
   nodeKey,
+  type Range,
 } from '../transparency/merkle.ts';
 import type { CheckpointRepository, LeafRecord, StoredCheckpoint, TreeNode } from '../vault/index.ts';
 import { CheckpointError } from './errors.ts';
@@ -72,12 +73,18 @@ async function storedNodes(
   return found;
 }
 
+/** The proof made of the hashes of `ranges`, from the stored subtrees (TREE_DIVERGED when one is missing). */
+async function proofOf(repo: CheckpointRepository, ranges: readonly Range[]): Promise<Buffer[]> {
+  const found = await storedNodes(
+    repo,
+    ranges.flatMap((r) => perfectNodes(r)),
+  );
+  return hashRanges(ranges, (x) => found.get(nodeKey(x))!);
+}
+
 /** RFC 9162 consistency proof from `m` to `n` records, from the stored subtrees. */
 export async function consistencyProof(repo: CheckpointRepository, m: number, n: number): Promise<Buffer[]> {
-  const ranges = consistencyRanges(m, n);
-  const nodes = ranges.flatMap((r) => perfectNodes(r));
-  const found = await storedNodes(repo, nodes);
-  return hashRanges(ranges, (x) => found.get(nodeKey(x))!);
+  return proofOf(repo, consistencyRanges(m, n));
 }
 
 /** RFC 9162 inclusion proof of the record at `seq` in the tree of `size` records. */
@@ -86,10 +93,7 @@ export async function inclusionProof(
   seq: number,
   size: number,
 ): Promise<Buffer[]> {
-  const ranges = inclusionRanges(seq - 1, size);
-  const nodes = ranges.flatMap((r) => perfectNodes(r));
-  const found = await storedNodes(repo, nodes);
-  return hashRanges(ranges, (x) => found.get(nodeKey(x))!);
+  return proofOf(repo, inclusionRanges(seq - 1, size));
 }
 
 /**

@@ -42,6 +42,7 @@ export function claimOf(run: Run): RunClaim {
     a?.aibomAttestationId,
     meta?.aibom_attestation_id,
     ...(Array.isArray(meta?.attestation_ids) ? (meta.attestation_ids as unknown[]) : []),
+    ...viewRecordIds(meta?.views),
   ].filter(isId);
   const digest = meta?.digest;
   return {
@@ -49,6 +50,14 @@ export function claimOf(run: Run): RunClaim {
     ids: [...new Set(named.map((id) => id.toLowerCase()))].sort(),
     aibom: typeof digest === 'string' && meta !== undefined ? { digest, metadata: meta } : null,
   };
+}
+
+/** The standard views' records the AIBOM metadata names (`views.<format>.attestation_id`). */
+export function viewRecordIds(views: unknown): unknown[] {
+  if (typeof views !== 'object' || views === null) return [];
+  return Object.values(views as Record<string, unknown>).map((v) =>
+    typeof v === 'object' && v !== null ? (v as { attestation_id?: unknown }).attestation_id : undefined,
+  );
 }
 
 /**

@@ -92,7 +92,13 @@ describe('the reconciler after the vault lost a Run’s records', () => {
       loss_id: expect.any(String) as unknown,
     });
     expect(new Set(meta.supersedes!.lost_attestation_ids)).toEqual(
-      new Set([...oldMeta.attestation_ids, oldMeta.aibom_attestation_id].filter((x) => lostIds.includes(x))),
+      new Set(
+        [
+          ...oldMeta.attestation_ids,
+          oldMeta.aibom_attestation_id,
+          ...Object.values(oldMeta.views ?? {}).map((v) => v.attestation_id),
+        ].filter((x) => lostIds.includes(x)),
+      ),
     );
     // The lost AIBOM's bytes are where they were; the new one (other ids: other bytes) beside them.
     expect(meta.digest).not.toBe(oldMeta.digest);
@@ -128,15 +134,20 @@ describe('the reconciler after the vault lost a Run’s records', () => {
     const w = await world();
     const before = await recorded(w);
     const oldMeta = before.status!.artifacts!.aibom as AibomMetadata;
-    // Only the last transaction (the AIBOM's) was lost.
-    const lost = loseAllBut(w.vault, w.vault.rows.length - 1);
-    expect(lost).toEqual([oldMeta.aibom_attestation_id]);
+    // Only the last transaction (the AIBOM's: its record, then its standard views' records) was lost.
+    const aibomTx = [
+      oldMeta.aibom_attestation_id,
+      ...Object.values(oldMeta.views ?? {}).map((v) => v.attestation_id),
+    ];
+    expect(aibomTx.length).toBeGreaterThan(1);
+    const lost = loseAllBut(w.vault, w.vault.rows.length - aibomTx.length);
+    expect(lost).toEqual(aibomTx);
     await reconcileIn(w, before);
     const meta = storedRun(w, before).status!.artifacts!.aibom as AibomMetadata;
     expect(meta.digest).toBe(oldMeta.digest);
     expect(meta.key).toBe(oldMeta.key);
     expect(meta.aibom_attestation_id).not.toBe(oldMeta.aibom_attestation_id);
-    expect(meta.supersedes?.lost_attestation_ids).toEqual([oldMeta.aibom_attestation_id]);
+    expect([...meta.supersedes!.lost_attestation_ids].sort()).toEqual([...aibomTx].sort());
     expect(conditionOf(storedRun(w, before), ConditionTypes.RecordsLost)?.status).toBe('True');
   });
 });

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
+import type { AttestationFilter, Vault } from '../../../vault/index.ts';
 import { StreamDigest } from '../../../attest/index.ts';
 import { isAllowed, requireVisible } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
@@ -12,7 +12,10 @@ import {
   sendBody,
   withJob,
   type ApiEnvelope,
+  TENANT,
+  type Audience,
 } from '../../views/envelope.ts';
+import { audienceOf } from '../../auth/audience.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
 import { transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
@@ -26,6 +29,7 @@ import {
   queryPageSchema,
   UUID_V7_PATTERN,
 } from '../../schemas.ts';
+import { typed, type FromSchema, type TypedApp } from '../../typed.ts';
 
 export interface AttestationRouteDeps {
   readonly vault: Vault;
@@ -35,20 +39,8 @@ export interface AttestationRouteDeps {
   readonly listNamespaces: () => Promise<string[]>;
 }
 
-export interface QueryBody {
-  subject?: string;
-  run_id?: string;
-  step_id?: string;
-  artifact_digest?: string;
-  policy_pack?: { name: string; version?: string };
-  capability_token?: string;
-  kind?: AttestationKind;
-  from?: string;
-  to?: string;
-  namespaces?: string[];
-  limit?: number;
-  cursor?: string;
-}
+/** The body of POST /v1/attestations/query, as its schema (queryBodySchema) admits it. */
+export type QueryBody = FromSchema<typeof queryBodySchema>;
 
 /**
  * The vault filter of a query body. `capability` is the capability filter already resolved by
@@ -85,9 +77,10 @@ function wantsNdjson(req: FastifyRequest): boolean {
 async function withTransparency(
   deps: AttestationRouteDeps,
   records: readonly StoredAttestation[],
+  audience: Audience,
 ): Promise<ApiEnvelope[]> {
   const jobs = await deps.vault.transparencyJobs.getByAttestation(records.map((r) => r.id));
-  return records.map((r) => withJob(r, jobs.get(r.id)));
+  return records.map((r) => withJob(r, jobs.get(r.id), audience));
 }
 
 /** A record with its transparency job (if any), as GET /v1/attestations/{id} serves it. */
@@ -98,7 +91,8 @@ interface LoadedRecord {
 
 const UUID_V7 = new RegExp(UUID_V7_PATTERN);
 
-export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDeps): void {
+export function attestationRoutes(fastify: FastifyInstance, deps: AttestationRouteDeps): void {
+  const app = typed(fastify);
   // Concurrent GETs share their reads: one query for the records, one for their jobs, per batch.
   const records = createBatchLoader<LoadedRecord>(async (ids) => {
     // Both by the requested ids (the route's schema admits UUIDv7 only), so the two queries run
@@ -112,7 +106,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     return new Map([...found].map(([id, record]) => [id, { record, job: jobs.get(id) }]));
   });
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v1/attestations/:id',
     {
       schema: {
@@ -137,11 +131,17 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         'attestation',
         stored,
       );
-      return sendBody(reply, withJob(loaded.record, loaded.job));
+      return sendBody(reply, withJob(loaded.record, loaded.job, await audienceOf(deps.authorizer, req)));
     },
   );
 
-  app.post<{ Body: QueryBody }>(
+  queryRoute(app, deps);
+  scittRoute(app, deps);
+}
+
+/** POST /v1/attestations/query: the records matching a filter, in keyset pages (or NDJSON). */
+function queryRoute(app: TypedApp, deps: AttestationRouteDeps): void {
+  app.post(
     '/v1/attestations/query',
     {
       schema: {
@@ -163,6 +163,11 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
           ? await resolveCapabilityFilter(body.capability_token, allowed, deps.vault.capabilityGrants)
           : undefined;
       const filter = toFilter(body, allowed, capability);
+      // Whether the caller sees positions: asked once there is a record to show (an empty answer
+      // or a refusal costs no review for it).
+      let audience: Audience | undefined;
+      const audienceNow = async (): Promise<Audience> =>
+        (audience ??= await audienceOf(deps.authorizer, req));
       reply.header('x-excluded-namespace-count', String(excluded));
       if (wantsNdjson(req)) {
         if (body.cursor !== undefined || body.limit !== undefined) {
@@ -188,7 +193,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
           const digest = new StreamDigest();
           let batch: StoredAttestation[] = [];
           const flush = async () => {
-            const text = (await withTransparency(deps, batch)).map(ndjsonLine).join('');
+            const text = (await withTransparency(deps, batch, await audienceNow())).map(ndjsonLine).join('');
             digest.add(text, batch.length);
             return text;
           };
@@ -211,18 +216,22 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         withTransparencyJobs: true,
       });
       const jobs = page.jobs ?? [];
+      const seen = page.items.length > 0 ? await audienceNow() : TENANT;
       return sendBody(
         reply,
         attestationPage(
-          page.items.map((record, i) => withJob(record, jobs[i])),
+          page.items.map((record, i) => withJob(record, jobs[i], seen)),
           page.nextCursor,
           excluded,
         ),
       );
     },
   );
+}
 
-  app.post<{ Body: { id: string } }>(
+/** POST /v1/attestations/scitt: one record pushed to the transparency backend now. */
+function scittRoute(app: TypedApp, deps: AttestationRouteDeps): void {
+  app.post(
     '/v1/attestations/scitt',
     {
       schema: {
@@ -259,7 +268,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         });
       }
       const job = await deps.transparency.publisher.publishNow(record.id);
-      const view = transparencyView(job);
+      const view = transparencyView(job, { position: true });
       return reply.code(job.state === 'published' ? 200 : 202).send({
         attestation_id: record.id,
         status: job.state,
