@@ -11,6 +11,7 @@ import { runUntilSignal } from './lifecycle.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import { createLogger } from '../log/index.ts';
 import { signerMetrics } from '../metrics/domain.ts';
+import { createWorker } from '../transparency/worker.ts';
 import {
   blobStoreFrom,
   fatalConfig,
@@ -58,6 +59,7 @@ await runUntilSignal(logger, async () => {
   const app = await buildApp({
     registry,
     transparency,
+    transparencyWriter: config.SERVICE_TRANSPARENCY_WRITER,
     scrapiTrustAnchors: growingAnchors(signer, extra),
     logger,
     vault,
@@ -82,6 +84,21 @@ await runUntilSignal(logger, async () => {
     }),
     ready: () => health.check(),
   });
+  // The SCITT worker runs here too, whatever SERVICE_TRANSPARENCY_WRITER says: a push
+  // (POST /v1/attestations/scitt) that the backend answers later, and an export with `scitt: true`,
+  // enqueue jobs even with the writer off, and every queued job must be published by someone (the
+  // controller runs its workers only with the writer on). Claims are SKIP LOCKED under a lease, so
+  // any number of sidecar and controller replicas share the queue (docs/transparency.md).
+  const stopWorker = new AbortController();
+  const worker = createWorker({
+    jobs: vault.transparencyJobs,
+    listener: vault.listener,
+    publisher: transparency.publisher,
+    logger,
+  });
+  const working = worker
+    .run(stopWorker.signal)
+    .catch((err: unknown) => logger.error({ err }, 'transparency worker ended'));
   const address = await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
   // /metrics (and its own /healthz, /readyz) on METRICS_PORT, apart from the authenticated API.
   const ops = await startOpsServer({
@@ -96,6 +113,8 @@ await runUntilSignal(logger, async () => {
     'sidecar listening',
   );
   return async () => {
+    stopWorker.abort();
+    await working;
     await ops.close();
     await app.close();
     await signer.stop();
