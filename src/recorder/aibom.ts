@@ -1,4 +1,4 @@
-import { aibomStatement } from '../attest/index.ts';
+import { aibomStatement, artifactStatement } from '../attest/index.ts';
 import {
   aibomDigest,
   buildAibom,
@@ -290,6 +290,26 @@ export async function recordAibom(
     policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
     c2paManifestRef: `s3://${deps.blobs.bucket}/${sidecarKey}`,
   });
+  // The AIBOM blob is an artifact the run produced: its artifact record, stored right after the
+  // AIBOM's, names the bytes by their digest and their place in the bucket (docs/predicates).
+  const blobRecord = sealRecord(
+    artifactStatement({
+      runId: run.id,
+      name: 'aibom',
+      mediaType: AIBOM_MEDIA_TYPE,
+      sha256,
+      size: bytes.length,
+      bucket: deps.blobs.bucket,
+      key: keys.blob,
+    }),
+    deps.signer,
+    {
+      namespace: run.namespace,
+      kind: 'artifact',
+      runId: run.id,
+      policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
+    },
+  );
   const sig = signatureMetadata(deps.signer);
   const metadataFor = (aibomAttestationId: string): AibomMetadata => ({
     kind: 'aibom',
@@ -327,10 +347,11 @@ export async function recordAibom(
     namespace: run.namespace,
     run_name: run.name,
   });
-  // The AIBOM attestation, its claim and the metadata record commit together: after any crash
-  // either all three exist (and name the same sidecar) or none does and the retry starts over.
+  // The AIBOM attestation, the blob's artifact record, their claim and the metadata record commit
+  // together: after any crash either all exist (and name the same sidecar) or none does and the
+  // retry starts over.
   const { created } = await because('VaultUnavailable', () =>
-    appendOnce(deps.vault.claims, aibomKey(run.id), [record], {
+    appendOnce(deps.vault.claims, aibomKey(run.id), [record, blobRecord], {
       enqueueTransparency: deps.enqueueTransparency === true,
       // The AIBOM attestation's DSSE signature is time-stamped after it is stored, like every
       // record's (ADR 0015); the AIBOM's own signatures were time-stamped above (ADR 0014).

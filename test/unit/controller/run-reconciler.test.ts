@@ -65,18 +65,22 @@ describe('Run reconciler (in-memory seams)', () => {
     const run = w.kube.put(runFixture(stepsDone(2)));
     await reconcileIn(w, run);
     const id = run.metadata.uid;
-    // retrieve: 1 capability + 1 step; summarise: 1 step.
-    expect(w.vault.claimed.get(stepKey(id, 'retrieve'))).toHaveLength(2);
-    expect(w.vault.claimed.get(stepKey(id, 'summarise'))).toHaveLength(1);
+    // retrieve: 1 capability + 1 step + its output artifact; summarise: 1 step + its output artifact.
+    expect(w.vault.claimed.get(stepKey(id, 'retrieve'))).toHaveLength(3);
+    expect(w.vault.claimed.get(stepKey(id, 'summarise'))).toHaveLength(2);
     expect(w.vault.claimed.has(stepKey(id, 'post'))).toBe(false);
     expect(w.vault.claimed.has(terminalKey(id))).toBe(false);
-    expect(w.kube.attestations.size).toBe(3);
+    expect(w.kube.attestations.size).toBe(5);
     // One Event for everything one reconcile recorded.
     expect(w.kube.events.filter((e) => e.reason === 'Attested').map((e) => e.note)).toEqual([
-      'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise',
+      'recorded 3 attestation(s) for step retrieve, 2 attestation(s) for step summarise',
     ]);
     const now = storedRun(w, run);
-    expect(now.status?.attestations).toEqual({ count: 3 });
+    expect(now.status?.attestations).toEqual({ count: 5 });
+    expect(w.vault.rows.filter((r) => r.kind === 'artifact').map((r) => r.record.subjects)).toEqual([
+      [`artifact:${id}:steps/retrieve/output`],
+      [`artifact:${id}:steps/summarise/output`],
+    ]);
     expect(conditionOf(now, ConditionTypes.Attested)).toMatchObject({
       status: 'True',
       reason: Reasons.StepsAttested,
@@ -148,11 +152,13 @@ describe('Run reconciler (in-memory seams)', () => {
     // 2 policy records (baseline@1.2.0 and strict@2) + the run's provenance.
     const terminal = w.vault.claimed.get(terminalKey(id))!;
     expect(terminal).toHaveLength(3);
+    // The run pack first: the first step spec naming one (strict@2), then the run-level baseline.
     expect(w.vault.rows.filter((r) => r.kind === 'policy').map((r) => r.record.policyPack)).toEqual([
-      'baseline',
       'strict',
+      'baseline',
     ]);
-    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(1);
+    // The AIBOM's record and the AIBOM blob's artifact record.
+    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(2);
 
     const now = storedRun(w, run);
     const meta = now.status?.artifacts?.aibom as AibomMetadata;
@@ -165,10 +171,12 @@ describe('Run reconciler (in-memory seams)', () => {
       reason: Reasons.RunAttested,
     });
     // The AIBOM lists every record made before it, and its C2PA manifest binds the stored bytes.
-    const before = w.vault.rows.filter((r) => r.kind !== 'aibom').map((r) => r.id);
+    const aibomAt = w.vault.rows.findIndex((r) => r.kind === 'aibom');
+    const before = w.vault.rows.slice(0, aibomAt).map((r) => r.id);
     expect(meta.attestation_ids).toEqual(before);
+    expect(w.vault.rows.slice(aibomAt).map((r) => r.kind)).toEqual(['aibom', 'artifact']);
     expect(now.status?.attestations).toMatchObject({
-      count: before.length + 1,
+      count: before.length + 2,
       runAttestationId: w.vault.rows.find((r) => r.kind === 'run')!.id,
       aibomAttestationId: meta.aibom_attestation_id,
     });
@@ -178,14 +186,14 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(JSON.parse(w.blobs.objects.get(meta.key.replace(/json$/, 'meta.json'))!.body.toString())).toEqual(
       meta,
     );
-    expect(w.kube.attestations.size).toBe(before.length + 1);
+    expect(w.kube.attestations.size).toBe(before.length + 2);
     expect(w.kube.events).toEqual([
       {
         type: 'Normal',
         reason: 'AIBOMRecorded',
         note:
-          'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise, ' +
-          `1 attestation(s) for step post, 3 attestation(s) for run and policies; AIBOM ${meta.digest} stored at ${meta.key}`,
+          'recorded 3 attestation(s) for step retrieve, 2 attestation(s) for step summarise, ' +
+          `2 attestation(s) for step post, 3 attestation(s) for run and policies; AIBOM ${meta.digest} stored at ${meta.key}`,
       },
     ]);
 
@@ -394,9 +402,10 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
 
   it('records a large Run over several reconciles, each within the limits, to the same end state', async () => {
     const w = await world();
-    const run = w.kube.put(bigRun(9, 3)); // 9 × (3 + 1) step records, 9 + 1 policies, 1 run, 1 AIBOM
+    // 9 × (3 capabilities + 1 step + 1 output artifact), 9 + 1 policies, 1 run, the AIBOM and its blob's artifact
+    const run = w.kube.put(bigRun(9, 3));
     const id = run.metadata.uid;
-    const total = 9 * 4 + 10 + 1 + 1;
+    const total = 9 * 5 + 10 + 1 + 2;
     let reconciles = 0;
     for (;;) {
       const rows = w.vault.rows.length;
@@ -410,8 +419,12 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
       );
       reconciles += 1;
       const newRows = w.vault.rows.slice(rows);
-      const steps = newRows.filter((r) => r.kind === 'step' || r.kind === 'capability');
-      // Whole steps of 4 records: at most 2 fit in 10.
+      const steps = newRows.filter(
+        (r) =>
+          r.kind === 'step' || r.kind === 'capability' || (r.kind === 'artifact' && r.record.stepId !== null),
+      );
+      // Whole steps of 5 records: at most 2 fit in 10.
+      expect(steps.length % 5).toBe(0);
       expect(steps.length).toBeLessThanOrEqual(limits.records);
       expect(w.kube.attestations.size - resources).toBeLessThanOrEqual(limits.resources);
       // The terminal records and the AIBOM only once every step is recorded.
@@ -457,7 +470,8 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
       run.metadata.name,
     );
     expect(out).toEqual({ more: true });
-    expect(w.vault.claimed.get(stepKey(run.metadata.uid, 's0'))).toHaveLength(17);
+    // 16 capabilities, the step and its output's artifact record.
+    expect(w.vault.claimed.get(stepKey(run.metadata.uid, 's0'))).toHaveLength(18);
     expect(w.vault.claimed.has(stepKey(run.metadata.uid, 's1'))).toBe(false);
   });
 

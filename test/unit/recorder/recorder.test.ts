@@ -4,7 +4,7 @@
  * a failure was on.
  */
 import { describe, expect, it } from 'vitest';
-import { verifyRecord } from '../../../src/attest/index.ts';
+import { canonicalJson, sha256Hex, verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import {
   aibomKeys,
@@ -16,24 +16,37 @@ import {
 import { runFixture, stepsDone, succeeded, world } from '../controller/fixtures.ts';
 
 describe('recorder', () => {
-  it('records finished steps once per key: capability tokens, then the step they authorise', async () => {
+  it('records finished steps once per key: capability tokens, the step they authorise, its output artifact', async () => {
     const w = await world();
     const run = runFixture(stepsDone(3));
     const first = await w.recorder.recordSteps(run, ['retrieve', 'summarise']);
     expect(first.map((r) => [r.key, r.what, r.ids.length, r.created])).toEqual([
-      [stepKey(run.metadata.uid, 'retrieve'), 'step retrieve', 2, true],
-      [stepKey(run.metadata.uid, 'summarise'), 'step summarise', 1, true],
+      [stepKey(run.metadata.uid, 'retrieve'), 'step retrieve', 3, true],
+      [stepKey(run.metadata.uid, 'summarise'), 'step summarise', 2, true],
     ]);
-    const [capability, step] = w.vault.rows;
+    const [capability, step, output] = w.vault.rows;
     expect(capability!.kind).toBe('capability');
     expect(step!.record.capabilityTokenIds).toEqual(capability!.record.capabilityTokenIds);
+    // The output's artifact record: named by the step, its subject digest the step's outputDigest.
+    expect(output!.kind).toBe('artifact');
+    expect(output!.record).toMatchObject({
+      stepId: 'retrieve',
+      subjects: [`artifact:${run.metadata.uid}:steps/retrieve/output`],
+      artifactDigests: [`sha256:${sha256Hex(Buffer.from(canonicalJson(run.status!.steps![0]!.output)))}`],
+    });
+    const stepPredicate = (
+      JSON.parse(Buffer.from(step!.record.envelope.payload, 'base64').toString('utf8')) as {
+        predicate: { outputDigest: { sha256: string } };
+      }
+    ).predicate;
+    expect(output!.record.artifactDigests).toEqual([`sha256:${stepPredicate.outputDigest.sha256}`]);
     for (const row of w.vault.rows) {
       expect(verifyRecord(row.record, { publicKeys: [w.signer.publicKey] }).ok).toBe(true);
     }
     // Again (a retry, a racing replica): the stored ids, nothing new.
     const again = await w.recorder.recordSteps(run, ['retrieve']);
     expect(again).toEqual([{ ...first[0], created: false }]);
-    expect(w.vault.rows).toHaveLength(3);
+    expect(w.vault.rows).toHaveLength(5);
     // Only finished steps: an unfinished one asked for is skipped.
     expect(await w.recorder.recordSteps(runFixture(stepsDone(0)), ['retrieve'])).toEqual([]);
   });
@@ -63,9 +76,10 @@ describe('recorder', () => {
     const r = await w.recorder.recordTerminal(run);
     expect(r).toMatchObject({ key: terminalKey(run.metadata.uid), what: 'run and policies', created: true });
     expect(w.vault.rows.map((x) => [x.kind, x.record.policyPack, x.record.policyVersion])).toEqual([
-      ['policy', 'baseline', '1.2.0'],
+      // The run pack is the first step spec's (strict@2); the run-level baseline follows.
       ['policy', 'strict', '2'],
-      ['run', 'baseline', '1.2.0'],
+      ['policy', 'baseline', '1.2.0'],
+      ['run', 'strict', '2'],
     ]);
     expect((await w.recorder.recordTerminal(run)).created).toBe(false);
   });
@@ -101,11 +115,17 @@ describe('recorder', () => {
     const { artifact, created } = await w.recorder.recordAibom(run);
     expect(created).toBe(true);
     const meta = artifact.metadata as unknown as AibomMetadata;
-    expect(meta.attestation_ids).toEqual(w.vault.rows.filter((r) => r.kind !== 'aibom').map((r) => r.id));
-    const aibomRow = w.vault.rows.at(-1)!;
-    expect(aibomRow.kind).toBe('aibom');
-    expect(meta.aibom_attestation_id).toBe(aibomRow.id);
-    expect(aibomRow.record.c2paManifestRef).toBe(`s3://${w.blobs.bucket}/${meta.c2pa_manifest.key}`);
+    // The AIBOM record, then the artifact record of its blob, come last; the AIBOM lists the others.
+    const [aibomRow, blobRow] = w.vault.rows.slice(-2);
+    expect(meta.attestation_ids).toEqual(w.vault.rows.slice(0, -2).map((r) => r.id));
+    expect(aibomRow!.kind).toBe('aibom');
+    expect(blobRow!.kind).toBe('artifact');
+    expect(blobRow!.record).toMatchObject({
+      subjects: [`artifact:${run.metadata.uid}:aibom`],
+      artifactDigests: [meta.digest],
+    });
+    expect(meta.aibom_attestation_id).toBe(aibomRow!.id);
+    expect(aibomRow!.record.c2paManifestRef).toBe(`s3://${w.blobs.bucket}/${meta.c2pa_manifest.key}`);
     const bytes = w.blobs.objects.get(meta.key)!.body;
     const manifest = w.blobs.objects.get(meta.c2pa_manifest.key)!.body;
     const verified = verifyManifest({ store: manifest, asset: bytes, trustAnchors: w.pki['ca.crt'] });
@@ -116,8 +136,16 @@ describe('recorder', () => {
     // The metadata beside the blob shows the AIBOM's entry `queued` with its job id from the start
     // (issue 10 item 5: it used to appear only in the API's view, joined at read time).
     const metaKey = aibomKeys(run.metadata.namespace, run.metadata.uid).meta;
-    const job = w.vault.jobs.get(aibomRow.id)!;
-    const expected = { ...meta, transparency: { job_id: job.id, status: 'queued', attempts: 0 } };
+    const job = w.vault.jobs.get(aibomRow!.id)!;
+    const expected = {
+      ...meta,
+      transparency: {
+        job_id: job.id,
+        status: 'queued',
+        attempts: 0,
+        next_attempt_at: job.nextAttemptAt.toISOString(),
+      },
+    };
     expect(JSON.parse(w.blobs.objects.get(metaKey)!.body.toString())).toEqual(expected);
 
     // Again: the stored record, no new object, no new row.
