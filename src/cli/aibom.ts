@@ -35,7 +35,7 @@ const generateOptions = {
     type: 'string',
     value: 'PACK[@VERSION]',
     description:
-      'override the policy pack recorded in the run (default: the pack of its step specs, else baseline)',
+      "override the run's policy pack (metadata.policy_pack), which steps without a pack of their own follow too; default, as recorded: the pack of the first step spec that names one, else the run-level spec.policyPack, else baseline",
   },
   format: {
     type: 'string',
@@ -54,7 +54,8 @@ export const aibomGenerateCommand = {
   details:
     'Reads the vault directly (DATABASE_URL), not the API. NAMESPACE/NAME is the most recent run of\n' +
     'that name the vault holds; without --policy-pack the output is byte-identical (after\n' +
-    'canonicalisation) to the stored AIBOM.',
+    'canonicalisation) to the stored AIBOM. --output writes the pretty-printed JSON to FILE (replaced\n' +
+    'if it exists) and nothing to stdout. Policy packs: docs/aibom.md, "Policy packs".',
   async run(args) {
     const { values } = parseCommand(this, args);
     const ref = parseRunRef(values.run);

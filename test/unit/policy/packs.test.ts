@@ -66,7 +66,7 @@ describe('parsePolicyPackRef', () => {
   });
 });
 
-describe('run policy pack resolution: override > run > first step > baseline', () => {
+describe('run policy pack resolution: override > first step > run-level > baseline (the spec: "the pack found in the step specs, else baseline")', () => {
   const full: RunSpec = {
     policyPack: { name: 'run-pack', version: '3' },
     steps: [
@@ -80,13 +80,24 @@ describe('run policy pack resolution: override > run > first step > baseline', (
     expect(packOf(bomOf(full, { name: 'cli', version: '9' }))).toBe('cli@9');
   });
 
-  it('then the run-level pack', () => {
-    expect(packOf(bomOf(full))).toBe('run-pack@3');
-  });
-
-  it('then the first step pack in spec order', () => {
+  it('then the pack of the first step spec naming one, whatever the run-level pack', () => {
+    expect(packOf(bomOf(full))).toBe('first-step@1');
     const { policyPack: _, ...noRun } = full;
     expect(packOf(bomOf(noRun))).toBe('first-step@1');
+  });
+
+  it('then the run-level pack, which the steps without a pack of their own follow', () => {
+    const bom = bomOf({ policyPack: { name: 'run-pack', version: '3' }, steps: [tool('a'), model('b')] });
+    expect(packOf(bom)).toBe('run-pack@3');
+    expect(bom.components.models[0]!.properties.policy_pack).toBe('run-pack');
+  });
+
+  it("gives a step pack without a version the run-level pack's version of the same name", () => {
+    const spec: RunSpec = {
+      policyPack: { name: 'strict', version: '4' },
+      steps: [model('a', { name: 'strict' })],
+    };
+    expect(packOf(bomOf(spec))).toBe('strict@4');
   });
 
   it('then baseline, unversioned, with the built-in guardrail catalog', () => {
@@ -126,15 +137,19 @@ describe('run policy pack resolution: override > run > first step > baseline', (
 });
 
 describe('step packs and components.policies', () => {
-  it("records a model step's own pack name, else the run's", () => {
+  it("records a model step's own pack name, else the run-level pack (not the run's, a step's)", () => {
     const bom = bomOf({
       policyPack: { name: 'run-pack', version: '1' },
       steps: [model('a'), model('b', { name: 'strict', version: '2' })],
     });
     expect(bom.components.models.map((m) => m.properties.policy_pack)).toEqual(['run-pack', 'strict']);
+    expect(packOf(bom)).toBe('strict@2');
+    // Without a run-level pack, a step without one follows the run's pack.
+    const noRun = bomOf({ steps: [model('a'), model('b', { name: 'strict', version: '2' })] });
+    expect(noRun.components.models.map((m) => m.properties.policy_pack)).toEqual(['strict', 'strict']);
   });
 
-  it('lists the run pack first, then step packs in order of first use, once each', () => {
+  it('lists the run pack first, then the run-level pack, then step packs in order of first use, once each', () => {
     const bom = bomOf({
       policyPack: { name: 'run-pack', version: '1' },
       steps: [
@@ -146,8 +161,8 @@ describe('step packs and components.policies', () => {
       ],
     });
     expect(bom.components.policies.map((p) => `${p.pack}@${p.version}`)).toEqual([
-      'run-pack@1',
       'z-pack@1',
+      'run-pack@1',
       'a-pack@1',
       'z-pack@2',
     ]);
