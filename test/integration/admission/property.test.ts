@@ -76,7 +76,7 @@ beforeAll(async () => {
     vault,
     blobs,
     runtimeSigner: runtime,
-    envelopeSigner: () => Promise.resolve(runtime),
+    envelopeSigner: () => Promise.resolve({ signer: runtime, authority: 'service' as const }),
     logger: pino({ level: 'silent' }),
     registry: new Registry(),
     namespace: 'aibom-vault-system',
