@@ -35,7 +35,7 @@ const generateOptions = {
     type: 'string',
     value: 'PACK[@VERSION]',
     description:
-      "override the run's policy pack (metadata.policy_pack), which steps without a pack of their own follow too; default, as recorded: the pack of the first step spec that names one, else the run-level spec.policyPack, else baseline",
+      "override the run's policy pack (metadata.policy_pack), which steps without a pack of their own follow too; default, as recorded: the pack found in the step specs (the first step's: its own, else the run-level spec.policyPack every step without one carries; with neither, the first step naming one), else baseline",
   },
   format: {
     type: 'string',

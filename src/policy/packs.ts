@@ -143,16 +143,17 @@ function resolveOverride(spec: RunSpec, override: PackOverride): ResolvedPack {
 }
 
 /**
- * The run's pack, first match wins (the spec: "default is the pack found in the step specs, else
- * baseline"; docs/aibom.md, "Policy packs"):
+ * The run's pack (the spec: "default is the pack found in the step specs, else baseline"; docs/aibom.md,
+ * "Policy packs"). A run-level `spec.policyPack` is the pack of every step spec that names none of
+ * its own (what the CRD says: a step's pack is "its own, when it differs from the run's"); then:
  * 1. the override (`--policy-pack`); without a version it takes the version of the first reference
  *    in the spec with the same name that has one (run-level, then steps in spec order);
- * 2. the pack of the first step (spec order) whose spec names one;
- * 3. the run-level `spec.policyPack`: the pack of the steps that name none, so the pack found in
- *    the step specs when none names its own;
+ * 2. the pack found in the step specs: that of the first step spec (spec order) that has one, its
+ *    own or, with a run-level pack, the run-level one (so with a run-level pack, the first step's);
+ * 3. the run-level pack (a run without steps);
  * 4. DEFAULT_POLICY_PACK.
  * A step without a `policyPack` follows the override, else the run-level pack, else the run's.
- * Versions: a reference's own, else (2) the run-level pack's when the names match, else UNVERSIONED.
+ * Versions: a reference's own, else the run-level pack's when the names match, else UNVERSIONED.
  */
 export function packContext(spec: RunSpec, override?: PackOverride): PackContext {
   if (override !== undefined) {
@@ -160,8 +161,13 @@ export function packContext(spec: RunSpec, override?: PackOverride): PackContext
     return { run: pack, inherited: pack };
   }
   const level = spec.policyPack !== undefined ? resolveRef(spec.policyPack, [], 'spec') : undefined;
-  const first = stepRefs(spec)[0];
-  const fromSteps = first !== undefined ? resolveRef(first.ref, [level], `step ${first.step.id}`) : undefined;
+  const first = level !== undefined ? spec.steps[0] : stepRefs(spec)[0]?.step;
+  const fromSteps =
+    first === undefined
+      ? undefined
+      : first.policyPack !== undefined
+        ? resolveRef(first.policyPack, [level], `step ${first.id}`)
+        : level;
   const run = fromSteps ?? level ?? { name: DEFAULT_POLICY_PACK, version: UNVERSIONED };
   return { run, inherited: level ?? run };
 }

@@ -395,19 +395,18 @@ describe('service-ctl aibom generate --policy-pack and --output', { timeout: 300
   let run: Run;
   let storedBytes: Buffer;
   beforeAll(async () => {
-    // A run-level pack, and steps naming their own: the steps' pack is the run's (the spec: "default
-    // is the pack found in the step specs, else baseline"); the step without one follows the
-    // run-level pack.
+    // A run-level pack, and a first step naming its own: the pack found in the step specs is the
+    // run's (the spec: "default is the pack found in the step specs, else baseline"); the step
+    // naming none carries the run-level pack.
     await createRun(ns, 'packs', {
       policyPack: { name: 'house', version: '3', guardrails: ['pii-redaction'] },
       steps: [
-        { id: 'fetch', tool: { name: 'curl', command: ['curl'] } },
         {
           id: 'answer',
-          dependsOn: ['fetch'],
           model: { name: 'm', provider: 'p', version: '1' },
           policyPack: { name: 'strict', version: '2', guardrails: ['toxicity'] },
         },
+        { id: 'post', dependsOn: ['answer'], tool: { name: 'curl', command: ['curl'] } },
       ],
     });
     await driveRun(kubeConfig('admin'), ns, 'packs', { stepDelayMs: 10 });
@@ -433,9 +432,8 @@ describe('service-ctl aibom generate --policy-pack and --output', { timeout: 300
     const out = await ok(['aibom', 'generate', '--run', run.metadata.uid]);
     expect(Buffer.from(canonicalJson(JSON.parse(out))).equals(storedBytes)).toBe(true);
     const help = (await ok(['aibom', 'generate', '--help'])).replace(/\s+/g, ' ');
-    expect(help).toContain(
-      'default, as recorded: the pack of the first step spec that names one, else the run-level spec.policyPack, else baseline',
-    );
+    expect(help).toContain('default, as recorded: the pack found in the step specs (the first step');
+    expect(help).toContain('else baseline');
   });
 
   it('--policy-pack overrides the run pack; --output writes the pretty JSON to the file and nothing to stdout', async () => {

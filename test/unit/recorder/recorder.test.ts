@@ -76,10 +76,9 @@ describe('recorder', () => {
     const r = await w.recorder.recordTerminal(run);
     expect(r).toMatchObject({ key: terminalKey(run.metadata.uid), what: 'run and policies', created: true });
     expect(w.vault.rows.map((x) => [x.kind, x.record.policyPack, x.record.policyVersion])).toEqual([
-      // The run pack is the first step spec's (strict@2); the run-level baseline follows.
-      ['policy', 'strict', '2'],
       ['policy', 'baseline', '1.2.0'],
-      ['run', 'strict', '2'],
+      ['policy', 'strict', '2'],
+      ['run', 'baseline', '1.2.0'],
     ]);
     expect((await w.recorder.recordTerminal(run)).created).toBe(false);
   });
