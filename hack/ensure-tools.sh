@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
 #   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority
+#   litewitness witness-add-log tlog-tiles-check tlog-cosign-check
 # from the Go module proxy only, at the versions pinned in hack/versions.env. See docs/tools.md.
 #
 # Usage: hack/ensure-tools.sh [tool...]            (default: all tools)
@@ -20,7 +21,8 @@ source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
-ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority)
+ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority
+  litewitness witness-add-log tlog-tiles-check tlog-cosign-check)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
 
 log() { echo "ensure-tools: $*" >&2; }
@@ -32,7 +34,8 @@ die() { log "error: $*"; exit 1; }
 group_of() {
   case $1 in
     kube-apiserver | kubectl | kube-controller-manager) echo kubernetes ;;
-    etcd | helm | minio | cosign | crane | timestamp-authority) echo "$1" ;;
+    etcd | helm | minio | cosign | crane | timestamp-authority | tlog-cosign-check) echo "$1" ;;
+    litewitness | witness-add-log | tlog-tiles-check) echo torchwood ;;
     *) return 1 ;;
   esac
 }
@@ -47,6 +50,8 @@ group_version() {
     cosign) echo "$COSIGN_VERSION" ;;
     crane) echo "$CRANE_VERSION" ;;
     timestamp-authority) echo "$TSA_VERSION" ;;
+    torchwood) echo "$TORCHWOOD_VERSION" ;;
+    tlog-cosign-check) echo "$TLOG_FORMATS_VERSION" ;;
   esac
 }
 
@@ -62,6 +67,8 @@ group_module() {
     cosign) echo "github.com/sigstore/cosign/v$(major_of "$COSIGN_VERSION")" ;;
     crane) echo "github.com/google/go-containerregistry" ;;
     timestamp-authority) echo "github.com/sigstore/timestamp-authority/v$(major_of "$TSA_VERSION")" ;;
+    torchwood) echo "filippo.io/torchwood" ;;
+    tlog-cosign-check) echo "github.com/transparency-dev/formats" ;;
   esac
 }
 group_module_version() {
@@ -82,6 +89,14 @@ tool_package() {
     crane) echo "$(group_module crane)/cmd/crane" ;;
     # hack/go/timestamp-authority/main.go: upstream's server without the fixed :2112 metrics port
     timestamp-authority) echo "aibom-vault.local/tools/timestamp-authority" ;;
+    litewitness) echo "filippo.io/torchwood/cmd/litewitness" ;;
+    # hack/go/torchwood/witness-add-log/main.go: witnessctl's add-log and add-key (witnessctl imports
+    # sigsum.org/sigsum-go, which the module proxy here refuses)
+    witness-add-log) echo "aibom-vault.local/tools/torchwood/witness-add-log" ;;
+    # hack/go/torchwood/tlog-tiles-check/main.go: torchwood's tile client as an independent reader
+    tlog-tiles-check) echo "aibom-vault.local/tools/torchwood/tlog-tiles-check" ;;
+    # hack/go/tlog-cosign-check/main.go: transparency-dev/formats' cosignature/v1 verifier
+    tlog-cosign-check) echo "aibom-vault.local/tools/tlog-cosign-check" ;;
   esac
 }
 
@@ -98,6 +113,7 @@ group_toolchain() {
 group_tools() {
   case $1 in
     kubernetes) echo "${KUBE_TOOLS[*]}" ;;
+    torchwood) echo "litewitness witness-add-log tlog-tiles-check" ;;
     *) echo "$1" ;;
   esac
 }
@@ -229,7 +245,7 @@ gen_module() {
   local group=$1 dir=$2 mod ver info gomod goline t
   mod=$(group_module "$group") ver=$(group_module_version "$group")
   rm -rf "$dir" && mkdir -p "$dir"
-  if [[ -f $HACK_DIR/go/$group/main.go ]]; then cp "$HACK_DIR/go/$group/main.go" "$dir/"; fi
+  copy_local_sources "$group" "$dir"
   echo "+ go mod download -json $mod@$ver"
   info=$(go mod download -json "$mod@$ver" </dev/null)
   gomod=$(go_json_field GoMod <<<"$info")
@@ -245,7 +261,10 @@ gen_module() {
     echo
     if [[ ! -f $HACK_DIR/go/$group/main.go ]]; then
       echo "tool ("
-      for t in $(group_tools "$group"); do echo "	$(tool_package "$t")"; done
+      # Packages of the wrapper module itself (hack/go/<group>/<dir>/main.go) need no tool line.
+      for t in $(group_tools "$group"); do
+        [[ $(tool_package "$t") == aibom-vault.local/* ]] || echo "	$(tool_package "$t")"
+      done
       echo ")"
       echo
     fi
@@ -273,6 +292,15 @@ gen_module() {
     die "resolving dependencies moved $mod away from $ver in $dir/go.mod"
 }
 
+# The wrapper module's own Go sources (main.go, <tool>/main.go), without go.mod/go.sum.
+copy_local_sources() {
+  local group=$1 dir=$2 f
+  [[ -d $HACK_DIR/go/$group ]] || return 0
+  for f in "$HACK_DIR/go/$group"/*; do
+    case ${f##*/} in go.mod | go.sum) ;; *) cp -R "$f" "$dir/" ;; esac
+  done
+}
+
 # Whether the committed wrapper module hack/go/<group> pins the version of versions.env.
 module_is_current() {
   grep -qxF "// pin: $(group_module "$1")@$(group_module_version "$1")" "$HACK_DIR/go/$1/go.mod" 2>/dev/null
@@ -285,7 +313,7 @@ prepare_module() {
   if module_is_current "$group"; then
     rm -rf "$dir" && mkdir -p "$dir"
     cp "$HACK_DIR/go/$group/go.mod" "$HACK_DIR/go/$group/go.sum" "$dir/"
-    if [[ -f $HACK_DIR/go/$group/main.go ]]; then cp "$HACK_DIR/go/$group/main.go" "$dir/"; fi
+    copy_local_sources "$group" "$dir"
   else
     gen_module "$group" "$dir"
   fi
@@ -331,6 +359,7 @@ group_ldflags() {
     timestamp-authority)
       p=sigs.k8s.io/release-utils/version
       printf -- ' -X %s' "$p.gitVersion=$TSA_VERSION" "$p.gitTreeState=clean" ;;
+    torchwood | tlog-cosign-check) ;;
   esac
 }
 
@@ -346,6 +375,11 @@ verify_tool() {
     cosign) out=$("$bin" version 2>&1) want="$COSIGN_VERSION" ;;
     crane) out=$("$bin" version 2>&1) want="$CRANE_VERSION" ;;
     timestamp-authority) out=$("$bin" --version 2>&1) want="timestamp-server $TSA_VERSION" ;;
+    # No version flags: the module versions the binary was built from (the pin, not a replacement).
+    litewitness | witness-add-log | tlog-tiles-check)
+      out=$(go version -m "$bin" 2>&1) want="filippo.io/torchwood	$TORCHWOOD_VERSION" ;;
+    tlog-cosign-check)
+      out=$(go version -m "$bin" 2>&1) want="github.com/transparency-dev/formats	$TLOG_FORMATS_VERSION" ;;
   esac </dev/null
   echo "\$ $t version:"
   echo "$out"

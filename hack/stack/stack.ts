@@ -9,6 +9,7 @@ import { freePort, startProcess, stopProcess, waitReady, type Launch, type Proc 
 import { schema } from '../../src/config/schema.ts';
 import { createSignerSecret } from './signer.ts';
 import { startTsa } from './tsa.ts';
+import { startStackWitness } from './witness.ts';
 import { ensureTools, type Tools } from './tools.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -53,6 +54,13 @@ export interface StackInfo {
     readonly tokens: Record<StackUser, string>;
   };
   readonly timings: Record<string, number>;
+  /** The stack's tlog witness (litewitness), which the services push their checkpoints to. */
+  readonly witness?: {
+    readonly url: string;
+    readonly vkey: string;
+    readonly name: string;
+    readonly db: string;
+  };
 }
 
 /** Keys the stack sets itself for its services (and in .stack/env): never taken from the caller. */
@@ -75,6 +83,9 @@ const STACK_KEYS = new Set([
   'SERVICE_TRUST_ANCHOR',
   'TSA_URL',
   'TSA_TRUST_ANCHORS',
+  'TLOG_NOTE_SECRET',
+  'TLOG_ORIGIN',
+  'TLOG_WITNESSES',
 ]);
 
 /**
@@ -139,7 +150,11 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       'aibom-vault-system',
       'aibom-vault-scitt-log',
     );
+    // A litewitness the services push their C2SP checkpoints to (hack/stack/witness.ts).
+    const witnessed = await timed('witness', () => startStackWitness(root, tools, kube.kubeconfig, launch));
     const env: Record<string, string> = {
+      ...witnessed.settings,
+      ...witnessed.env,
       SERVICE_TRUST_ANCHOR: trustAnchor,
       KUBECONFIG: kube.kubeconfig,
       DATABASE_URL: postgres.runtimeUrl,
@@ -161,6 +176,12 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       database: { superuser: postgres.url, owner: postgres.ownerUrl, runtime: postgres.runtimeUrl },
       kube: { server: kube.server, caFile: kube.caFile, kubeconfigs: kube.kubeconfigs, tokens: kube.tokens },
       timings,
+      witness: {
+        url: witnessed.witness.url,
+        vkey: witnessed.witness.vkey,
+        name: witnessed.witness.name,
+        db: witnessed.witness.db,
+      },
     };
     if (opts.services) {
       const svc = await timed('services', () => startServices(info, settings, undefined, launch));

@@ -12,6 +12,10 @@ export const TOOL_NAMES = [
   'cosign',
   'crane',
   'timestamp-authority',
+  'litewitness',
+  'witness-add-log',
+  'tlog-tiles-check',
+  'tlog-cosign-check',
 ] as const;
 export type Tool = (typeof TOOL_NAMES)[number];
 export type Tools = Record<Tool, string>;

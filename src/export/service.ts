@@ -19,6 +19,7 @@ import { guardStoredArtifact } from './guard.ts';
 import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from './layout.ts';
 import type { ExportSlots } from './slots.ts';
 import { exportSource } from './source.ts';
+import { recordProofs } from '../witness/proofs.ts';
 
 /**
  * The export service of the API (POST /v1/attestations/export, GET
@@ -207,7 +208,16 @@ async function planned(
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
   const actor = req.user?.username ?? 'unknown';
-  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt, actor });
+  // One checkpoint of the vault log for the whole export: the newest a witness cosigned (else the
+  // newest); each record it covers carries its tlog-proof (src/witness/proofs.ts).
+  const tlogProofs = await recordProofs(deps.vault);
+  const tlogKeys = tlogProofs === null ? [] : await deps.vault.tlog.vkeys('vault');
+  const source = exportSource(deps, plan.filter, {
+    until,
+    enqueueScitt: plan.scitt,
+    actor,
+    ...(tlogProofs !== null ? { tlogProofs } : {}),
+  });
   const exportId = req.id;
   const log = req.log;
   const trail = auditTrail(deps.vault, plan, actor, exportId);
@@ -222,6 +232,18 @@ async function planned(
           }
         })(),
         logKeys,
+        ...(tlogProofs !== null
+          ? {
+              tlog: {
+                vkeys: tlogKeys,
+                checkpoint: {
+                  origin: tlogProofs.note.origin,
+                  tree_size: tlogProofs.note.treeSize,
+                  cosigned_by: tlogProofs.note.cosignatures.map((c) => c.witness),
+                },
+              },
+            }
+          : {}),
         service: {
           name: deps.claimGenerator.split('/')[0],
           version: deps.claimGenerator.split('/')[1],

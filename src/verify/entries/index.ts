@@ -7,6 +7,7 @@ import { bareKeyEntry, logCertEntry, logKeysEntry, signerCertEntry } from './key
 import { manifestEntry } from './manifest.ts';
 import { segmentEntry } from './segment.ts';
 import { sigstoreEntry } from './sigstore.ts';
+import { tlogKeysEntry, tlogProofEntry } from './tlog.ts';
 import { receiptEntry, statementEntry } from './transparency.ts';
 
 /**
@@ -28,5 +29,7 @@ export const ENTRY_HANDLERS: readonly EntryHandler[] = [
   sigstoreEntry,
   statementEntry,
   receiptEntry,
+  tlogKeysEntry,
+  tlogProofEntry,
   aibomEntry,
 ];
