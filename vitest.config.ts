@@ -1,7 +1,29 @@
 import { defineConfig } from 'vitest/config';
 
-// Two projects: `unit` (pure logic, in-memory fakes allowed) and `integration` (one real stack per
-// test run: kube-apiserver + etcd + kube-controller-manager, PostgreSQL, MinIO; see test/global-setup.ts).
+// Three projects: `unit` (pure logic, in-memory fakes allowed), `integration` (one real stack per
+// test run: kube-apiserver + etcd + kube-controller-manager, PostgreSQL, MinIO; see
+// test/global-setup.ts) and `integration-seaweedfs`: the files that touch the bucket again, on a
+// stack whose S3-compatible store is SeaweedFS (the matrix of docs/storage.md).
+
+/** The integration files whose subject is the object store: run against both S3 servers. */
+const S3_MATRIX = [
+  'test/integration/blob/**/*.test.ts',
+  'test/integration/operator/e2e.test.ts',
+  'test/integration/operator/repair.test.ts',
+  'test/integration/failover/tls.test.ts',
+  'test/integration/stack.test.ts',
+];
+
+/** What every integration project shares: real servers, 2 cores, generous time, no timing asserts. */
+const integration = {
+  environment: 'node' as const,
+  globalSetup: ['test/global-setup.ts'],
+  testTimeout: 120_000,
+  hookTimeout: 300_000,
+  fileParallelism: true,
+  maxWorkers: 2,
+};
+
 export default defineConfig({
   test: {
     reporters: ['default'],
@@ -20,16 +42,19 @@ export default defineConfig({
       },
       {
         test: {
+          ...integration,
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/conformance/**/*.test.ts'],
-          environment: 'node',
-          globalSetup: ['test/global-setup.ts'],
           sequence: { groupOrder: 1 },
-          // Servers are shared and the machine has 2 cores: generous per-test time, no timing asserts.
-          testTimeout: 120_000,
-          hookTimeout: 300_000,
-          fileParallelism: true,
-          maxWorkers: 2,
+        },
+      },
+      {
+        // test/global-setup.ts starts this project's stack with SeaweedFS instead of MinIO.
+        test: {
+          ...integration,
+          name: 'integration-seaweedfs',
+          include: S3_MATRIX,
+          sequence: { groupOrder: 2 },
         },
       },
     ],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
-#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority
+#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority weed
 #   litewitness witness-add-log tlog-tiles-check tlog-cosign-check
 # from the Go module proxy only, at the versions pinned in hack/versions.env. See docs/tools.md.
 #
@@ -21,7 +21,7 @@ source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
-ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority
+ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority weed
   litewitness witness-add-log tlog-tiles-check tlog-cosign-check)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
 
@@ -36,6 +36,7 @@ group_of() {
     kube-apiserver | kubectl | kube-controller-manager) echo kubernetes ;;
     etcd | helm | minio | cosign | crane | timestamp-authority | tlog-cosign-check) echo "$1" ;;
     litewitness | witness-add-log | tlog-tiles-check) echo torchwood ;;
+    weed) echo seaweedfs ;; # SeaweedFS's server binary is `weed`
     *) return 1 ;;
   esac
 }
@@ -50,6 +51,7 @@ group_version() {
     cosign) echo "$COSIGN_VERSION" ;;
     crane) echo "$CRANE_VERSION" ;;
     timestamp-authority) echo "$TSA_VERSION" ;;
+    seaweedfs) echo "$SEAWEEDFS_VERSION" ;;
     torchwood) echo "$TORCHWOOD_VERSION" ;;
     tlog-cosign-check) echo "$TLOG_FORMATS_VERSION" ;;
   esac
@@ -67,6 +69,7 @@ group_module() {
     cosign) echo "github.com/sigstore/cosign/v$(major_of "$COSIGN_VERSION")" ;;
     crane) echo "github.com/google/go-containerregistry" ;;
     timestamp-authority) echo "github.com/sigstore/timestamp-authority/v$(major_of "$TSA_VERSION")" ;;
+    seaweedfs) echo "github.com/seaweedfs/seaweedfs" ;;
     torchwood) echo "filippo.io/torchwood" ;;
     tlog-cosign-check) echo "github.com/transparency-dev/formats" ;;
   esac
@@ -74,6 +77,7 @@ group_module() {
 group_module_version() {
   case $1 in
     minio) echo "$MINIO_MODULE_VERSION" ;;
+    seaweedfs) echo "$SEAWEEDFS_MODULE_VERSION" ;;
     *) group_version "$1" ;;
   esac
 }
@@ -89,6 +93,7 @@ tool_package() {
     crane) echo "$(group_module crane)/cmd/crane" ;;
     # hack/go/timestamp-authority/main.go: upstream's server without the fixed :2112 metrics port
     timestamp-authority) echo "aibom-vault.local/tools/timestamp-authority" ;;
+    weed) echo "github.com/seaweedfs/seaweedfs/weed" ;;
     litewitness) echo "filippo.io/torchwood/cmd/litewitness" ;;
     # hack/go/torchwood/witness-add-log/main.go: witnessctl's add-log and add-key (witnessctl imports
     # sigsum.org/sigsum-go, which the module proxy here refuses)
@@ -113,6 +118,7 @@ group_toolchain() {
 group_tools() {
   case $1 in
     kubernetes) echo "${KUBE_TOOLS[*]}" ;;
+    seaweedfs) echo weed ;;
     torchwood) echo "litewitness witness-add-log tlog-tiles-check" ;;
     *) echo "$1" ;;
   esac
@@ -359,6 +365,7 @@ group_ldflags() {
     timestamp-authority)
       p=sigs.k8s.io/release-utils/version
       printf -- ' -X %s' "$p.gitVersion=$TSA_VERSION" "$p.gitTreeState=clean" ;;
+    seaweedfs) printf -- ' -X %s' "github.com/seaweedfs/seaweedfs/weed/util/version.COMMIT=$SEAWEEDFS_COMMIT" ;;
     torchwood | tlog-cosign-check) ;;
   esac
 }
@@ -375,6 +382,7 @@ verify_tool() {
     cosign) out=$("$bin" version 2>&1) want="$COSIGN_VERSION" ;;
     crane) out=$("$bin" version 2>&1) want="$CRANE_VERSION" ;;
     timestamp-authority) out=$("$bin" --version 2>&1) want="timestamp-server $TSA_VERSION" ;;
+    weed) out=$("$bin" version 2>&1) want="$SEAWEEDFS_VERSION $SEAWEEDFS_COMMIT" ;;
     # No version flags: the module versions the binary was built from (the pin, not a replacement).
     litewitness | witness-add-log | tlog-tiles-check)
       out=$(go version -m "$bin" 2>&1) want="filippo.io/torchwood	$TORCHWOOD_VERSION" ;;
@@ -464,6 +472,8 @@ fi
 
 [[ ${MINIO_MODULE_VERSION: -12} == "${MINIO_COMMIT:0:12}" ]] ||
   die "versions.env: MINIO_MODULE_VERSION does not name MINIO_COMMIT"
+[[ ${SEAWEEDFS_MODULE_VERSION: -12} == "$SEAWEEDFS_COMMIT" ]] ||
+  die "versions.env: SEAWEEDFS_MODULE_VERSION does not name SEAWEEDFS_COMMIT"
 
 # Re-check under the lock (another caller may have built them meanwhile), one group at a time.
 failed=()

@@ -8,11 +8,17 @@ declare module 'vitest' {
 }
 
 /**
- * One real stack per test run, started by the same code as `npm run stack -- up`. Tests isolate
- * themselves (own namespace, own database, own bucket prefix) instead of restarting servers.
+ * One real stack per test run (and project), started by the same code as `npm run stack -- up`.
+ * Tests isolate themselves (own namespace, own database, own bucket prefix) instead of restarting
+ * servers.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const stack = await startStack({ log: (l) => console.log(`[stack] ${l}`) });
+  // The S3 matrix (vitest.config.ts): the integration-seaweedfs project runs on SeaweedFS.
+  const s3 = project.name === 'integration-seaweedfs' ? 'seaweedfs' : 'minio';
+  const stack = await startStack({
+    s3,
+    log: (l) => console.log(`[stack${s3 === 'minio' ? '' : ` ${s3}`}] ${l}`),
+  });
   project.provide('stack', stack);
   return async () => {
     await stopStack(stack);

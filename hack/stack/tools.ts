@@ -12,6 +12,7 @@ export const TOOL_NAMES = [
   'cosign',
   'crane',
   'timestamp-authority',
+  'weed',
   'litewitness',
   'witness-add-log',
   'tlog-tiles-check',

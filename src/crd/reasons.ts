@@ -18,6 +18,12 @@ export const ConditionTypes = {
   /** The AIBOM is built, signed, has its C2PA manifest and is stored. */
   AIBOMReady: 'AIBOMReady',
   /**
+   * Only on a Run whose records the vault lost (the database lost acknowledged writes, e.g. an
+   * asynchronous failover): True, for good, saying what was lost, that it was recorded again from
+   * the Run, and what cannot be repaired (docs/failover.md).
+   */
+  RecordsLost: 'RecordsLost',
+  /**
    * Every record of the Run is in a transparency log (SERVICE_TRANSPARENCY_WRITER=1; written by the
    * transparency projection, not the Run reconciler). False says why not: reasons
    * TransparencyReasons.
@@ -26,7 +32,11 @@ export const ConditionTypes = {
 } as const;
 
 /** The condition types the Run reconciler writes (its field manager owns exactly these). */
-export const RECONCILER_CONDITIONS: readonly string[] = [ConditionTypes.Attested, ConditionTypes.AIBOMReady];
+export const RECONCILER_CONDITIONS: readonly string[] = [
+  ConditionTypes.Attested,
+  ConditionTypes.AIBOMReady,
+  ConditionTypes.RecordsLost,
+];
 
 /** Reasons of TransparencyPublished (src/transparency/summary.ts transparencyCondition). */
 export const TransparencyReasons = {
@@ -66,6 +76,8 @@ export const Reasons = {
    * vault records, src/controller/run/recordable.ts): never retried; the message names the field.
    */
   RunNotRecordable: 'RunNotRecordable',
+  /** RecordsLost: the lost records were recorded again from the Run (the lost ids stay dangling). */
+  RecordedAgain: 'RecordedAgain',
 } as const;
 
 /** Reasons of a failed recording: which dependency it failed on, or none of them. */
@@ -85,4 +97,10 @@ export const EventReasons = {
   ManifestRepairFailed: 'ManifestRepairFailed',
   /** The Run has no room left for the controller's status (the API server's size limit). */
   StatusTooLarge: 'StatusTooLarge',
+  /** The vault lost records the Run's status showed (Warning; docs/failover.md). */
+  RecordsLost: 'RecordsLost',
+  /** A new AIBOM replaces one whose record the vault lost (Warning). */
+  AIBOMSuperseded: 'AIBOMSuperseded',
+  /** Attestation resources of records the vault lost were deleted. */
+  DanglingResourcesDeleted: 'DanglingResourcesDeleted',
 } as const;

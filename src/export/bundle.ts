@@ -69,6 +69,8 @@ export interface ExportItem {
     readonly metadata: object;
     readonly manifestDigest: string | null;
   };
+  /** For the record of a standard view of an AIBOM: the view's bytes (the JCS of its predicate). */
+  readonly aibomView?: { readonly runId: string; readonly name: string; readonly bytes: Buffer };
 }
 
 export interface ExportSegment {
@@ -412,6 +414,9 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
         out.addBytes(Paths.aibomManifest(a.runId), a.manifest);
         out.addText(Paths.aibomMetadata(a.runId), JSON.stringify(a.metadata), true);
         runs++;
+      }
+      if (item.aibomView !== undefined) {
+        out.addBytes(Paths.aibomView(item.aibomView.runId, item.aibomView.name), item.aibomView.bytes);
       }
       spool.write(intotoLine(item.envelope, dsse));
       if (spool.overLimit) await spool.spill();

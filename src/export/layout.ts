@@ -32,6 +32,8 @@ export const Paths = {
   aibom: (runId: string) => `runs/${runId}/aibom.json`,
   aibomManifest: (runId: string) => `runs/${runId}/aibom.c2pa`,
   aibomMetadata: (runId: string) => `runs/${runId}/aibom.meta.json`,
+  /** A standard view of the AIBOM (`aibom.cdx-1.7.json`, `aibom.spdx-3.0.1.json`): its bytes. */
+  aibomView: (runId: string, name: string) => `runs/${runId}/${name}`,
   segment: (n: number) => `index/${String(n).padStart(6, '0')}.json`,
   intotoJsonl: 'attestations.intoto.jsonl',
   index: 'index.json',

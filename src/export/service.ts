@@ -457,11 +457,17 @@ export async function exportEvidence(
   if (artifact === null || typeof aibomId !== 'string') {
     throw new ProblemError(404, 'NOT_FOUND', `the run has no ${kind} yet`);
   }
-  // The artifact's attestation and the run's capability chain (who approved what).
+  // The artifact's attestation, its standard views' records, and the run's capability chain (who
+  // approved what).
+  const views = Object.values(
+    (artifact.metadata as { views?: Record<string, { attestation_id?: unknown }> }).views ?? {},
+  )
+    .map((v) => v.attestation_id)
+    .filter((id): id is string => typeof id === 'string');
   const capabilities = (await deps.vault.attestations.ofRun(ns, run.id))
     .filter((a) => a.kind === 'capability')
     .map((a) => a.id);
-  const ids = [aibomId, ...capabilities].sort();
+  const ids = [aibomId, ...views, ...capabilities].sort();
   return streamExport(deps, req, reply, {
     filter: { namespaces: [ns], ids },
     selection: { run_id: run.id, artifact: kind, ids, namespaces: [ns] },

@@ -6,6 +6,7 @@ import type { AttestationFilter, StoredAttestation, Vault } from '../vault/index
 import { withJob } from '../http/views/envelope.ts';
 import { currentMetadata } from '../recorder/index.ts';
 import { guardStoredArtifact, type ArtifactGuardDeps } from './guard.ts';
+import { viewFileOf } from './views.ts';
 
 /**
  * Where an export's records and everything they reference come from: the vault (records, SCITT
@@ -119,6 +120,7 @@ export function exportSource(
         ...(published !== undefined ? { scitt: published } : {}),
         ...(tlogProof !== undefined ? { tlogProof } : {}),
         ...(aibom !== undefined ? { aibom } : {}),
+        ...viewFileOf(record),
       });
     }
     return { items, scittEnqueued };

@@ -26,6 +26,7 @@ import type {
   ArtifactRepository,
   AttestationRepository,
   ClaimRepository,
+  LossRepository,
   ManifestRepair,
   ManifestRepairRepository,
   TransparencyJobRepository,
@@ -35,18 +36,23 @@ import { aibomKey } from './extract.ts';
 import { currentMetadata } from './metadata.ts';
 import { appendOnce } from './once.ts';
 import { sealRecord } from './seal.ts';
+import { sealViews, viewMetadata, viewsOf, type ViewMetadata } from './views.ts';
+import type { BuiltView, ViewFormat } from '../aibom/views/index.ts';
 
 export const CLAIM_GENERATOR = 'aibom-vault/0.1.0';
 export const AIBOM_MEDIA_TYPE = 'application/json';
 
 /** The parts of the vault the AIBOM flow reads and writes. */
 export interface AibomStore {
-  readonly attestations: Pick<AttestationRepository, 'aibomInputs'>;
+  /** The AIBOM's inputs, and the records they name (the standard views cite them). */
+  readonly attestations: Pick<AttestationRepository, 'aibomInputs' | 'getMany'>;
   readonly artifacts: Pick<ArtifactRepository, 'get'>;
   readonly claims: ClaimRepository;
   /** The AIBOM attestation's SCITT job, for the metadata's `transparency` entry. */
   readonly transparencyJobs: Pick<TransparencyJobRepository, 'get'>;
   readonly manifestRepairs: Pick<ManifestRepairRepository, 'complete' | 'fail'>;
+  /** Where an AIBOM found in the bucket without its record is written down (docs/failover.md). */
+  readonly losses: Pick<LossRepository, 'record'>;
 }
 
 /** Who the audit log names for what the controller does on its own (manifest repairs). */
@@ -122,6 +128,30 @@ export interface AibomMetadata {
   aibom_attestation_id: string;
   namespace: string;
   run_name: string;
+  /**
+   * The standard views recorded with the AIBOM (docs/aibom.md, "Standard views"): each view's
+   * record and digest. Absent on AIBOMs recorded before views existed.
+   */
+  views?: Partial<Record<ViewFormat, ViewMetadata>>;
+  /**
+   * An earlier AIBOM of the run whose record the vault lost (found in the bucket when this one was
+   * recorded): it is kept where it was, this one replaces it, and the loss is in `vault_losses`.
+   */
+  supersedes?: SupersededAibom;
+}
+
+/** The AIBOM a new one replaces after the vault lost its record (docs/failover.md). */
+export interface SupersededAibom {
+  digest: string;
+  key: string;
+  /** The copy of its metadata record, kept beside the blob. */
+  metadata_key: string;
+  aibom_attestation_id: string | null;
+  /** The ids it names that the vault no longer holds (dangling references). */
+  lost_attestation_ids: string[];
+  /** The `vault_losses` row. */
+  loss_id: string;
+  detected_at: string;
 }
 
 export function timestampMetadata(t: VerifiedTimestamp): TimestampMetadata {
@@ -166,13 +196,19 @@ async function signedManifest(
   }
 }
 
-/** Object keys of a run's artifacts; the sidecar is content-addressed (see recordAibom). */
+/**
+ * Object keys of a run's artifacts; the sidecar is content-addressed (see recordAibom). An AIBOM
+ * that supersedes one the vault lost is content-addressed too (`superseding`): bytes in the bucket
+ * are never overwritten with other bytes.
+ */
 export function aibomKeys(namespace: string, runId: string) {
   const base = `runs/${namespace}/${runId}`;
   return {
     blob: `${base}/aibom.json`,
     meta: `${base}/aibom.meta.json`,
     sidecar: (manifestDigest: string) => `${base}/aibom.${manifestDigest.slice(7, 23)}.c2pa`,
+    superseding: (digest: string) => `${base}/aibom.${digest.slice(7, 23)}.json`,
+    supersededMeta: (digest: string) => `${base}/aibom.${digest.slice(7, 23)}.meta.json`,
   };
 }
 
@@ -217,6 +253,103 @@ function aibomOf(
   return { bom, bytes, digest: aibomDigest(bytes) };
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Where a new AIBOM goes, and the lost one it replaces (if the bucket holds one). */
+interface Placement {
+  readonly blobKey: string;
+  readonly supersedes?: SupersededAibom;
+}
+
+/**
+ * What the bucket holds at a run's AIBOM keys while the vault has no AIBOM record of the run. The
+ * metadata copy (`aibom.meta.json`) is only ever written after the record committed, so one that
+ * exists now is the copy of an AIBOM whose record the vault lost (docs/failover.md): it is written
+ * down in `vault_losses` (with the ids it names that the vault no longer holds) and kept beside the
+ * blob under its own digest, and the new AIBOM supersedes it. Blob bytes are never overwritten with
+ * other bytes: when `aibom.json` holds another AIBOM, the new one is stored content-addressed.
+ * Bytes equal to ours are a crash's leftover (put before the record's transaction): written again.
+ */
+async function placeAibom(
+  deps: AibomDeps,
+  run: AibomRun,
+  digest: string,
+  held: readonly string[],
+): Promise<Placement | { readonly raced: ArtifactRecord }> {
+  const keys = aibomKeys(run.namespace, run.id);
+  const [metaBytes, blob] = await because('ObjectStoreUnavailable', () =>
+    Promise.all([deps.blobs.get(keys.meta), deps.blobs.get(keys.blob)]),
+  );
+  const blobKey = blob !== null && aibomDigest(blob) !== digest ? keys.superseding(digest) : keys.blob;
+  if (metaBytes === null) return { blobKey };
+  // Another replica may have recorded the AIBOM (and written the copy) since we looked.
+  const now = await because('VaultUnavailable', () => deps.vault.artifacts.get(run.id, 'aibom'));
+  if (now !== null) return { raced: now };
+  let prior: Partial<AibomMetadata> = {};
+  try {
+    prior = JSON.parse(metaBytes.toString('utf8')) as Partial<AibomMetadata>;
+  } catch {
+    // not JSON: described by its digest below
+  }
+  const priorDigest = typeof prior.digest === 'string' ? prior.digest : aibomDigest(metaBytes);
+  const named = [
+    ...(Array.isArray(prior.attestation_ids) ? prior.attestation_ids : []),
+    ...(typeof prior.aibom_attestation_id === 'string' ? [prior.aibom_attestation_id] : []),
+  ]
+    .map((id) => String(id).toLowerCase())
+    .filter((id) => UUID.test(id));
+  const holds = new Set(held.map((id) => id.toLowerCase()));
+  const lost = [...new Set(named.filter((id) => !holds.has(id)))];
+  const metadataKey = keys.supersededMeta(priorDigest);
+  await because('ObjectStoreUnavailable', () =>
+    deps.blobs.put(metadataKey, metaBytes, 'application/json', {
+      kind: 'aibom-metadata',
+      'run-id': run.id,
+      superseded: 'true',
+    }),
+  );
+  const { loss, created } = await because('VaultUnavailable', () =>
+    deps.vault.losses.record({
+      scope: 'run',
+      namespace: run.namespace,
+      runId: run.id,
+      missingIds: lost,
+      identity: {
+        source: 'bucket',
+        run: run.id,
+        digest: priorDigest,
+        aibom: prior.aibom_attestation_id ?? null,
+      },
+      details: {
+        source: 'bucket',
+        claimed: { aibom: prior as Record<string, unknown> },
+        metadata_key: metadataKey,
+        held: held.length,
+      },
+      detectedBy: CONTROLLER_ACTOR,
+    }),
+  );
+  if (created) {
+    deps.logger.error(
+      { runId: run.id, lostDigest: priorDigest, lostIds: lost.length, loss: loss.id },
+      'the bucket holds an AIBOM whose record the vault lost; recording a new AIBOM that supersedes it',
+    );
+  }
+  return {
+    blobKey,
+    supersedes: {
+      digest: priorDigest,
+      key: typeof prior.key === 'string' ? prior.key : keys.blob,
+      metadata_key: metadataKey,
+      aibom_attestation_id:
+        typeof prior.aibom_attestation_id === 'string' ? prior.aibom_attestation_id : null,
+      lost_attestation_ids: lost,
+      loss_id: loss.id,
+      detected_at: loss.detectedAt.toISOString(),
+    },
+  };
+}
+
 /** Builds the AIBOM of a run from the vault: the same bytes for the controller and the CLI. */
 export async function computeAibom(
   attestations: Pick<AttestationRepository, 'aibomInputs'>,
@@ -224,6 +357,31 @@ export async function computeAibom(
   override?: PolicyPackOverride,
 ): Promise<{ bom: Aibom; bytes: Buffer; digest: string }> {
   return aibomOf(run, await attestations.aibomInputs(run.id), override);
+}
+
+/**
+ * The AIBOM of a run and its standard views, from the vault: the same bytes for the controller
+ * (which records them) and `service-ctl aibom generate --format` (which recomputes them).
+ */
+export async function computeAibomViews(
+  attestations: Pick<AttestationRepository, 'aibomInputs' | 'getMany'>,
+  run: AibomRun,
+): Promise<{
+  bom: Aibom;
+  bytes: Buffer;
+  digest: string;
+  views: BuiltView[];
+  /** Record id → record digest of the records the AIBOM lists (what the views' evidence names). */
+  recordDigests: Map<string, string>;
+}> {
+  const inputs = await attestations.aibomInputs(run.id);
+  const aibom = aibomOf(run, inputs);
+  const records = await attestations.getMany(inputs);
+  return {
+    ...aibom,
+    views: viewsOf(run, aibom.bom, aibom.digest, records),
+    recordDigests: new Map([...records.values()].map((r) => [r.id, r.digest])),
+  };
 }
 
 /**
@@ -252,6 +410,10 @@ export async function recordAibom(
   // Only the read is the vault's: a run the builder rejects is not a vault outage.
   const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
   const { bom, bytes, digest } = aibomOf(run, inputs);
+  const placement = await placeAibom(deps, run, digest, inputs);
+  if ('raced' in placement) return { artifact: placement.raced, created: false };
+  const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs));
+  const views = viewsOf(run, bom, digest, listed);
   const sha256 = digest.slice('sha256:'.length);
   const signatureBytes = deps.signer.sign(bytes);
   const signature = signatureBytes.toString('base64');
@@ -274,7 +436,7 @@ export async function recordAibom(
   // Together: neither is visible before the record below names them, so their order is free.
   await because('ObjectStoreUnavailable', () =>
     Promise.all([
-      deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small),
+      deps.blobs.put(placement.blobKey, bytes, AIBOM_MEDIA_TYPE, small),
       deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
         ...small,
         'manifest-digest': manifest.digest,
@@ -290,8 +452,13 @@ export async function recordAibom(
     policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
     c2paManifestRef: `s3://${deps.blobs.bucket}/${sidecarKey}`,
   });
-  // The AIBOM blob is an artifact the run produced: its artifact record, stored right after the
-  // AIBOM's, names the bytes by their digest and their place in the bucket (docs/predicates).
+  const pack = { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version };
+  // The views are records of their own, signed by the same signer, stored in the same batch as
+  // the AIBOM record (after it): all exist, or none, and only once per run.
+  const viewRecords = sealViews(run, views, deps.signer, pack);
+  // The AIBOM blob is an artifact the run produced: its artifact record, stored in the same batch
+  // after the views, names the bytes by their digest and their place in the bucket (where
+  // placeAibom put them: content-addressed when it supersedes a lost AIBOM; docs/predicates).
   const blobRecord = sealRecord(
     artifactStatement({
       runId: run.id,
@@ -300,18 +467,13 @@ export async function recordAibom(
       sha256,
       size: bytes.length,
       bucket: deps.blobs.bucket,
-      key: keys.blob,
+      key: placement.blobKey,
     }),
     deps.signer,
-    {
-      namespace: run.namespace,
-      kind: 'artifact',
-      runId: run.id,
-      policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
-    },
+    { namespace: run.namespace, kind: 'artifact', runId: run.id, policyPack: pack },
   );
   const sig = signatureMetadata(deps.signer);
-  const metadataFor = (aibomAttestationId: string): AibomMetadata => ({
+  const metadataFor = (aibomAttestationId: string, viewIds: readonly string[]): AibomMetadata => ({
     kind: 'aibom',
     run_id: run.id,
     status: bom.metadata.status,
@@ -339,19 +501,21 @@ export async function recordAibom(
       ...(signatureTimestamp ? { timestamp: timestampMetadata(signatureTimestamp) } : {}),
     },
     bucket: deps.blobs.bucket,
-    key: keys.blob,
+    key: placement.blobKey,
     digest,
     size: bytes.length,
     media_type: AIBOM_MEDIA_TYPE,
     aibom_attestation_id: aibomAttestationId,
     namespace: run.namespace,
     run_name: run.name,
+    views: viewMetadata(views, viewIds),
+    ...(placement.supersedes ? { supersedes: placement.supersedes } : {}),
   });
-  // The AIBOM attestation, the blob's artifact record, their claim and the metadata record commit
-  // together: after any crash either all exist (and name the same sidecar) or none does and the
-  // retry starts over.
+  // The AIBOM attestation, its views, the blob's artifact record, their claim and the metadata
+  // record commit together: after any crash either all exist (and name the same sidecar) or none
+  // does and the retry starts over.
   const { created } = await because('VaultUnavailable', () =>
-    appendOnce(deps.vault.claims, aibomKey(run.id), [record, blobRecord], {
+    appendOnce(deps.vault.claims, aibomKey(run.id), [record, ...viewRecords, blobRecord], {
       enqueueTransparency: deps.enqueueTransparency === true,
       // The AIBOM attestation's DSSE signature is time-stamped after it is stored, like every
       // record's (ADR 0015); the AIBOM's own signatures were time-stamped above (ADR 0014).
@@ -360,9 +524,12 @@ export async function recordAibom(
         runId: run.id,
         kind: 'aibom',
         namespace: run.namespace,
-        objectKey: keys.blob,
+        objectKey: placement.blobKey,
         digest,
-        metadata: metadataFor(inserted[0]!.id) as unknown as Record<string, unknown>,
+        metadata: metadataFor(
+          inserted[0]!.id,
+          inserted.slice(1, 1 + viewRecords.length).map((r) => r.id),
+        ) as unknown as Record<string, unknown>,
       }),
     }),
   );
@@ -385,10 +552,37 @@ const REPAIR_RETRY_MS = 1_000;
 const REPAIR_RETRY_MAX_MS = 30_000;
 
 /**
+ * The recorded AIBOM bytes put back where the record says, when they are gone or were replaced:
+ * the AIBOM is rebuilt from the vault (the same inputs give the same bytes, computeAibom) and put
+ * back only if it hashes to the recorded digest. Null when it does not (the vault's records of the
+ * run no longer give those bytes): then nothing is written.
+ */
+async function restoreBytes(deps: AibomDeps, record: ArtifactRecord, run: AibomRun): Promise<Buffer | null> {
+  const meta = record.metadata as unknown as AibomMetadata;
+  const rebuilt = await because('VaultUnavailable', () => computeAibom(deps.vault.attestations, run));
+  if (rebuilt.digest !== record.digest) return null;
+  await because('ObjectStoreUnavailable', () =>
+    deps.blobs.put(meta.key, rebuilt.bytes, AIBOM_MEDIA_TYPE, {
+      kind: 'aibom',
+      'run-id': record.runId,
+      status: meta.status,
+      digest: record.digest,
+      restored: 'true',
+    }),
+  );
+  deps.logger.warn(
+    { runId: record.runId, key: meta.key, digest: record.digest },
+    'AIBOM bytes were missing or replaced in the object store: the recorded bytes are back (rebuilt from the vault)',
+  );
+  return rebuilt.bytes;
+}
+
+/**
  * Serves a manifest repair (vault/manifest-repairs.ts): a new C2PA manifest over the SAME bytes the
  * record names, stored under its own content-addressed key (the earlier object is left as it is),
  * then the request is closed with the new manifest (and audited) and the metadata beside the blob
- * shows it. Bytes that are gone or no longer hash to the record's digest are never signed: the
+ * shows it. Bytes that are gone or no longer hash to the record's digest are first rebuilt from the
+ * vault and put back (`run`, restoreBytes); bytes that cannot be rebuilt are never signed: the
  * request fails for good and says why. An attempt that fails on a dependency leaves the request open,
  * due again after a backoff (what the API's Retry-After tells clients), and rethrows.
  */
@@ -396,16 +590,22 @@ export async function repairManifest(
   deps: AibomDeps,
   record: ArtifactRecord,
   repair: ManifestRepair,
+  run?: AibomRun,
 ): Promise<{ repair: ManifestRepair; outcome: 'done' | 'failed' }> {
   const meta = record.metadata as unknown as AibomMetadata;
   try {
-    const bytes = await because('ObjectStoreUnavailable', () => deps.blobs.get(meta.key));
-    const digest = bytes === null ? null : aibomDigest(bytes);
+    let bytes = await because('ObjectStoreUnavailable', () => deps.blobs.get(meta.key));
+    let digest = bytes === null ? null : aibomDigest(bytes);
+    if ((bytes === null || digest !== record.digest) && run !== undefined) {
+      const restored = await restoreBytes(deps, record, run);
+      if (restored !== null) [bytes, digest] = [restored, record.digest];
+    }
     if (bytes === null || digest !== record.digest) {
       const why =
-        bytes === null
+        (bytes === null
           ? `the AIBOM bytes (${meta.key}) are missing`
-          : `the AIBOM bytes (${meta.key}) hash to ${digest}, the record says ${record.digest}`;
+          : `the AIBOM bytes (${meta.key}) hash to ${digest}, the record says ${record.digest}`) +
+        (run !== undefined ? ' and the vault no longer rebuilds them' : '');
       const failed = await because('VaultUnavailable', () =>
         deps.vault.manifestRepairs.fail(repair.id, {
           error: `${why}: a manifest is only ever signed over the recorded bytes`,

@@ -7,15 +7,17 @@ import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { EnvelopeSigner } from '../signing/namespace-signers.ts';
-import { rememberSigner } from '../export/keys.ts';
+import { forgetRememberedSigners, rememberSigner } from '../export/keys.ts';
 import type { TransparencyView } from '../transparency/jobs.ts';
 import type {
   ArtifactRecord,
   AttestationKind,
+  Loss,
   ManifestRepair,
   SignerCertificateRepository,
 } from '../vault/index.ts';
 import {
+  CONTROLLER_ACTOR,
   recordAibom,
   refreshAibomMetadata,
   repairManifest,
@@ -25,6 +27,7 @@ import {
 import { because, RecordError } from './errors.ts';
 import type { Timestamper } from '../timestamp/index.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
+import { lossRow, type RecordLoss } from './losses.ts';
 import { appendOnce } from './once.ts';
 import { sealBatch } from './seal.ts';
 
@@ -37,6 +40,7 @@ import { sealBatch } from './seal.ts';
  *
  *   extract.ts  Run → statements (pure)       seal.ts  statement → signed vault record
  *   once.ts     records → vault, once per key aibom.ts the AIBOM: build → sign → C2PA → store
+ *   views.ts    the AIBOM's standard views, sealed as records in the AIBOM's batch
  */
 
 export {
@@ -44,15 +48,18 @@ export {
   aibomKeys,
   CLAIM_GENERATOR,
   computeAibom,
+  computeAibomViews,
   CONTROLLER_ACTOR,
   timestampMetadata,
   type AibomMetadata,
   type TimestampMetadata,
 } from './aibom.ts';
 export { currentMetadata, latestRepair, pendingRepair } from './metadata.ts';
+export { claimOf, lossMessage, lossRow, lostRecords, type RecordLoss, type RunClaim } from './losses.ts';
 export { RecordError, type RecordErrorCode } from './errors.ts';
 export { aibomKey, finishedSteps, stepKey, terminalKey } from './extract.ts';
 export { sealRecord, type RecordMeta } from './seal.ts';
+export type { ViewMetadata } from './views.ts';
 
 /** One batch as stored: the ids that stand for its key, and whether this call wrote them. */
 export interface Recorded {
@@ -70,6 +77,12 @@ export interface Recorder {
   recordTerminal(run: Run): Promise<Recorded>;
   /** At a terminal phase, after recordTerminal: the AIBOM, once; returns its metadata record. */
   recordAibom(run: Run): Promise<{ artifact: ArtifactRecord; created: boolean }>;
+  /**
+   * Writes down in the vault that it lost records the Run's status shows (losses.ts), once per
+   * loss; before anything is recorded again in their place. Whatever this process remembers as
+   * stored (the signer certificates) is forgotten: the vault may have lost that too.
+   */
+  recordLoss(run: Run, loss: RecordLoss): Promise<{ loss: Loss; created: boolean }>;
   /** Serves an open manifest repair of the Run's AIBOM: a new manifest over the same bytes. */
   repairManifest(
     run: Run,
@@ -86,6 +99,8 @@ export interface RecordingObserver {
   recorded(kind: AttestationKind, count: number): void;
   /** The AIBOM of a run that ended `status` (`succeeded`, `failed`) was stored by this call. */
   aibomRecorded(status: string): void;
+  /** A loss was written down (`source`: the Run's status or the bucket), naming `records` lost records. */
+  lossRecorded?(source: 'run-status' | 'bucket', records: number): void;
 }
 
 export interface RecorderDeps {
@@ -221,16 +236,46 @@ export function createRecorder(deps: RecorderDeps): Recorder {
       const result = await recordAibom(aibomDeps(run, signer), aibomRunOf(run));
       if (result.created) {
         deps.observer?.recorded('aibom', 1);
-        deps.observer?.recorded('artifact', 1); // the AIBOM blob's artifact record
+        // The AIBOM's standard views and the AIBOM blob's artifact record, stored in its batch.
+        const views = (result.artifact.metadata as { views?: Record<string, unknown> }).views ?? {};
+        deps.observer?.recorded('artifact', Object.keys(views).length + 1);
         deps.observer?.aibomRecorded(String(result.artifact.metadata.status));
+        const superseded = (result.artifact.metadata as { supersedes?: { lost_attestation_ids?: unknown[] } })
+          .supersedes;
+        if (superseded) deps.observer?.lossRecorded?.('bucket', superseded.lost_attestation_ids?.length ?? 0);
       }
       return result;
+    },
+
+    recordLoss: async (run, loss) => {
+      forgetRememberedSigners();
+      const out = await because('VaultUnavailable', () =>
+        deps.vault.losses.record(lossRow(loss, CONTROLLER_ACTOR)),
+      );
+      if (out.created) {
+        deps.observer?.lossRecorded?.(
+          'run-status',
+          Math.max(loss.claim.count - loss.held, loss.missingIds.length),
+        );
+        deps.logger.error(
+          {
+            run: `${run.metadata.namespace}/${run.metadata.name}`,
+            runId: run.metadata.uid,
+            loss: out.loss.id,
+            claimed: loss.claim.count,
+            held: loss.held,
+            missing: loss.missingIds.length,
+          },
+          'the vault lost records the Run status shows; recording them again from the Run',
+        );
+      }
+      return out;
     },
 
     repairManifest: async (run, artifact, repair) => {
       const signer = await because('SignerUnavailable', () => Promise.resolve(runtimeSigner()));
       await remember(signer, run.metadata.namespace, 'service');
-      return repairManifest(aibomDeps(run, signer), artifact, repair);
+      return repairManifest(aibomDeps(run, signer), artifact, repair, aibomRunOf(run));
     },
 
     refreshAibomMetadata: (runId, transparency) =>

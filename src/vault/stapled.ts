@@ -7,7 +7,8 @@ import type { StoredAttestation } from './types.ts';
  * stored before the AIBOM (`aibomInputs`: kind other than aibom, seq below the AIBOM record's),
  * and it binds the AIBOM bytes, which the AIBOM record and the AIBOM's artifact record attest. So
  * a record is stapled when its run has an AIBOM and either its seq is at most the AIBOM record's,
- * or it is the artifact record of the AIBOM bytes (`artifact:<run>:aibom`, stored right after).
+ * or it is the artifact record of the AIBOM bytes (`artifact:<run>:aibom`, stored in the AIBOM's batch
+ * after its two standard views, which are not stapled: the manifest predates them).
  * A repair re-signs the manifest over the same bytes and the same ids: the answer never changes
  * once the AIBOM exists.
  */

@@ -159,7 +159,7 @@ function aibomCondition(aibom: ArtifactRecord): {
 }
 
 /**
- * The conditions this reconciler owns (Attested, AIBOMReady) out of a Run's list: it applies and
+ * The conditions this reconciler owns (Attested, AIBOMReady, RecordsLost) out of a Run's list: it applies and
  * compares only those, so the projection's TransparencyPublished (another field manager) is never
  * co-owned, overwritten or taken for a change of ours.
  */
@@ -339,6 +339,30 @@ export function refusedStatus(run: Run, why: string, now: Date): RunStatus {
     ...(run.status?.attestations ? { attestations: run.status.attestations } : {}),
     conditions,
     ...(gen !== undefined ? { observedGeneration: gen } : {}),
+  };
+}
+
+/**
+ * `status` with the RecordsLost condition (True, for good): the vault lost records this Run's
+ * status showed; `message` says what, and what could not be repaired (recorder/losses.ts).
+ */
+export function withLoss(
+  status: RunStatus,
+  message: string,
+  generation: number | undefined,
+  now: Date,
+): RunStatus {
+  return {
+    ...status,
+    conditions: withCondition(
+      status.conditions,
+      ConditionTypes.RecordsLost,
+      'True',
+      Reasons.RecordedAgain,
+      message,
+      generation,
+      now,
+    ),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { EntryHandler } from '../entry.ts';
 import { aibomEntry } from './aibom.ts';
+import { aibomViewEntry } from './aibom-view.ts';
 import { envelopeEntry } from './envelope.ts';
 import { indexEntry } from './index-json.ts';
 import { intotoJsonlEntry } from './intoto-jsonl.ts';
@@ -32,4 +33,6 @@ export const ENTRY_HANDLERS: readonly EntryHandler[] = [
   tlogKeysEntry,
   tlogProofEntry,
   aibomEntry,
+  // After the AIBOM handler: a closing AIBOM record is verified before its views rely on it.
+  aibomViewEntry,
 ];

@@ -147,7 +147,7 @@ describe('a Run driven to Succeeded', () => {
     expect(done.status?.conditions?.find((c) => c.type === 'Attested')).toMatchObject({ status: 'True' });
   });
 
-  it('stored the AIBOM, its C2PA sidecar and the metadata beside it in MinIO, and the record in Postgres', async () => {
+  it('stored the AIBOM, its C2PA sidecar and the metadata beside it in the S3-compatible store, and the record in Postgres', async () => {
     const meta = done.status?.artifacts?.aibom as {
       key: string;
       digest: string;
@@ -188,8 +188,9 @@ describe('a Run driven to Succeeded', () => {
     ).items;
     const stored = await vault.attestations.query({ namespaces: [ns], runId }, { limit: 1000 });
     expect(items.map((i) => i.spec.id).sort()).toEqual(stored.items.map((a) => a.id).sort());
-    // 3 capability + 3 step + 3 step output artifacts + 2 policy + 1 run + 1 aibom + 1 AIBOM blob artifact
-    expect(items).toHaveLength(14);
+    // 3 capability + 3 step + 3 step output artifacts + 2 policy + 1 run + 1 aibom + 2 standard
+    // views of the AIBOM + 1 AIBOM blob artifact
+    expect(items).toHaveLength(16);
     for (const i of items) expect(i.metadata.ownerReferences[0]!.uid).toBe(runId);
     for (const a of stored.items) expect(envelopeDigest(a.envelope)).toBe(a.digest);
     const table = await run(stack().tools.kubectl, [
@@ -200,7 +201,7 @@ describe('a Run driven to Succeeded', () => {
       ns,
       'ok',
     ]);
-    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+AIBOMRecorded\s+14\s/);
+    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+AIBOMRecorded\s+16\s/);
   });
 
   it('serves the run detail with artifacts.aibom through the API and service-ctl get', async () => {

@@ -156,8 +156,9 @@ describe('Run reconciler (in-memory seams)', () => {
       'baseline',
       'strict',
     ]);
-    // The AIBOM's record and the AIBOM blob's artifact record.
-    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(2);
+    // The AIBOM record, its two standard views (CycloneDX 1.7, SPDX 3.0.1) and the AIBOM blob's
+    // artifact record, in one batch.
+    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(4);
 
     const now = storedRun(w, run);
     const meta = now.status?.artifacts?.aibom as AibomMetadata;
@@ -169,13 +170,14 @@ describe('Run reconciler (in-memory seams)', () => {
       status: 'True',
       reason: Reasons.RunAttested,
     });
-    // The AIBOM lists every record made before it, and its C2PA manifest binds the stored bytes.
-    const aibomAt = w.vault.rows.findIndex((r) => r.kind === 'aibom');
-    const before = w.vault.rows.slice(0, aibomAt).map((r) => r.id);
+    // The AIBOM lists every record made before it (its two views and its blob's artifact record come
+    // after it), and its C2PA manifest binds the stored bytes.
+    const at = w.vault.rows.findIndex((r) => r.kind === 'aibom');
+    const before = w.vault.rows.slice(0, at).map((r) => r.id);
     expect(meta.attestation_ids).toEqual(before);
-    expect(w.vault.rows.slice(aibomAt).map((r) => r.kind)).toEqual(['aibom', 'artifact']);
+    expect(w.vault.rows.slice(at).map((r) => r.kind)).toEqual(['aibom', 'artifact', 'artifact', 'artifact']);
     expect(now.status?.attestations).toMatchObject({
-      count: before.length + 2,
+      count: before.length + 4,
       runAttestationId: w.vault.rows.find((r) => r.kind === 'run')!.id,
       aibomAttestationId: meta.aibom_attestation_id,
     });
@@ -185,7 +187,7 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(JSON.parse(w.blobs.objects.get(meta.key.replace(/json$/, 'meta.json'))!.body.toString())).toEqual(
       meta,
     );
-    expect(w.kube.attestations.size).toBe(before.length + 2);
+    expect(w.kube.attestations.size).toBe(before.length + 4);
     expect(w.kube.events).toEqual([
       {
         type: 'Normal',
@@ -401,10 +403,11 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
 
   it('records a large Run over several reconciles, each within the limits, to the same end state', async () => {
     const w = await world();
-    // 9 × (3 capabilities + 1 step + 1 output artifact), 9 + 1 policies, 1 run, the AIBOM and its blob's artifact
+    // 9 × (3 capabilities + 1 step + 1 output artifact), 9 + 1 policies, 1 run, the AIBOM, its 2
+    // views and its blob's artifact record
     const run = w.kube.put(bigRun(9, 3));
     const id = run.metadata.uid;
-    const total = 9 * 5 + 10 + 1 + 2;
+    const total = 9 * 5 + 10 + 1 + 4;
     let reconciles = 0;
     for (;;) {
       const rows = w.vault.rows.length;
