@@ -161,7 +161,7 @@ describe('recorder', () => {
     // The metadata beside the blob shows the AIBOM's entry `queued` with its job id from the start
     // (issue 10 item 5: it used to appear only in the API's view, joined at read time).
     const metaKey = aibomKeys(run.metadata.namespace, run.metadata.uid).meta;
-    const job = w.vault.jobs.get(aibomRow!.id)!;
+    const job = w.vault.jobs.get(aibomRow.id)!;
     const expected = {
       ...meta,
       transparency: {
