@@ -33,6 +33,14 @@ export interface RecordLoss {
 
 const isId = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
 
+/** The record ids of `metadata.views` (`views.<format>.attestation_id`). */
+function viewIds(views: unknown): unknown[] {
+  if (typeof views !== 'object' || views === null) return [];
+  return Object.values(views).map((v) =>
+    typeof v === 'object' && v !== null ? (v as { attestation_id?: unknown }).attestation_id : undefined,
+  );
+}
+
 /** The claim of a Run's status (empty when it shows nothing recorded). */
 export function claimOf(run: Run): RunClaim {
   const a = run.status?.attestations;
@@ -42,6 +50,9 @@ export function claimOf(run: Run): RunClaim {
     a?.aibomAttestationId,
     meta?.aibom_attestation_id,
     ...(Array.isArray(meta?.attestation_ids) ? (meta.attestation_ids as unknown[]) : []),
+    // The AIBOM's standard views, recorded in its batch. (The AIBOM blob's artifact record is not
+    // named by the status: its loss shows in the count.)
+    ...viewIds(meta?.views),
   ].filter(isId);
   const digest = meta?.digest;
   return {
