@@ -1,10 +1,15 @@
 /**
- * `npm run stack -- up|down|status`: the local stack in the background, described by .stack/env.
+ * `npm run stack -- up [--node]|down|status`: the local stack in the background, described by
+ * .stack/env. `--node` adds a real node (hack/stack/node) with the chart installed onto it: its pods
+ * are then the controller and the API, SERVICE_API_URL is the API's Service, SERVICE_NAMESPACE the
+ * chart's namespace.
  * State lives in .stack/state.json so `down` (another process) can stop exactly what `up` started.
  * STACK_STATE_DIR moves that directory (tests run a second stack beside a developer's own).
  */
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { orphanedNode } from './node/index.ts';
 import { isAlive, stopProcess } from './proc.ts';
 import {
   repoRoot,
@@ -32,7 +37,8 @@ async function linkBins(info: StackInfo): Promise<string> {
   const bin = join(stateDir, 'bin');
   await rm(bin, { recursive: true, force: true });
   await mkdir(bin, { recursive: true });
-  for (const [name, path] of Object.entries(info.tools)) await symlink(path, join(bin, name));
+  const tools = { ...info.tools, ...(info.node?.tools ?? {}) };
+  for (const [name, path] of Object.entries(tools)) await symlink(path, join(bin, name));
   // Node 24 from node_modules first; service-ctl and the sample pipeline (a dev tool, not in the
   // image) run this checkout's source.
   await symlink(process.execPath, join(bin, 'node'));
@@ -110,9 +116,31 @@ async function reconcileServices(existing: StackInfo): Promise<number> {
   return 0;
 }
 
-async function up(): Promise<number> {
+async function up(args: readonly string[]): Promise<number> {
+  const unknown = args.filter((a) => a !== '--node');
+  if (unknown.length) {
+    console.error(`usage: npm run stack -- up [--node] (unknown: ${unknown.join(' ')})`);
+    return 2;
+  }
+  const withNode = args.includes('--node');
   const existing = await readState();
-  if (existing) {
+  if (existing && !!existing.node !== withNode) {
+    console.error(
+      existing.node
+        ? 'the stack is running with the node: `npm run stack -- up --node` keeps it; `npm run stack -- down` first to run it without'
+        : 'the stack is running without the node: `npm run stack -- down` first, then `npm run stack -- up --node`',
+    );
+    return 1;
+  }
+  if (existing?.node) {
+    if (existing.procs.every((p) => isAlive(p.pid))) {
+      console.log(`stack with the node already running (started from ${existing.root}); source .stack/env`);
+      return 0;
+    }
+    console.log('found a partly dead stack with the node; stopping what is left of it first');
+    reportLeft(await stopStack(existing));
+    await rm(stateFile, { force: true });
+  } else if (existing) {
     const servers = existing.procs.filter((p) => !(SERVICE_NAMES as readonly string[]).includes(p.name));
     if (servers.every((p) => isAlive(p.pid))) return reconcileServices(existing);
     console.log('found a partly dead stack; stopping what is left of it first');
@@ -120,25 +148,72 @@ async function up(): Promise<number> {
     await rm(stateFile, { force: true });
   }
   const t0 = performance.now();
-  const info = await startStack({ services: true, log: (l) => console.log(`  ${l}`) });
+  // Ctrl-C (or SIGTERM) during the start stops what started instead of leaving it behind.
+  const interrupted = new AbortController();
+  const onSignal = (): void => {
+    console.log('interrupted: stopping what started');
+    interrupted.abort();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let info;
+  try {
+    info = await startStack({
+      services: !withNode,
+      node: withNode,
+      log: (l) => console.log(`  ${l}`),
+      signal: interrupted.signal,
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
   await saveState(info);
   console.log(`stack up in ${((performance.now() - t0) / 1000).toFixed(1)} s (logs in ${info.root})`);
   console.log(
     '  source .stack/env   # KUBECONFIG, DATABASE_URL, S3_*, SERVICE_API_URL, SERVICE_TOKEN, PATH (kubectl, service-ctl, sample-pipeline)',
   );
+  if (info.node) {
+    console.log(
+      `  the chart runs on the node: release ${info.node.release} in namespace ${info.node.namespace} (SERVICE_NAMESPACE); the API through its Service at ${info.node.apiUrl}`,
+    );
+    console.log('  kubectl get pods,svc,runs -A');
+  }
   return 0;
+}
+
+/** Prints what a node teardown could not remove; none is the normal case. */
+function reportLeft(left: readonly string[]): void {
+  for (const l of left) console.error(`left behind: ${l}`);
 }
 
 async function down(): Promise<number> {
   const info = await readState();
   if (!info) {
+    // A node whose `up` was killed before it saved the state: the owner file still lists it.
+    const orphan = await orphanedNode();
+    if (orphan && orphan.root.startsWith(tmpdir())) {
+      console.log(`no stack state here; stopping the orphaned node of the stack in ${orphan.root}`);
+      const left = await stopStack({
+        root: orphan.root,
+        procs: [...(orphan.procs ?? [])],
+        node: orphan.node,
+      });
+      reportLeft(left);
+      return left.length === 0 ? 0 : 1;
+    }
     console.log('no stack running');
     return 0;
   }
-  await stopStack(info);
+  const left = await stopStack(info);
   await rm(stateDir, { recursive: true, force: true });
-  console.log('stack stopped and its temp dir removed');
-  return 0;
+  reportLeft(left);
+  console.log(
+    info.node
+      ? 'stack and node stopped: pods, containers, mounts, cgroups, network and its temp dir removed'
+      : 'stack stopped and its temp dir removed',
+  );
+  return left.length === 0 ? 0 : 1;
 }
 
 async function status(): Promise<number> {
@@ -155,22 +230,29 @@ async function status(): Promise<number> {
       `${p.name.padEnd(24)} pid ${String(p.pid).padEnd(8)} ${alive ? 'running' : 'DEAD'}  log ${p.logFile}`,
     );
   }
-  for (const k of ['KUBECONFIG', 'DATABASE_URL', 'S3_ENDPOINT', 'SERVICE_API_URL'] as const) {
+  for (const k of [
+    'KUBECONFIG',
+    'DATABASE_URL',
+    'S3_ENDPOINT',
+    'SERVICE_API_URL',
+    'SERVICE_NAMESPACE',
+  ] as const) {
+    if (k === 'SERVICE_NAMESPACE' && !info.node) continue;
     const v = info.env[k] ?? '';
     console.log(`${k.padEnd(24)} ${k === 'DATABASE_URL' ? v.replace(/:[^:@/]+@/, ':***@') : v}`);
   }
   return dead === 0 ? 0 : 1;
 }
 
-const commands: Record<string, () => Promise<number>> = { up, down, status };
+const commands: Record<string, (args: readonly string[]) => Promise<number>> = { up, down, status };
 const cmd = process.argv[2] ?? '';
 const fn = commands[cmd];
 if (!fn) {
-  console.error(`usage: npm run stack -- up|down|status (got "${cmd}")`);
+  console.error(`usage: npm run stack -- up [--node]|down|status (got "${cmd}")`);
   process.exitCode = 2;
 } else {
   try {
-    process.exitCode = await fn();
+    process.exitCode = await fn(process.argv.slice(3));
   } catch (err) {
     console.error((err as Error).message);
     process.exitCode = 1;
