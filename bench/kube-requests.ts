@@ -11,9 +11,9 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { repoRoot } from '../hack/stack/stack.ts';
-import type { Run } from '../src/api/run.ts';
+import type { Run } from '../src/crd/run.ts';
 import { ATTESTATION_TYPE, RUN_TYPE } from '../src/controller/run/kube-api.ts';
-import { applyStatus, kubeClient, resourcePath, type KubeClient } from '../src/controller/runtime/index.ts';
+import { applyStatus, kubeClient, resourcePath, type KubeClient } from '../src/kube/index.ts';
 import { printTable, scaled, type Benchmark, type BenchContext, type SummaryRow } from './common.ts';
 import { loadKube } from './operator.ts';
 

@@ -20,7 +20,7 @@
  * AIBOM: the cost per AIBOM does not move with other tenants' load the way wall-clock rates do.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -32,7 +32,7 @@ import { parse as parseYaml } from 'yaml';
 import { generateDevPki, type DevPki } from '../hack/dev-pki.ts';
 import { PIPELINE_FIELD_MANAGER, topoOrder } from '../hack/sample-pipeline.ts';
 import { repoRoot } from '../hack/stack/stack.ts';
-import type { Run, RunStatus, StepStatus } from '../src/api/run.ts';
+import type { Run, RunStatus, StepStatus } from '../src/crd/run.ts';
 import type { startController as StartController } from '../src/controller/manager.ts';
 import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import {
@@ -42,7 +42,7 @@ import {
   type KubeClient,
   type RequestSpec,
   type kubeClient as KubeClientFn,
-} from '../src/controller/runtime/index.ts';
+} from '../src/kube/index.ts';
 import type { s3BlobStore as S3BlobStore } from '../src/blob/store.ts';
 import type { signerFromPem as SignerFromPem } from '../src/signing/index.ts';
 import type * as VaultModule from '../src/vault/index.ts';
@@ -217,11 +217,14 @@ interface Code {
 }
 
 async function codeAt(root: string): Promise<Code> {
-  const load = async <T>(file: string): Promise<T> =>
-    (await import(pathToFileURL(join(root, file)).href)) as T;
+  /** The first of `files` that exists in that checkout (a baseline may predate a move). */
+  const load = async <T>(...files: string[]): Promise<T> => {
+    const file = files.find((f) => existsSync(join(root, f))) ?? files[0] ?? '';
+    return (await import(pathToFileURL(join(root, file)).href)) as T;
+  };
   const [manager, runtime, vault, blob, signing] = await Promise.all([
     load<{ startController: Code['startController'] }>('src/controller/manager.ts'),
-    load<{ kubeClient: Code['kubeClient'] }>('src/controller/runtime/index.ts'),
+    load<{ kubeClient: Code['kubeClient'] }>('src/kube/index.ts', 'src/controller/runtime/index.ts'),
     load<Code['vault']>('src/vault/index.ts'),
     load<{ s3BlobStore: Code['s3BlobStore'] }>('src/blob/store.ts'),
     load<{ signerFromPem: Code['signerFromPem'] }>('src/signing/index.ts'),

@@ -40,13 +40,13 @@ import { Registry } from 'prom-client';
 import { uuidv7 } from 'uuidv7';
 import { parse as parseYaml } from 'yaml';
 import { repoRoot, type StackInfo } from '../hack/stack/stack.ts';
-import type { Run, RunStatus, StepStatus } from '../src/api/run.ts';
+import type { Run, RunStatus, StepStatus } from '../src/crd/run.ts';
 import { canonicalJson } from '../src/attest/index.ts';
 import { s3BlobStore } from '../src/blob/store.ts';
 import { PIPELINE_FIELD_MANAGER, topoOrder } from '../hack/sample-pipeline.ts';
 import { startController, type RunningController } from '../src/controller/manager.ts';
 import { ATTESTATION_TYPE, RUN_TYPE } from '../src/controller/run/kube-api.ts';
-import { FIELD_MANAGER, FINALIZER } from '../src/api/reasons.ts';
+import { FIELD_MANAGER, FINALIZER } from '../src/crd/reasons.ts';
 import {
   applyStatus,
   Informer,
@@ -57,7 +57,7 @@ import {
   resourcePath,
   type KubeClient,
   type RequestSpec,
-} from '../src/controller/runtime/index.ts';
+} from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';

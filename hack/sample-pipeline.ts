@@ -22,7 +22,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { GROUP, isTerminal, VERSION, type Run, type StepStatus } from '../src/api/run.ts';
+import { GROUP, isTerminal, VERSION, type Run, type StepStatus } from '../src/crd/run.ts';
 import { canonicalJson } from '../src/attest/index.ts';
 
 /** The pipeline's own SSA field manager: it owns status.phase and status.steps, nothing else. */

@@ -1,4 +1,4 @@
-import { isTerminal, type Run, type RunSpec, type StepSpec } from '../api/run.ts';
+import { isTerminal, type Run, type RunSpec, type StepSpec } from '../crd/run.ts';
 import { AttestError, jcsSha256Hex, subjectNames } from '../attest/index.ts';
 import { AibomError } from './errors.ts';
 import { policyComponents, resolveRunPack, resolveStepPack } from '../policy/index.ts';

@@ -1,7 +1,7 @@
-import type { RunSpec, TerminalPhase } from '../api/run.ts';
+import type { RunSpec, TerminalPhase } from '../crd/run.ts';
 import type { PackComponent, PackOverride } from '../policy/index.ts';
 
-export type { TerminalPhase } from '../api/run.ts';
+export type { TerminalPhase } from '../crd/run.ts';
 
 /** What the builder needs of a Run: the CR's metadata.uid, namespace and name, spec and terminal phase. */
 export interface AibomRun {

@@ -2,7 +2,7 @@ import type { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
-import { kubeClient } from '../controller/runtime/index.ts';
+import { kubeClient } from '../kube/index.ts';
 import {
   loadSignerFromFiles,
   parseCertificates,

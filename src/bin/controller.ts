@@ -2,7 +2,7 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { loadConfig } from '../config/index.ts';
 import { startController } from '../controller/manager.ts';
-import { kubeClient } from '../controller/runtime/index.ts';
+import { kubeClient } from '../kube/index.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { createLogger } from '../log/index.ts';

@@ -6,7 +6,7 @@ import { parseCertificates } from '../signing/index.ts';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { buildApp } from '../http/app.ts';
 import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
-import { kubePolicyPackSource } from '../http/policy-packs.ts';
+import { kubePolicyPackSource } from '../http/sources/policy-packs.ts';
 import { runUntilSignal } from './lifecycle.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import { createLogger } from '../log/index.ts';

@@ -34,7 +34,7 @@ export interface ChainRoot {
 /** At most this many links before the step's own grant (CRD `delegatedFrom` maxItems). */
 export const MAX_DELEGATIONS = 4;
 
-/** A capability as the Run spec has it (src/api/run.ts `Capability`). */
+/** A capability as the Run spec has it (src/crd/run.ts `Capability`). */
 export interface CapabilitySpec {
   readonly scope: string;
   readonly grantedBy: string;

@@ -122,7 +122,7 @@ function canonical(v: unknown): string | undefined {
 /**
  * Whether a served view says exactly `expected` (chainView of the signed chain). A view with
  * `root: null` is what the API serves for capability records stored before views were kept
- * (src/http/envelope.ts `chainsOf`): it claims no root, so only its other members are compared.
+ * (src/http/views/envelope.ts `chainsOf`): it claims no root, so only its other members are compared.
  */
 function sameView(view: unknown, expected: JsonObject): boolean {
   if (!isObject(view)) return false;

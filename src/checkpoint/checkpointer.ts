@@ -1,5 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../log/index.ts';
+import type { Loop } from '../queue/loop.ts';
 import type { Publisher } from '../transparency/publisher.ts';
 import { CHECKPOINT_REQUEST_CHANNEL, type Vault } from '../vault/index.ts';
 import { makeCheckpoint, type CheckpointerSigning } from './tree.ts';
@@ -28,6 +29,11 @@ export interface CheckpointerDeps extends CheckpointerSigning {
 
 /** Unpublished checkpoints registered per round. */
 const PUBLISH_BATCH = 20;
+
+/** The checkpointer as a loop of the leader (src/controller/manager.ts). */
+export function checkpointerLoop(deps: CheckpointerDeps): Loop {
+  return { name: 'checkpointer', run: (signal) => runCheckpointer(deps, signal) };
+}
 
 /** Runs until `signal` aborts. Never throws for a failed round. */
 export async function runCheckpointer(deps: CheckpointerDeps, signal: AbortSignal): Promise<void> {

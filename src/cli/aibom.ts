@@ -13,7 +13,7 @@ import {
 import { verifyAibomArtifact } from '../aibom/verify.ts';
 import { loadConfig } from '../config/index.ts';
 import { computeAibom } from '../recorder/index.ts';
-import { isTerminal } from '../api/run.ts';
+import { isTerminal } from '../crd/run.ts';
 import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import { connectVault } from '../vault/index.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';

@@ -1,45 +1,36 @@
 import { randomBytes } from 'node:crypto';
-import { Counter, type Registry } from 'prom-client';
-import type { Run } from '../api/run.ts';
+import type { Registry } from 'prom-client';
 import type { BlobStore } from '../blob/store.ts';
-import { Reasons } from '../api/reasons.ts';
-import { Dependencies, type DependencyHealth } from '../health/dependencies.ts';
-import { runCheckpointer } from '../checkpoint/checkpointer.ts';
+import { checkpointerLoop } from '../checkpoint/checkpointer.ts';
+import type { Run } from '../crd/run.ts';
+import type { DependencyHealth } from '../health/dependencies.ts';
+import {
+  eventRecorder,
+  kubeLeaseStore,
+  LeaderElector,
+  type EventRecorder,
+  type Informer,
+  type KubeClient,
+  type LeaderElectorOptions,
+} from '../kube/index.ts';
 import type { Logger } from '../log/index.ts';
 import { recordingMetrics, signerMetrics, transparencyMetrics } from '../metrics/domain.ts';
-import { createRecorder, RecordError, type Recorder } from '../recorder/index.ts';
+import type { Loop } from '../queue/index.ts';
+import { createRecorder, type Recorder } from '../recorder/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
 import type { Timestamper } from '../timestamp/index.ts';
 import { createStamper } from '../timestamp/stamper.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
-import { REPAIR_CHANNEL, TRANSPARENCY_CHANNEL, type Vault } from '../vault/index.ts';
-import { kubeRunApi, RUN_TYPE } from './run/kube-api.ts';
-import type { Written } from './run/plan.ts';
-import { reconcileRun } from './run/reconciler.ts';
-import {
-  defaultControllerRateLimiter,
-  eventRecorder,
-  Informer,
-  kubeLeaseStore,
-  kubeListerWatcher,
-  LeaderElector,
-  objectKey,
-  resourcePath,
-  runWorkers,
-  splitKey,
-  withoutManagedFields,
-  WorkQueue,
-  type EventRecorder,
-  type KubeClient,
-  type ReconcileResult,
-} from './runtime/index.ts';
-import { kubeProjectionApi } from './transparency/kube-api.ts';
-import { mayNeedProjection, projectionTargetsChanged, projectRun } from './transparency/projection.ts';
+import type { Vault } from '../vault/index.ts';
+import { runController } from './run/controller.ts';
+import { runInformer } from './run/informer.ts';
+import { whileLeading, type LeaderLoop } from './term.ts';
+import { projectionController } from './transparency/controller.ts';
 
-/** Longest wait between retries of one Run (see the work queue below). */
-export const RUN_MAX_BACKOFF_MS = 30_000;
+export { DEFAULT_RECONCILE_TIMEOUT_MS, RUN_MAX_BACKOFF_MS } from './run/controller.ts';
 
+/** What the controller process is given (src/bin/controller.ts reads it from the configuration). */
 export interface ControllerDeps {
   readonly client: KubeClient;
   readonly vault: Vault;
@@ -92,46 +83,6 @@ export interface ControllerDeps {
   readonly health?: DependencyHealth;
 }
 
-export const DEFAULT_RECONCILE_TIMEOUT_MS = 120_000;
-
-/** A reconcile that did not return within its deadline; its key is retried with backoff. */
-export class ReconcileTimeoutError extends Error {}
-
-/**
- * Wraps a reconciler so that no key holds a worker longer than `timeoutMs`. A reconcile past its
- * deadline keeps running in the background (its own calls have deadlines and will end it), but the
- * worker is released to other keys at once; while it runs, the same key is not reconciled a second
- * time concurrently, only requeued with backoff.
- */
-export function withReconcileDeadline(
-  reconcile: (key: string) => Promise<ReconcileResult | undefined | void>,
-  timeoutMs: number,
-  onOverrun: (key: string) => void,
-): (key: string) => Promise<ReconcileResult | undefined | void> {
-  const overrunning = new Set<string>();
-  return async (key) => {
-    if (overrunning.has(key)) return { requeue: true };
-    const run = reconcile(key);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(resolve, timeoutMs, 'timeout');
-    });
-    try {
-      const outcome = await Promise.race([run.then((result) => ({ result })), deadline]);
-      if (outcome !== 'timeout') return outcome.result;
-    } finally {
-      clearTimeout(timer);
-    }
-    overrunning.add(key);
-    run
-      .catch(() => undefined)
-      .finally(() => overrunning.delete(key))
-      .catch(() => undefined);
-    onOverrun(key);
-    throw new ReconcileTimeoutError(`reconcile of ${key} did not finish within ${timeoutMs} ms`);
-  };
-}
-
 export interface RunningController {
   /** Ready = not leading (a warm standby), or leading with a synced informer. */
   ready(): Promise<void>;
@@ -140,77 +91,60 @@ export interface RunningController {
 }
 
 /**
- * The transparency projection of one leadership term: a keyed queue of run ids fed by the vault's
- * job notifications (from any replica) and by Run updates that add resources to project onto.
- */
-async function runProjection(
-  deps: ControllerDeps,
-  recorder: Recorder,
-  informer: Informer<Run>,
-  events: EventRecorder,
-  log: Logger,
-  signal: AbortSignal,
-): Promise<void> {
-  const queue = new WorkQueue({
-    name: 'transparency',
-    registry: deps.registry,
-    rateLimiter: defaultControllerRateLimiter(Date.now, RUN_MAX_BACKOFF_MS),
-  });
-  const api = kubeProjectionApi(deps.client, events, (ns, name) => informer.get(`${ns}/${name}`));
-  const rescan = (): void => {
-    for (const run of informer.list()) if (mayNeedProjection(run)) queue.add(run.metadata.uid);
-  };
-  const removeHandler = informer.addHandler({
-    onUpdate: (old, next) => {
-      if (projectionTargetsChanged(old, next)) queue.add(next.metadata.uid);
-    },
-  });
-  const unsubscribe = await deps.vault.listener.subscribe(TRANSPARENCY_CHANNEL, {
-    onNotify: (payload) => {
-      if (payload === '*') return rescan();
-      for (const id of payload.split(',')) if (id !== '') queue.add(id);
-    },
-    // (Re)connected: notifications sent meanwhile are lost; project whatever may lag.
-    resync: rescan,
-  });
-  try {
-    await runWorkers(
-      queue,
-      2,
-      (runId) =>
-        projectRun(
-          {
-            api,
-            jobs: deps.vault.transparencyJobs,
-            logger: log,
-            refreshAibomMetadata: (id, entry) => recorder.refreshAibomMetadata(id, entry),
-          },
-          runId,
-        ),
-      {
-        logger: log,
-        registry: deps.registry,
-        name: 'transparency',
-        signal,
-      },
-    );
-  } finally {
-    unsubscribe();
-    removeHandler();
-  }
-}
-
-/**
- * Leader election → (while leading) Run informer → keyed work queue → reconcile workers, and the
- * transparency projection beside them. Only the leader reconciles; on lost leadership the term's
- * signal stops the workers and the informer (a standby keeps no cache: see ADR 0002). The SCITT
- * worker runs in every replica.
+ * The controller process: builds its two lists of loops and hands them to the manager. While
+ * leading: the Run controller, the transparency projection (SERVICE_TRANSPARENCY_WRITER) and the
+ * checkpointer. On every replica, leader or not: the SCITT worker and the record stamper (TSA_URL),
+ * whose jobs are claimed with SKIP LOCKED and which are woken by work enqueued in any replica
+ * (ADR 0015).
  */
 export function startController(deps: ControllerDeps): RunningController {
   const identity = `${deps.podName ?? 'controller'}-${randomBytes(3).toString('hex')}`;
   // Children bind only keys their parent lacks: pino writes a key once per binding, and strict log
   // pipelines refuse a line with a duplicate key (test/integration/observability.test.ts).
   const log = deps.logger.child({ component: 'controller', identity });
+  const shared = sharedServices(deps, identity, log);
+  return manage({
+    elector: {
+      store: kubeLeaseStore(deps.client, deps.namespace, deps.leaseName ?? 'aibom-vault-controller'),
+      identity,
+      // The elector binds the lease and the identity itself.
+      logger: deps.logger.child({ component: 'leader-election' }),
+      registry: deps.registry,
+      ...(deps.lease
+        ? {
+            leaseDurationSeconds: deps.lease.durationSeconds,
+            renewDeadlineSeconds: deps.lease.renewDeadlineSeconds,
+            retryPeriodSeconds: deps.lease.retryPeriodSeconds,
+          }
+        : {}),
+    },
+    runCache: () =>
+      runInformer({
+        client: deps.client,
+        logger: log,
+        registry: deps.registry,
+        ...(deps.watchNamespace !== undefined ? { watchNamespace: deps.watchNamespace } : {}),
+        ...(deps.runLabelSelector !== undefined ? { labelSelector: deps.runLabelSelector } : {}),
+      }),
+    whileLeading: leaderLoops(deps, shared),
+    everyReplica: replicaLoops(deps, identity),
+    logger: log,
+    // Pending event counts (series) are written before the process exits.
+    onStopped: () => shared.events.close(),
+  });
+}
+
+/** What the leader's loops share: the process's Event recorder, recorder and metrics. */
+interface Shared {
+  readonly identity: string;
+  readonly log: Logger;
+  readonly events: EventRecorder;
+  readonly recorder: Recorder;
+  readonly observeAibomSeconds: (seconds: number) => void;
+  readonly currentRuntimeSigner: () => KeySigner;
+}
+
+function sharedServices(deps: ControllerDeps, identity: string, log: Logger): Shared {
   const metrics = recordingMetrics(deps.registry);
   const currentRuntimeSigner = (): KeySigner =>
     typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
@@ -223,11 +157,6 @@ export function startController(deps: ControllerDeps): RunningController {
     },
     (err) => log.warn({ err }, 'transparency metrics not read'),
   );
-  const reconcileOverruns = new Counter({
-    name: 'aibom_vault_reconcile_deadline_exceeded_total',
-    help: 'Reconciles of a Run that held a worker past RECONCILE_TIMEOUT_MS (the worker was released)',
-    registers: [deps.registry],
-  });
   const events = eventRecorder({
     client: deps.client,
     reportingController: 'vault.service.dev/controller',
@@ -246,181 +175,122 @@ export function startController(deps: ControllerDeps): RunningController {
     logger: log,
     observer: metrics,
   });
+  const observeAibomSeconds = (s: number): void => metrics.observeAibomSeconds(s);
+  return { identity, log, events, recorder, observeAibomSeconds, currentRuntimeSigner };
+}
+
+/** The loops that run while this replica leads. */
+function leaderLoops(deps: ControllerDeps, shared: Shared): LeaderLoop[] {
+  const { client, vault, registry } = deps;
+  const { events, recorder, log } = shared;
+  const loops: LeaderLoop[] = [
+    runController({
+      client,
+      vault,
+      recorder,
+      events,
+      logger: log,
+      registry,
+      observeAibomSeconds: shared.observeAibomSeconds,
+      ...(deps.workers !== undefined ? { workers: deps.workers } : {}),
+      ...(deps.watchNamespace !== undefined ? { watchNamespace: deps.watchNamespace } : {}),
+      ...(deps.reconcileTimeoutMs !== undefined ? { reconcileTimeoutMs: deps.reconcileTimeoutMs } : {}),
+      ...(deps.health !== undefined ? { health: deps.health } : {}),
+    }),
+  ];
+  if (deps.transparency) {
+    const logger = deps.logger.child({ component: 'transparency-projection', identity: shared.identity });
+    loops.push(projectionController({ client, vault, recorder, events, logger, registry }));
+  }
+  if (deps.checkpoints) {
+    const publisher = deps.transparency?.publisher;
+    const checkpointer = checkpointerLoop({
+      vault,
+      signer: shared.currentRuntimeSigner,
+      caCertificates: () => shared.currentRuntimeSigner().caCertificates,
+      intervalMs: deps.checkpoints.intervalMs,
+      ...(publisher ? { publisher } : {}),
+      logger: log,
+      registry,
+    });
+    loops.push(whileLeading(checkpointer));
+  }
+  return loops;
+}
+
+/** The loops that run on every replica, leader or not. */
+function replicaLoops(deps: ControllerDeps, identity: string): Loop[] {
+  const { vault } = deps;
+  const loops: Loop[] = [];
+  if (deps.transparency) {
+    // The worker binds its own component.
+    const logger = deps.logger.child({ identity });
+    const publisher = deps.transparency.publisher;
+    loops.push(createWorker({ jobs: vault.transparencyJobs, listener: vault.listener, publisher, logger }));
+  }
+  if (deps.timestamper) {
+    loops.push(
+      createStamper({
+        timestamps: vault.timestamps,
+        attestations: vault.attestations,
+        signers: vault.signers,
+        tsa: deps.timestamper,
+        listener: vault.listener,
+        logger: deps.logger,
+        registry: deps.registry,
+      }),
+    );
+  }
+  return loops;
+}
+
+export interface ManagerOptions {
+  /** The Lease and its timings; the manager supplies what a term runs. */
+  readonly elector: Omit<LeaderElectorOptions, 'onStartedLeading'>;
+  /** A new Run cache for each term (an informer runs once). */
+  readonly runCache: () => Informer<Run>;
+  /** Run while this replica leads, once the term's cache has synced. */
+  readonly whileLeading: readonly LeaderLoop[];
+  /** Run on every replica, leader or not, from start to stop. */
+  readonly everyReplica: readonly Loop[];
+  readonly logger: Logger;
+  /** After every loop has ended, on stop. */
+  readonly onStopped?: () => Promise<void>;
+}
+
+/**
+ * Leader election and two lists of loops. Each term: a fresh Run cache, started and synced, then
+ * every leader loop with the term; on lost leadership the term's signal stops them and the cache
+ * is dropped (a standby keeps no cache: see ADR 0002). The other list runs on every replica until
+ * stop. A loop that fails is logged; the others keep running.
+ */
+export function manage(options: ManagerOptions): RunningController {
+  const log = options.logger;
   let informer: Informer<Run> | undefined;
 
   const lead = async (signal: AbortSignal): Promise<void> => {
     log.info('leading: starting the Run informer and workers');
-    // Failures here are mostly a dependency being down (PostgreSQL, MinIO): once it is back, a Run
-    // should not sit out client-go's 1000 s maximum backoff, so per-key retries cap at 30 s.
-    const queue = new WorkQueue({
-      name: 'runs',
-      registry: deps.registry,
-      rateLimiter: defaultControllerRateLimiter(Date.now, RUN_MAX_BACKOFF_MS),
-    });
-    const inf = new Informer<Run>({
-      name: 'runs',
-      listerWatcher: kubeListerWatcher<Run>(
-        deps.client,
-        resourcePath(RUN_TYPE, { namespace: deps.watchNamespace }),
-        // The reconcilers read the cache, never managedFields.
-        {
-          transform: withoutManagedFields,
-          ...(deps.runLabelSelector !== undefined ? { labelSelector: deps.runLabelSelector } : {}),
-        },
-      ),
-      logger: log,
-      registry: deps.registry,
-    });
-    informer = inf;
-    const api = kubeRunApi(deps.client, events, (ns, name) => inf.get(`${ns}/${name}`));
-    // The Runs as the reconciler left them, this term: the events of its own writes are not
-    // reconciled again (ADR 0017).
-    const written = new Map<string, Written>();
-    const enqueue = (r: Run): void => queue.add(objectKey(r));
-    inf.addHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
-    inf.start();
-    // Manifest repairs the API asked for (any replica's sidecar): reconcile the Run, whose plan then
-    // holds the open request. After a (re)connect, the runs with an open request are read again.
-    // Not a change of the Run: its entry in `written` goes, or the reconcile would take the Run for
-    // the echo of its own status write and skip the repair.
-    const repairRequested = (key: string): void => {
-      if (!key.includes('/')) return;
-      if (deps.watchNamespace !== undefined && !key.startsWith(`${deps.watchNamespace}/`)) return;
-      written.delete(key);
-      queue.add(key);
-    };
-    const unsubscribeRepairs = await deps.vault.listener.subscribe(REPAIR_CHANNEL, {
-      onNotify: repairRequested,
-      resync: () => {
-        deps.vault.manifestRepairs.openRunKeys().then(
-          (keys) => keys.forEach(repairRequested),
-          (err: unknown) =>
-            log.warn({ err }, 'could not list open manifest repairs; retried on the next reconnect'),
-        );
-      },
-    });
+    const runs = options.runCache();
+    informer = runs;
+    runs.start();
     try {
-      await inf.waitForSync(signal);
-      const reconcile = async (key: string): Promise<ReconcileResult | undefined> => {
-        const { namespace, name } = splitKey(key);
-        try {
-          const result = await reconcileRun(
-            {
-              api,
-              vault: deps.vault,
-              recorder,
-              logger: log,
-              observeAibom: (s) => metrics.observeAibomSeconds(s),
-              written,
-            },
-            namespace ?? '',
-            name,
-          );
-          deps.health?.ok(Dependencies.vault);
-          return result;
-        } catch (err) {
-          if (err instanceof RecordError) {
-            if (err.code === Reasons.VaultUnavailable) deps.health?.failed(Dependencies.vault);
-            if (err.code === Reasons.ObjectStoreUnavailable) deps.health?.failed(Dependencies.objectStore);
-          }
-          throw err;
-        }
-      };
-      const timeoutMs = deps.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS;
-      const runs = runWorkers(
-        queue,
-        deps.workers ?? 4,
-        withReconcileDeadline(reconcile, timeoutMs, (key) => {
-          reconcileOverruns.inc();
-          log.error(
-            { key, timeoutMs },
-            'reconcile exceeded its deadline; the worker moves on and the Run is retried with backoff',
-          );
-        }),
-        { logger: log, registry: deps.registry, name: 'runs', signal },
-      );
-      const projection = deps.transparency
-        ? runProjection(
-            deps,
-            recorder,
-            inf,
-            events,
-            deps.logger.child({ component: 'transparency-projection', identity }),
-            signal,
-          )
-        : Promise.resolve();
-      const checkpoints = deps.checkpoints
-        ? runCheckpointer(
-            {
-              vault: deps.vault,
-              signer: currentRuntimeSigner,
-              caCertificates: () => currentRuntimeSigner().caCertificates,
-              intervalMs: deps.checkpoints.intervalMs,
-              ...(deps.transparency ? { publisher: deps.transparency.publisher } : {}),
-              logger: log,
-              registry: deps.registry,
-            },
-            signal,
-          )
-        : Promise.resolve();
-      await Promise.all([runs, projection, checkpoints]);
+      await runs.waitForSync(signal);
+      await Promise.all(options.whileLeading.map((loop) => loop.run({ signal, runs })));
     } finally {
-      unsubscribeRepairs();
       informer = undefined;
-      await inf.stop();
+      await runs.stop();
       log.info('term ended: informer and workers stopped');
     }
   };
 
-  const elector = new LeaderElector({
-    store: kubeLeaseStore(deps.client, deps.namespace, deps.leaseName ?? 'aibom-vault-controller'),
-    identity,
-    // The elector binds the lease and the identity itself.
-    logger: deps.logger.child({ component: 'leader-election' }),
-    registry: deps.registry,
-    onStartedLeading: lead,
-    ...(deps.lease
-      ? {
-          leaseDurationSeconds: deps.lease.durationSeconds,
-          renewDeadlineSeconds: deps.lease.renewDeadlineSeconds,
-          retryPeriodSeconds: deps.lease.retryPeriodSeconds,
-        }
-      : {}),
-  });
+  const elector = new LeaderElector({ ...options.elector, onStartedLeading: lead });
   const stopping = new AbortController();
   const running = elector
     .run(stopping.signal)
     .catch((err: unknown) => log.error({ err }, 'leader election ended'));
-  // The SCITT worker runs in every replica (jobs are claimed with SKIP LOCKED), leader or not, and
-  // is woken by jobs enqueued in any of them.
-  let worker: Promise<void> = Promise.resolve();
-  if (deps.transparency) {
-    worker = createWorker({
-      jobs: deps.vault.transparencyJobs,
-      listener: deps.vault.listener,
-      publisher: deps.transparency.publisher,
-      // The worker binds its own component.
-      logger: deps.logger.child({ identity }),
-    })
-      .run(stopping.signal)
-      .catch((err: unknown) => log.error({ err }, 'transparency worker ended'));
-  }
-  // The record stamper too (ADR 0015): jobs are claimed with SKIP LOCKED, and every replica hears
-  // of records stored by any of them.
-  let stamper: Promise<void> = Promise.resolve();
-  if (deps.timestamper) {
-    stamper = createStamper({
-      timestamps: deps.vault.timestamps,
-      attestations: deps.vault.attestations,
-      signers: deps.vault.signers,
-      tsa: deps.timestamper,
-      listener: deps.vault.listener,
-      logger: deps.logger,
-      registry: deps.registry,
-    })
-      .run(stopping.signal)
-      .catch((err: unknown) => log.error({ err }, 'record stamper ended'));
-  }
+  const replicas = options.everyReplica.map((loop) =>
+    loop.run(stopping.signal).catch((err: unknown) => log.error({ err }, `${loop.name} ended`)),
+  );
   return {
     ready: () =>
       elector.isLeader() && informer && !informer.hasSynced()
@@ -430,10 +300,8 @@ export function startController(deps: ControllerDeps): RunningController {
     stop: async () => {
       stopping.abort(new Error('shutdown'));
       await running;
-      await worker;
-      await stamper;
-      // Pending event counts (series) are written before the process exits.
-      await events.close();
+      await Promise.all(replicas);
+      await options.onStopped?.();
     },
   };
 }

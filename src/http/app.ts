@@ -20,20 +20,16 @@ import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.
 import { chainRoutes, chainSchemas } from './routes/v1/chain.ts';
 import { runDetailSchema, runPolicyPackSchema, runRoutes } from './routes/v1/runs.ts';
 import { runListRoutes, runListSchemas } from './routes/v1/run-list.ts';
-import type { PolicyPackSource } from './policy-packs.ts';
+import type { PolicyPackSource } from './sources/policy-packs.ts';
 import { uiRoutes } from './ui/routes.ts';
 import { sessionCodec } from './ui/session.ts';
 import { registerScrapiRoutes } from './routes/scrapi.ts';
 import { auditPageSchema, auditRoutes } from './routes/v1/audit.ts';
-import {
-  DEFAULT_EXPORT_IDLE_MS,
-  DEFAULT_EXPORT_LIMIT,
-  exportBodySchema,
-  exportRoutes,
-} from './routes/v1/export.ts';
-import { DEFAULT_EXPORT_CONCURRENCY, ExportSlots } from './export-slots.ts';
+import { exportBodySchema, exportRoutes } from './routes/v1/export.ts';
+import { DEFAULT_EXPORT_IDLE_MS, DEFAULT_EXPORT_LIMIT } from '../export/service.ts';
+import { DEFAULT_EXPORT_CONCURRENCY, ExportSlots } from '../export/slots.ts';
 import { keyEntrySchema, keyRoutes, trustBundleSchema } from './routes/v1/keys.ts';
-import { exportKeys } from './export-keys.ts';
+import { exportKeys } from '../export/service-keys.ts';
 import type { KeySigner } from '../signing/index.ts';
 
 export interface AppDeps {

@@ -4,7 +4,7 @@ import { MAX_QUERY_NAMESPACES } from './auth/namespaces.ts';
  * JSON Schemas of the /v1 API, shared by route validation, response serialisation and the OpenAPI
  * document. What stops field leaks: Fastify's serializer for the routes it writes, and for the hot
  * routes that send pre-serialised bytes the allow-listing builders of envelope.ts, which copy the
- * fields listed here (checked against these schemas, closed, in test/unit/http/envelope.test.ts).
+ * fields listed here (checked against these schemas, closed, in test/unit/http/views/envelope.test.ts).
  */
 
 export const UUID_V7_PATTERN =

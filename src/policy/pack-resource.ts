@@ -1,10 +1,10 @@
-import type { RunSpec } from '../api/run.ts';
+import type { RunSpec } from '../crd/run.ts';
 import { policyComponents, resolveRunPack, type ResolvedPack } from './packs.ts';
 
 /**
  * PolicyPack resources (crds/vault.service.dev_policypacks.yaml) and how a Run's pack is matched
  * against them: which resource describes the pack a Run names, what that pack requires, and what
- * the Run declared. Pure: the resources are read elsewhere (src/http/policy-packs.ts) and passed in.
+ * the Run declared. Pure: the resources are read elsewhere (src/http/sources/policy-packs.ts) and passed in.
  *
  * Nothing here feeds the AIBOM: the BOM keeps recording the guardrails the Run declares, so
  * `service-ctl aibom generate` reproduces stored BOMs byte for byte whatever packs exist later.

@@ -1,4 +1,4 @@
-import type { PolicyPackRef, RunSpec, StepSpec } from '../api/run.ts';
+import type { PolicyPackRef, RunSpec, StepSpec } from '../crd/run.ts';
 import { PolicyError } from './errors.ts';
 
 /**

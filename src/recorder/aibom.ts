@@ -9,7 +9,7 @@ import {
   type PolicyPackOverride,
 } from '../aibom/index.ts';
 import type { BlobStore } from '../blob/store.ts';
-import { backoffDelay } from '../controller/runtime/queue-loop.ts';
+import { backoffDelay } from '../queue/queue-loop.ts';
 import {
   buildManifest,
   buildTimestampedManifest,

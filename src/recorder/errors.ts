@@ -1,9 +1,9 @@
-import type { FailureReason } from '../api/reasons.ts';
+import type { FailureReason } from '../crd/reasons.ts';
 import { BaseError } from '../errors.ts';
 
 /**
  * A recording step failed on a dependency; the code is the condition reason the Run shows for it
- * (src/api/reasons.ts). The one way a reason is attached to a failure: `because(reason, fn)`.
+ * (src/crd/reasons.ts). The one way a reason is attached to a failure: `because(reason, fn)`.
  */
 export type RecordErrorCode = FailureReason;
 

@@ -1,4 +1,4 @@
-import { isFinished, type Run, type StepSpec, type StepStatus } from '../api/run.ts';
+import { isFinished, type Run, type StepSpec, type StepStatus } from '../crd/run.ts';
 import { chainOf } from '../capability/chain.ts';
 import {
   capabilityStatement,

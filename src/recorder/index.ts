@@ -1,4 +1,4 @@
-import type { Run } from '../api/run.ts';
+import type { Run } from '../crd/run.ts';
 import { aibomRunOf } from '../aibom/index.ts';
 import type { CapabilityPredicate, CapabilityRoot } from '../attest/index.ts';
 import { CapabilityError } from '../capability/errors.ts';

@@ -1,6 +1,6 @@
 import type { X509Certificate } from 'node:crypto';
 import type { Registry } from 'prom-client';
-import { Informer, kubeListerWatcher, type KubeClient } from '../controller/runtime/index.ts';
+import { Informer, kubeListerWatcher, type KubeClient } from '../kube/index.ts';
 import type { Logger } from '../log/index.ts';
 import { SigningError } from './errors.ts';
 import type { KeySigner } from './key-signer.ts';
@@ -12,7 +12,7 @@ import { signerFromTlsSecretData } from './tls.ts';
  * renews a certificate by rewriting the Secret, and the next signature uses the new key, with no
  * restart. Each Secret is watched by name (list+watch with `fieldSelector=metadata.name=<name>`,
  * which RBAC authorises through `resourceNames`: docs/rbac.md) with the informer of
- * src/controller/runtime (watchdog, relist after 410, bookmarks).
+ * src/kube (watchdog, relist after 410, bookmarks).
  *
  * A Secret that changes into something unusable (a half-written renewal, a wrong key) never
  * replaces a working signer: the previous one stays in use and the failure is logged and kept in

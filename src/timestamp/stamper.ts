@@ -1,5 +1,5 @@
 import { Counter, type Registry } from 'prom-client';
-import { backoffDelay, createQueueLoop, type QueueLoop } from '../controller/runtime/queue-loop.ts';
+import { backoffDelay, createQueueLoop, type QueueLoop } from '../queue/queue-loop.ts';
 import type { Logger } from '../log/index.ts';
 import {
   TIMESTAMP_DUE_CHANNEL,
@@ -258,5 +258,5 @@ export function createStamper(options: StamperOptions): Stamper {
     ...(options.errorDelayMs !== undefined ? { errorDelayMs: options.errorDelayMs } : {}),
     ...(log !== undefined ? { logger: log } : {}),
   });
-  return { drainOnce, run: loop.run, wake: loop.wake };
+  return { name: loop.name, drainOnce, run: loop.run, wake: loop.wake };
 }

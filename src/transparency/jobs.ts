@@ -1,4 +1,4 @@
-import { backoffDelay } from '../controller/runtime/queue-loop.ts';
+import { backoffDelay } from '../queue/queue-loop.ts';
 import type { ClaimedJob, JobState, TransparencyJob, TransparencyJobRepository } from '../vault/index.ts';
 
 export { backoffDelay };

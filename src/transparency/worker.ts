@@ -1,4 +1,5 @@
-import { createQueueLoop } from '../controller/runtime/queue-loop.ts';
+import type { Loop } from '../queue/loop.ts';
+import { createQueueLoop } from '../queue/queue-loop.ts';
 import type { Logger } from '../log/index.ts';
 import { DUE_CHANNEL, type TransparencyJobRepository, type VaultListener } from '../vault/index.ts';
 import { claim, DEFAULT_RETRY_POLICY, type RetryPolicy } from './jobs.ts';
@@ -7,7 +8,7 @@ import type { Publisher } from './publisher.ts';
 /**
  * The transparency worker: claim a batch of due jobs (SKIP LOCKED, so any number of replicas can
  * run it), work them concurrently through the publisher, repeat (the loop of
- * src/controller/runtime/queue-loop.ts). It is woken by the vault announcing that a job became
+ * src/queue/queue-loop.ts). It is woken by the vault announcing that a job became
  * claimable (enqueued or put back, in this process or any other: the DUE_CHANNEL notification);
  * publications and failures elsewhere do not wake it.
  */
@@ -29,7 +30,7 @@ export interface WorkerOptions {
   readonly logger?: Logger;
 }
 
-export interface TransparencyWorker {
+export interface TransparencyWorker extends Loop {
   /** Runs until `signal` aborts; resolves after the current round finished. */
   run(signal: AbortSignal): Promise<void>;
   /** One round: claims up to a batch, works it, returns how many jobs were claimed. */
@@ -64,5 +65,5 @@ export function createWorker(options: WorkerOptions): TransparencyWorker {
       : {}),
   });
 
-  return { drainOnce, wake: loop.wake, run: loop.run };
+  return { name: loop.name, drainOnce, wake: loop.wake, run: loop.run };
 }

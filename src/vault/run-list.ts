@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { RunSpec } from '../api/run.ts';
+import type { RunSpec } from '../crd/run.ts';
 import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { Run, RunSpec, RunStatus } from '../api/run.ts';
+import type { Run, RunSpec, RunStatus } from '../crd/run.ts';
 
 /** The mirror of a Run in PostgreSQL (what `service-ctl aibom generate` and GET /v1/runs read). */
 export interface RunRecord {

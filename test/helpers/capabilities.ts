@@ -1,6 +1,6 @@
 import { capabilityStatement, stepStatement, type CapabilityLink } from '../../src/attest/index.ts';
 import { mintGrants, rootOf } from '../../src/capability/mint.ts';
-import { toApiEnvelope, type ApiEnvelope } from '../../src/http/envelope.ts';
+import { toApiEnvelope, type ApiEnvelope } from '../../src/http/views/envelope.ts';
 import { sealRecord } from '../../src/recorder/index.ts';
 import type { Signer } from '../../src/signing/index.ts';
 import type { NewAttestation, StoredAttestation } from '../../src/vault/index.ts';

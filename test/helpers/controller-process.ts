@@ -20,7 +20,7 @@ import { expect } from 'vitest';
 import { runMinioServer, startMinio } from '../../hack/stack/minio.ts';
 import { runPostgresServer, startPostgres } from '../../hack/stack/postgres.ts';
 import { isAlive, stopProcess, type Proc } from '../../hack/stack/proc.ts';
-import { isFinished, type Condition, type Run, type RunSpec } from '../../src/api/run.ts';
+import { isFinished, type Condition, type Run, type RunSpec } from '../../src/crd/run.ts';
 import { envelopeDigest } from '../../src/attest/index.ts';
 import { generateDevPki, toSecretData, type DevPki } from '../../hack/dev-pki.ts';
 import { s3BlobStore } from '../../src/blob/store.ts';

@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
 import { createVaultPool } from '../../src/vault/index.ts';
-import type { KubeClient, RequestSpec, StreamSpec } from '../../src/controller/runtime/index.ts';
+import type { KubeClient, RequestSpec, StreamSpec } from '../../src/kube/index.ts';
 import { metricValue } from './controller-process.ts';
 import { waitFor } from './wait.ts';
 

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { extract } from 'tar-stream';
 import { logKeyOf } from '../../src/cose/key.ts';
 import { writeBundle } from '../../src/export/bundle.ts';
-import { toApiEnvelope } from '../../src/http/envelope.ts';
+import { toApiEnvelope } from '../../src/http/views/envelope.ts';
 import type { KeySigner } from '../../src/signing/index.ts';
 import { runRecords, storedRecord } from './records.ts';
 

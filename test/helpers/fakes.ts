@@ -7,7 +7,7 @@
  * kube-apiserver; these exist for the fast loop.
  */
 import { randomUUID } from 'node:crypto';
-import type { Run, RunStatus } from '../../src/api/run.ts';
+import type { Run, RunStatus } from '../../src/crd/run.ts';
 import type { BlobStore, StoredObject } from '../../src/blob/store.ts';
 import type { RunApi } from '../../src/controller/run/reconciler.ts';
 import type { ProjectionApi } from '../../src/controller/transparency/projection.ts';

@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { driveRun } from '../../hack/sample-pipeline.ts';
 import { repoRoot, startServices, stopAll, type StackInfo } from '../../hack/stack/stack.ts';
-import type { Run } from '../../src/api/run.ts';
+import type { Run } from '../../src/crd/run.ts';
 import { stackBlobs } from '../helpers/blobs.ts';
 import { createRun, getRun, metricValue, poll, sampleRunSpec } from '../helpers/controller-process.ts';
 import { duplicateKeys } from '../helpers/json-keys.ts';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { FIELD_MANAGER, FINALIZER } from '../../api/reasons.ts';
-import { ATTESTATION_PLURAL, GROUP, RUN_PLURAL, VERSION, type Run, type RunStatus } from '../../api/run.ts';
+import { FIELD_MANAGER, FINALIZER } from '../../crd/reasons.ts';
+import { ATTESTATION_PLURAL, GROUP, RUN_PLURAL, VERSION, type Run, type RunStatus } from '../../crd/run.ts';
 import {
   addFinalizer,
   applyStatus,
@@ -12,7 +12,7 @@ import {
   type EventRecorder,
   type KubeClient,
   type ResourceType,
-} from '../runtime/index.ts';
+} from '../../kube/index.ts';
 import type { RunApi } from './reconciler.ts';
 
 export const RUN_TYPE: ResourceType = { group: GROUP, version: VERSION, plural: RUN_PLURAL, kind: 'Run' };

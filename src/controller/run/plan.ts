@@ -1,5 +1,5 @@
-import { ConditionTypes, Reasons, type FailureReason } from '../../api/reasons.ts';
-import { isFinished, isTerminal, type Condition, type Run, type RunStatus } from '../../api/run.ts';
+import { ConditionTypes, Reasons, type FailureReason } from '../../crd/reasons.ts';
+import { isFinished, isTerminal, type Condition, type Run, type RunStatus } from '../../crd/run.ts';
 import {
   currentMetadata,
   finishedSteps,
@@ -15,7 +15,7 @@ import {
   type ManifestRepair,
   type RunRecord,
 } from '../../vault/index.ts';
-import { conditionsEqual, jsonEqual, setCondition } from '../runtime/index.ts';
+import { conditionsEqual, jsonEqual, setCondition } from '../../kube/index.ts';
 
 /**
  * The Run reconciler's pure part (cert-manager's policy chain): what the vault holds for a Run

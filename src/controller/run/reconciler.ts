@@ -1,5 +1,5 @@
-import { EventReasons, FINALIZER, Reasons, type FailureReason } from '../../api/reasons.ts';
-import { isTerminal, type Run, type RunStatus } from '../../api/run.ts';
+import { EventReasons, FINALIZER, Reasons, type FailureReason } from '../../crd/reasons.ts';
+import { isTerminal, type Run, type RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { RecordError, type Recorder } from '../../recorder/index.ts';
 import { because } from '../../recorder/errors.ts';
@@ -12,7 +12,7 @@ import {
   type ClaimRepository,
   type RunRepository,
 } from '../../vault/index.ts';
-import { hasFinalizer, isTooLarge } from '../runtime/index.ts';
+import { hasFinalizer, isTooLarge } from '../../kube/index.ts';
 import { unrecordable } from './recordable.ts';
 import {
   claimKeys,
@@ -30,7 +30,7 @@ import {
   type ReconcileLimits,
   type Written,
 } from './plan.ts';
-import type { ReconcileResult } from '../runtime/index.ts';
+import type { ReconcileResult } from '../../queue/index.ts';
 
 /** What the reconciler needs from the Kubernetes API (kube-api.ts implements it). */
 export interface RunApi {

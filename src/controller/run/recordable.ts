@@ -1,4 +1,4 @@
-import type { Run } from '../../api/run.ts';
+import type { Run } from '../../crd/run.ts';
 
 /**
  * How deep the free-form JSON of a Run (`spec.inputs`, `spec.steps[].inputs`,

@@ -1,6 +1,6 @@
-import { TRANSPARENCY_FIELD_MANAGER } from '../../api/reasons.ts';
-import type { Run } from '../../api/run.ts';
-import { applyStatus, type EventRecorder, type KubeClient } from '../runtime/index.ts';
+import { TRANSPARENCY_FIELD_MANAGER } from '../../crd/reasons.ts';
+import type { Run } from '../../crd/run.ts';
+import { applyStatus, type EventRecorder, type KubeClient } from '../../kube/index.ts';
 import { applyRunStatus, ATTESTATION_TYPE, listRunAttestations } from '../run/kube-api.ts';
 import type { ProjectionApi } from './projection.ts';
 

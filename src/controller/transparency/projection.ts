@@ -1,9 +1,10 @@
-import { EventReasons } from '../../api/reasons.ts';
-import type { Run, RunStatus, TransparencyMode } from '../../api/run.ts';
+import { EventReasons } from '../../crd/reasons.ts';
+import type { Run, RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { transparencyView, type TransparencyView } from '../../transparency/jobs.ts';
+import { modeOf, summarize, type TransparencySummary } from '../../transparency/summary.ts';
 import type { RunJob, TransparencyJob, TransparencyJobRepository } from '../../vault/index.ts';
-import { jsonEqual } from '../runtime/index.ts';
+import { jsonEqual } from '../../kube/index.ts';
 
 /**
  * The transparency projection: SCITT job state (the vault's) → `status.transparency` of each
@@ -12,14 +13,6 @@ import { jsonEqual } from '../runtime/index.ts';
  * of its own, driven by job changes (the vault's notifications, any replica) and by the Run
  * reconciler's writes that add resources to project onto; it never polls.
  */
-
-/** The Run's summary, as the TRANSPARENCY printer column shows it. */
-export type TransparencySummary = NonNullable<RunStatus['transparency']> & {
-  state: 'queued' | 'published' | 'failed';
-  queued: number;
-  published: number;
-  failed: number;
-};
 
 /** What the projection needs from the Kubernetes API (kube-api.ts implements it). */
 export interface ProjectionApi {
@@ -45,14 +38,6 @@ export interface ProjectionDeps {
   readonly refreshAibomMetadata?: (runId: string, transparency: TransparencyView) => Promise<void>;
 }
 
-/** `dry_run` for this deployment's own log, `published` for a remote SCITT service (the API's words). */
-const modeOf = (job: TransparencyJob): 'dry_run' | 'published' | undefined =>
-  job.state !== 'published' || job.backend === null
-    ? undefined
-    : job.backend === 'local'
-      ? 'dry_run'
-      : 'published';
-
 /** Attestation resource status of a job (camelCase like the rest of the resource). */
 export function attestationTransparency(job: TransparencyJob): Record<string, unknown> {
   return {
@@ -68,53 +53,6 @@ export function attestationTransparency(job: TransparencyJob): Record<string, un
       ? { lastError: job.lastError.slice(0, 4000) }
       : {}),
   };
-}
-
-/** The summary of a run of `records` records, `jobs` the SCITT jobs some of them have. */
-export function summarize(jobs: readonly RunJob[], records: number): TransparencySummary {
-  const counts = { records, queued: 0, published: 0, failed: 0, publishedLocal: 0, publishedRemote: 0 };
-  for (const { job } of jobs) {
-    counts[job.state]++;
-    const m = modeOf(job);
-    if (m === 'dry_run') counts.publishedLocal++;
-    else if (m === 'published') counts.publishedRemote++;
-  }
-  return summaryOfCounts(counts);
-}
-
-/**
- * The summary of a run's jobs from their counts (the runs list counts them in SQL), against the
- * run's record count: `published` only when every record of the run is (docs/transparency.md, "The
- * Run's summary"). A record without a job (stored while the writer was off) is never published and
- * nothing will publish it on its own, so it makes the run `failed` like a refused job: the CRD
- * allows only queued, published and failed, and `queued` would promise a publication that no worker
- * will make. Then failed if any failed, else queued while any waits; the counts stay the jobs', so
- * `records − (queued + published + failed)` is the number without a job. The mode says where the
- * published ones went.
- */
-export function summaryOfCounts(counts: {
-  /** Records of the run (every kind), with or without a job. */
-  records: number;
-  queued: number;
-  published: number;
-  failed: number;
-  /** Published to this deployment's own log (a dry run). */
-  publishedLocal: number;
-  /** Published to a remote SCITT service. */
-  publishedRemote: number;
-}): TransparencySummary {
-  const { queued, published, failed } = counts;
-  const withoutJob = counts.records - (queued + published + failed);
-  const state = failed > 0 || withoutJob > 0 ? 'failed' : queued > 0 ? 'queued' : 'published';
-  const mode: TransparencyMode | undefined =
-    counts.publishedLocal > 0 && counts.publishedRemote > 0
-      ? 'mixed'
-      : counts.publishedLocal > 0
-        ? 'dry_run'
-        : counts.publishedRemote > 0
-          ? 'published'
-          : undefined;
-  return { state, ...(mode !== undefined ? { mode } : {}), queued, published, failed };
 }
 
 /** The Event's words for where `n` records went: never "anchored" for this deployment's own log. */

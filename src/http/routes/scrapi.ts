@@ -1,14 +1,11 @@
 import type { X509Certificate } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { encodeCbor } from '../../cose/cbor.ts';
-import { encodeKeySet } from '../../cose/key.ts';
-import { TransparencyError } from '../../transparency/errors.ts';
 import type { LocalLog } from '../../transparency/local-log.ts';
 import { MediaType } from '../../transparency/media-types.ts';
-import { leafHash } from '../../transparency/merkle.ts';
-import { entryOf } from '../../transparency/receipt.ts';
-import { verifySignedStatement } from '../../transparency/statement.ts';
+import { createScrapiServer, type RegistrationMode } from '../../transparency/scrapi-server.ts';
 import { ProblemError } from '../problem.ts';
+
+export type { RegistrationMode } from '../../transparency/scrapi-server.ts';
 
 /**
  * Serves the local log over SCRAPI so that one deployment can publish to another:
@@ -23,28 +20,14 @@ import { ProblemError } from '../problem.ts';
  * Errors are RFC 9290 CBOR problem details (`application/concise-problem-details+cbor`) with the
  * stable code under the text key "code", written by the application's one error handler
  * (../error-handler.ts, which these routes ask for CBOR through `config.problem`; mount them on an
- * app that installed it). Registration policy: the statement must verify
- * (signature by its x5chain leaf, did:x509 `iss` bound to the chain) and, when `trustAnchors` are
- * configured, its chain must lead to one of them.
+ * app that installed it). The registration policy and the pending appends are
+ * src/transparency/scrapi-server.ts; this file maps its answers to HTTP.
  *
  * Authentication is the caller's: routes are marked `config.public` per `deps.public` (for the
  * sidecar's bearer-token hook), and `deps.authorize` runs before every entries route.
  */
 
 export type ScrapiAction = 'register' | 'read';
-
-export type RegistrationMode =
-  | { readonly mode: 'sync' }
-  | {
-      /**
-       * Answer 303 at once and append in the background (how a service that batches behaves).
-       * The pending set lives in this process: run it on one replica, or behind sticky routing.
-       */
-      readonly mode: 'async';
-      readonly retryAfterSeconds?: number;
-      /** Runs the append; default `setImmediate`. Tests pass a gate to observe the pending state. */
-      readonly schedule?: (task: () => Promise<void>) => void;
-    };
 
 export interface ScrapiRouteDeps {
   readonly log: LocalLog;
@@ -61,20 +44,18 @@ export interface ScrapiRouteDeps {
   readonly registration?: RegistrationMode;
 }
 
-interface Pending {
-  state: 'pending' | 'failed';
-  error?: string;
-}
-
 const ENTRY_ID = '^[0-9a-f]{64}$';
 
 export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRouteDeps): Promise<void> {
   const prefix = (deps.prefix ?? '').replace(/\/+$/, '');
   const maxBytes = deps.maxStatementBytes ?? 64 * 1024;
-  const registration = deps.registration ?? { mode: 'sync' };
+  const server = createScrapiServer({
+    log: deps.log,
+    ...(deps.trustAnchors !== undefined ? { trustAnchors: deps.trustAnchors } : {}),
+    ...(deps.registration !== undefined ? { registration: deps.registration } : {}),
+  });
   // Errors of these routes are CBOR problem details (written by the app's one error handler).
   const config = { public: deps.public ?? false, problem: 'cbor' } as const;
-  const pending = new Map<string, Pending>();
   const entryUrl = (id: string): string => `${prefix}/entries/${id}`;
 
   const authorize = async (req: FastifyRequest, action: ScrapiAction): Promise<void> => {
@@ -101,49 +82,21 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
         preHandler: async (req) => authorize(req, 'register'),
       },
       async (req, reply) => {
-        const statement = req.body;
-        if (!Buffer.isBuffer(statement) || statement.length === 0) {
-          throw new TransparencyError('MALFORMED_STATEMENT', 'the body is not a COSE_Sign1 statement');
-        }
-        verifySignedStatement(
-          statement,
-          deps.trustAnchors !== undefined ? { trustAnchors: deps.trustAnchors } : {},
+        const result = await server.register(req.body, (err, entryId) =>
+          req.log.error({ err, entryId }, 'background SCITT registration failed'),
         );
-        if (registration.mode === 'sync') {
-          const result = await deps.log.append(statement);
+        if (result.status === 303) {
           return reply
-            .code(result.created ? 201 : 200)
+            .code(303)
             .header('location', entryUrl(result.entryId))
-            .type(MediaType.cose)
-            .send(result.receipt);
-        }
-        const entryId = leafHash(entryOf(statement)).toString('hex');
-        const existing = await deps.log.getEntry(entryId);
-        if (existing !== null) {
-          return reply
-            .code(200)
-            .header('location', entryUrl(entryId))
-            .type(MediaType.cose)
-            .send(existing.receipt);
-        }
-        if (pending.get(entryId)?.state !== 'pending') {
-          pending.set(entryId, { state: 'pending' });
-          const task = async (): Promise<void> => {
-            try {
-              await deps.log.append(statement);
-              pending.delete(entryId);
-            } catch (err) {
-              req.log.error({ err, entryId }, 'background SCITT registration failed');
-              pending.set(entryId, { state: 'failed', error: (err as Error).message });
-            }
-          };
-          (registration.schedule ?? ((t) => void setImmediate(() => void t())))(task);
+            .header('retry-after', String(result.retryAfterSeconds))
+            .send();
         }
         return reply
-          .code(303)
-          .header('location', entryUrl(entryId))
-          .header('retry-after', String(registration.retryAfterSeconds ?? 1))
-          .send();
+          .code(result.status)
+          .header('location', entryUrl(result.entryId))
+          .type(MediaType.cose)
+          .send(result.receipt);
       },
     );
 
@@ -163,41 +116,29 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
       },
       async (req, reply) => {
         const { id } = req.params;
-        const entry = await deps.log.getEntry(id);
-        if (entry !== null) return reply.code(200).type(MediaType.cose).send(entry.receipt);
-        const job = pending.get(id);
-        if (job?.state === 'pending') {
-          const retry = registration.mode === 'async' ? (registration.retryAfterSeconds ?? 1) : 1;
-          return reply.code(302).header('location', entryUrl(id)).header('retry-after', String(retry)).send();
+        const entry = await server.entry(id);
+        if (entry.status === 200) return reply.code(200).type(MediaType.cose).send(entry.receipt);
+        if (entry.status === 302) {
+          return reply
+            .code(302)
+            .header('location', entryUrl(id))
+            .header('retry-after', String(entry.retryAfterSeconds))
+            .send();
         }
-        if (job?.state === 'failed') {
-          pending.delete(id);
-          throw new ProblemError(500, 'REGISTRATION_FAILED', `registration of ${id} failed; submit it again`);
-        }
-        throw new TransparencyError('ENTRY_NOT_FOUND', `no entry ${id}`, { retryable: false });
+        throw new ProblemError(500, 'REGISTRATION_FAILED', `registration of ${id} failed; submit it again`);
       },
     );
 
     scope.get(
       '/.well-known/scitt-keys',
       { config: { public: true, problem: 'cbor' }, schema: { hide: true } },
-      async (_req, reply) => reply.type(MediaType.cbor).send(encodeKeySet(deps.log.keys)),
+      async (_req, reply) => reply.type(MediaType.cbor).send(server.keySet()),
     );
 
     scope.get(
       '/.well-known/transparency-configuration',
       { config: { public: true, problem: 'cbor' }, schema: { hide: true } },
-      async (_req, reply) =>
-        reply.type(MediaType.cbor).send(
-          encodeCbor(
-            new Map<string, unknown>([
-              ['issuer', deps.log.issuer],
-              ['registration_endpoint', `${prefix}/entries`],
-              ['scitt_keys', '/.well-known/scitt-keys'],
-              ['verifiable_data_structures', [1]],
-            ]),
-          ),
-        ),
+      async (_req, reply) => reply.type(MediaType.cbor).send(server.configuration(prefix)),
     );
   });
 }

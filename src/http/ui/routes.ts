@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer } from '../auth/authorizer.ts';
 import { ProblemError, type ProblemCode } from '../problem.ts';
-import { exportSelection, MAX_EXPORT_IDS, type ExportRouteDeps } from '../routes/v1/export.ts';
+import { exportSelection, type ExportDeps } from '../../export/service.ts';
+import { MAX_EXPORT_IDS } from '../routes/v1/export.ts';
 import { ASSETS } from './assets.ts';
 import { UI_HEADERS, type Viewer } from './layout.ts';
 import { errorPage, signInPage } from './pages/misc.ts';
@@ -35,7 +36,7 @@ export interface UiDeps {
   readonly authorizer: Authorizer;
   readonly sessions: SessionCodec;
   /** The export route's dependencies: the dialog's download is the same export. */
-  readonly exports: ExportRouteDeps;
+  readonly exports: ExportDeps;
 }
 
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;

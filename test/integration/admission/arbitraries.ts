@@ -3,7 +3,7 @@
  * choice that made it was legal (so a legal spec that is refused is caught as over-refusal).
  */
 import fc from 'fast-check';
-import type { Capability, PolicyPackRef, RunSpec, StepSpec } from '../../../src/api/run.ts';
+import type { Capability, PolicyPackRef, RunSpec, StepSpec } from '../../../src/crd/run.ts';
 
 /** A generated value and whether every choice that made it was legal. */
 export interface G<T> {

@@ -8,10 +8,10 @@ import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Run, RunSpec } from '../../../src/api/run.ts';
+import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { kubeClient } from '../../../src/kube/index.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
 import {
@@ -25,7 +25,7 @@ import { stackBlobs } from '../../helpers/blobs.ts';
 import { freshDatabase, kubeConfig } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
-import { isNotFound, resourcePath } from '../../../src/controller/runtime/index.ts';
+import { isNotFound, resourcePath } from '../../../src/kube/index.ts';
 import { applyPipelineStatus, client, createRun, freshNamespace, getRun } from './helpers.ts';
 
 let ns: string;

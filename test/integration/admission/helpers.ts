@@ -5,17 +5,17 @@
  * JSON patches. A refusal is returned, not thrown, so tests can assert on its message.
  */
 import { expect } from 'vitest';
-import { GROUP, VERSION, type Run, type RunSpec, type RunStatus } from '../../../src/api/run.ts';
+import { GROUP, VERSION, type Run, type RunSpec, type RunStatus } from '../../../src/crd/run.ts';
 import { PIPELINE_FIELD_MANAGER } from '../../../hack/sample-pipeline.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
-import { FIELD_MANAGER } from '../../../src/api/reasons.ts';
+import { FIELD_MANAGER } from '../../../src/crd/reasons.ts';
 import {
   applyStatus,
   KubeApiError,
   kubeClient,
   resourcePath,
   type KubeClient,
-} from '../../../src/controller/runtime/index.ts';
+} from '../../../src/kube/index.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { kubeConfig, uniqueName } from '../../helpers/stack.ts';
 

@@ -11,9 +11,9 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../../hack/stack/stack.ts';
-import { TRANSPARENCY_FIELD_MANAGER } from '../../../src/api/reasons.ts';
+import { TRANSPARENCY_FIELD_MANAGER } from '../../../src/crd/reasons.ts';
 import { ATTESTATION_TYPE, RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
-import { applyStatus, resourcePath } from '../../../src/controller/runtime/index.ts';
+import { applyStatus, resourcePath } from '../../../src/kube/index.ts';
 import { stack } from '../../helpers/stack.ts';
 import {
   applyControllerStatus,

@@ -33,12 +33,12 @@ import {
   toCycloneDx,
   type Aibom,
 } from '../../../src/aibom/index.ts';
-import type { Run, RunSpec, StepStatus } from '../../../src/api/run.ts';
+import type { Run, RunSpec, StepStatus } from '../../../src/crd/run.ts';
 import { aibomStatement } from '../../../src/attest/index.ts';
-import { isFinished } from '../../../src/api/run.ts';
+import { isFinished } from '../../../src/crd/run.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { kubeClient } from '../../../src/kube/index.ts';
 import { generateDevPki, type DevPki } from '../../../hack/dev-pki.ts';
 import { computeAibom, type AibomMetadata } from '../../../src/recorder/index.ts';
 import { stepBatch, terminalBatch, type Batch } from '../../../src/recorder/extract.ts';

@@ -5,7 +5,7 @@
  * creation. Most requests are `dryRun=All` (the whole admission chain, nothing stored).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { RunSpec, StepSpec } from '../../../src/api/run.ts';
+import type { RunSpec, StepSpec } from '../../../src/crd/run.ts';
 import {
   admit,
   applyPipelineStatus,

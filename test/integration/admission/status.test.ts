@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../hack/stack/stack.ts';
-import type { RunStatus, StepStatus } from '../../../src/api/run.ts';
+import type { RunStatus, StepStatus } from '../../../src/crd/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { kubeConfig, stack } from '../../helpers/stack.ts';
 

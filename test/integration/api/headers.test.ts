@@ -11,7 +11,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { aibomRunOf } from '../../../src/aibom/index.ts';
-import { isFinished, type Run, type StepStatus } from '../../../src/api/run.ts';
+import { isFinished, type Run, type StepStatus } from '../../../src/crd/run.ts';
 import { recordAibom } from '../../../src/recorder/aibom.ts';
 import { stepBatch, terminalBatch } from '../../../src/recorder/extract.ts';
 import { appendOnce } from '../../../src/recorder/once.ts';

@@ -20,7 +20,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { generateDevPki, type DevPki } from '../../../hack/dev-pki.ts';
 import { freePort } from '../../../hack/stack/proc.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
-import type { Run } from '../../../src/api/run.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { startOpsServer } from '../../../src/bin/ops-server.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
 import { UuidV7Generator } from '../../../src/vault/uuidv7.ts';

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { RunSpec } from '../../../src/api/run.ts';
+import type { RunSpec } from '../../../src/crd/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import {
   aibomReady,

@@ -16,7 +16,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Run, RunSpec, StepStatus } from '../../../src/api/run.ts';
+import type { Run, RunSpec, StepStatus } from '../../../src/crd/run.ts';
 import { ObjectStoreError, s3BlobStore } from '../../../src/blob/store.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import {

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aibomRunOf } from '../../../src/aibom/index.ts';
-import { isFinished, type Run, type RunSpec, type StepStatus } from '../../../src/api/run.ts';
+import { isFinished, type Run, type RunSpec, type StepStatus } from '../../../src/crd/run.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { aibomKeys, recordAibom, type AibomDeps, type AibomMetadata } from '../../../src/recorder/aibom.ts';

@@ -1,7 +1,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeClient } from '../../../src/controller/runtime/index.ts';
+import { kubeClient } from '../../../src/kube/index.ts';
 import { SigningError, signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { watchCustomerSigners, watchSignerSecret } from '../../../src/signing/watch.ts';
 import { generateDevPki, toSecretData, type DevPki } from '../../helpers/pki.ts';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../hack/stack/proc.ts';
 import { verifyRecord, type Trust } from '../../../src/attest/index.ts';
 import { signerEntry } from '../../../src/export/keys.ts';
-import { toApiEnvelope } from '../../../src/http/envelope.ts';
+import { toApiEnvelope } from '../../../src/http/views/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import {
   createTsaClient,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { RunSpec } from '../../../src/api/run.ts';
+import type { RunSpec } from '../../../src/crd/run.ts';
 import { aibomStatement, canonicalJson, stepStatement } from '../../../src/attest/index.ts';
 import {
   AibomError,

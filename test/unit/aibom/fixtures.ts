@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { Run, RunSpec } from '../../../src/api/run.ts';
+import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { aibomRunOf, type AibomInput, type AibomRun } from '../../../src/aibom/index.ts';
 
 /**

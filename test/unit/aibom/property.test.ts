@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { ModelSpec, PolicyPackRef, RunSpec, StepSpec, ToolSpec } from '../../../src/api/run.ts';
+import type { ModelSpec, PolicyPackRef, RunSpec, StepSpec, ToolSpec } from '../../../src/crd/run.ts';
 import { canonicalJson } from '../../../src/attest/index.ts';
 import {
   buildAibom,

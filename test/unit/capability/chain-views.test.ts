@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { verifyCapabilities } from '../../../src/capability/verify.ts';
-import type { ApiEnvelope } from '../../../src/http/envelope.ts';
+import type { ApiEnvelope } from '../../../src/http/views/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { capabilityEnvelopes, RUN_ID } from '../../helpers/capabilities.ts';
 import { generateDevPki } from '../../helpers/pki.ts';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
-import type { Phase, Run, RunSpec, StepStatus } from '../../../src/api/run.ts';
+import type { Phase, Run, RunSpec, StepStatus } from '../../../src/crd/run.ts';
 import { reconcileRun, type RunApi, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
 import { createRecorder, type Recorder } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';

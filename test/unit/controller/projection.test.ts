@@ -3,15 +3,15 @@
  * resources' and the Run's `status.transparency` (FakeKube, its own field manager).
  */
 import { describe, expect, it } from 'vitest';
-import type { Run } from '../../../src/api/run.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { reconcileRun } from '../../../src/controller/run/reconciler.ts';
 import {
   mayNeedProjection,
   projectionTargetsChanged,
   projectRun,
-  summaryOfCounts,
   type ProjectionDeps,
 } from '../../../src/controller/transparency/projection.ts';
+import { summaryOfCounts } from '../../../src/transparency/summary.ts';
 import {
   logger,
   resetCounts,

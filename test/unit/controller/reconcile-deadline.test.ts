@@ -7,8 +7,8 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ReconcileTimeoutError, withReconcileDeadline } from '../../../src/controller/manager.ts';
-import { runWorkers, WorkQueue } from '../../../src/controller/runtime/index.ts';
+import { ReconcileTimeoutError, withReconcileDeadline } from '../../../src/queue/deadline.ts';
+import { runWorkers, WorkQueue } from '../../../src/queue/index.ts';
 
 describe('reconcile deadline', () => {
   it('one worker: a reconcile that never returns does not stop the others; the key is not run twice at once', async () => {

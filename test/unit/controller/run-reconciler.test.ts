@@ -5,8 +5,8 @@
  * test/integration/operator/.
  */
 import { describe, expect, it } from 'vitest';
-import { ConditionTypes, FINALIZER, Reasons } from '../../../src/api/reasons.ts';
-import type { Run } from '../../../src/api/run.ts';
+import { ConditionTypes, FINALIZER, Reasons } from '../../../src/crd/reasons.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { jcsSha256Hex, verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import { isOwnEcho, runView, type Written } from '../../../src/controller/run/plan.ts';

@@ -5,10 +5,10 @@
  * Terminating behind the finalizer).
  */
 import { describe, expect, it } from 'vitest';
-import { ConditionTypes, EventReasons, FINALIZER, Reasons } from '../../../src/api/reasons.ts';
+import { ConditionTypes, EventReasons, FINALIZER, Reasons } from '../../../src/crd/reasons.ts';
 import { runLabelValue } from '../../../src/controller/run/kube-api.ts';
 import { jsonDepthOver, MAX_JSON_DEPTH, unrecordable } from '../../../src/controller/run/recordable.ts';
-import { KubeApiError } from '../../../src/controller/runtime/index.ts';
+import { KubeApiError } from '../../../src/kube/index.ts';
 import { because, RecordError } from '../../../src/recorder/errors.ts';
 import {
   resetCounts,

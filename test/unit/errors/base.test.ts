@@ -37,7 +37,7 @@ describe('every typed error of the formats, signing, HTTP, CLI, config and kube 
     const { ProblemError } = await import('../../../src/http/problem.ts');
     const { CliError } = await import('../../../src/cli/command.ts');
     const { ApiError } = await import('../../../src/cli/client.ts');
-    const { KubeApiError } = await import('../../../src/controller/runtime/kube.ts');
+    const { KubeApiError } = await import('../../../src/kube/client.ts');
     const { TimestampError } = await import('../../../src/timestamp/errors.ts');
     const cause = new Error('underneath');
     const cases: [BaseError<string | number>, string, string | number][] = [

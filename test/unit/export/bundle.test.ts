@@ -7,7 +7,7 @@ import { writeBundle, type ExportItem, type ExportSegment } from '../../../src/e
 import { Paths } from '../../../src/export/layout.ts';
 import { verifyBundle } from '../../../src/export/verify.ts';
 import { logKeyOf } from '../../../src/cose/key.ts';
-import { toApiEnvelope } from '../../../src/http/envelope.ts';
+import { toApiEnvelope } from '../../../src/http/views/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { splitBundle } from '../../helpers/export.ts';
 import { runRecords, storedRecord } from '../../helpers/records.ts';

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { dsseJson, intotoLine, jsonString, viewJson } from '../../../src/export/json.ts';
 import { sigstoreBundle, sigstoreBundleJson } from '../../../src/export/sigstore.ts';
-import { toApiEnvelope } from '../../../src/http/envelope.ts';
+import { toApiEnvelope } from '../../../src/http/views/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import type { DsseEnvelope, StoredAttestation } from '../../../src/vault/index.ts';
 import { runRecords, storedRecord } from '../../helpers/records.ts';

@@ -7,7 +7,7 @@ import { writeBundle, type ExportItem } from '../../../src/export/bundle.ts';
 import { Paths } from '../../../src/export/layout.ts';
 import { sigstoreBundle, sigstoreBundleProblems } from '../../../src/export/sigstore.ts';
 import { verifyBundle } from '../../../src/export/verify.ts';
-import { toApiEnvelope } from '../../../src/http/envelope.ts';
+import { toApiEnvelope } from '../../../src/http/views/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { runRecords, storedRecord } from '../../helpers/records.ts';

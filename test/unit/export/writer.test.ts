@@ -11,7 +11,7 @@ import { Paths } from '../../../src/export/layout.ts';
 import type { SpoolOptions } from '../../../src/export/spool.ts';
 import { tarHeader, writeTarHeader } from '../../../src/export/tar.ts';
 import { logKeyOf } from '../../../src/cose/key.ts';
-import { toApiEnvelope } from '../../../src/http/envelope.ts';
+import { toApiEnvelope } from '../../../src/http/views/envelope.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { openFilesUnder } from '../../helpers/open-files.ts';

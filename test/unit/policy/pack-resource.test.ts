@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import type { RunSpec } from '../../../src/api/run.ts';
+import type { RunSpec } from '../../../src/crd/run.ts';
 import {
   BASELINE_GUARDRAILS,
   describeRetention,

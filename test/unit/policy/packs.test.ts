@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PolicyPackRef, RunSpec, StepSpec } from '../../../src/api/run.ts';
+import type { PolicyPackRef, RunSpec, StepSpec } from '../../../src/crd/run.ts';
 import { buildAibom, type Aibom, type PolicyPackOverride } from '../../../src/aibom/index.ts';
 import {
   BASELINE_GUARDRAILS,

@@ -12,12 +12,12 @@ import {
   sendBody,
   withJob,
   type ApiEnvelope,
-} from '../../envelope.ts';
+} from '../../views/envelope.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
 import { transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
-import { createBatchLoader } from '../../batch-loader.ts';
-import { resolveCapabilityFilter } from '../../capability-filter.ts';
+import { createBatchLoader } from '../../../vault/batch-loader.ts';
+import { resolveCapabilityFilter } from '../../../capability/filter.ts';
 import { ProblemError } from '../../problem.ts';
 import {
   envelopeSchema,
@@ -157,7 +157,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
         body.namespaces,
         deps.listNamespaces,
       );
-      // A token is checked against the keys of the namespaces the caller can read (capability-filter.ts).
+      // A token is checked against the keys of the namespaces the caller can read (src/capability/filter.ts).
       const capability =
         body.capability_token !== undefined
           ? await resolveCapabilityFilter(body.capability_token, allowed, deps.vault.capabilityGrants)

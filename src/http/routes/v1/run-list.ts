@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { isTerminal } from '../../../api/run.ts';
-import { summaryOfCounts } from '../../../controller/transparency/projection.ts';
+import { isTerminal } from '../../../crd/run.ts';
+import { summaryOfCounts } from '../../../transparency/summary.ts';
 import { resolveRunPack } from '../../../policy/index.ts';
 import {
   RUN_LIST_DEFAULT_LIMIT,

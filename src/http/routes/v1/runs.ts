@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../../../blob/store.ts';
 import { C2PA_MEDIA_TYPE } from '../../../c2pa/index.ts';
 import { currentMetadata } from '../../../recorder/index.ts';
-import { guardStoredArtifact } from '../../export-guard.ts';
+import { guardStoredArtifact } from '../../../export/guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
@@ -11,7 +11,7 @@ import { requireVisible } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
-import type { PolicyPackSource } from '../../policy-packs.ts';
+import type { PolicyPackSource } from '../../sources/policy-packs.ts';
 
 export interface RunRouteDeps {
   readonly vault: Vault;

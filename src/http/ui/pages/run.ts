@@ -1,4 +1,4 @@
-import type { Capability, RunSpec, StepSpec, StepStatus } from '../../../api/run.ts';
+import type { Capability, RunSpec, StepSpec, StepStatus } from '../../../crd/run.ts';
 import { parseRetention, retainUntil, type RunPolicyPack } from '../../../policy/index.ts';
 import { html, type Html } from '../html.ts';
 import { age, badge, csrfField, page, short, type Viewer } from '../layout.ts';

@@ -1,0 +1,201 @@
+import type { Registry } from 'prom-client';
+import { workqueueMetrics } from '../metrics/runtime.ts';
+import { defaultControllerRateLimiter, type RateLimiter } from './ratelimit.ts';
+
+export interface WorkQueueOptions {
+  /** Label of the queue's metrics (`workqueue_*{name}`). */
+  name?: string;
+  rateLimiter?: RateLimiter;
+  registry?: Registry;
+  /**
+   * The tenant a key belongs to; keys are handed out round-robin across tenants. Default: the
+   * namespace of a `namespace/name` key (`''` for keys without a slash: one FIFO for all).
+   */
+  shard?: (key: string) => string;
+}
+
+/** The namespace of a `namespace/name` key; `''` for cluster-scoped or plain keys. */
+export const namespaceOf = (key: string): string => {
+  const slash = key.indexOf('/');
+  return slash < 0 ? '' : key.slice(0, slash);
+};
+
+/**
+ * A keyed work queue with client-go's semantics, fair across tenants.
+ *
+ * Invariants:
+ * - A key is at most once in the queue (`dirty` = queued or to be re-queued): adding a queued key
+ *   is a no-op, so a burst of events for one object costs one reconcile.
+ * - A key is never handed to two workers at once (`processing`). Adding it while it is processing
+ *   only marks it dirty; `done()` puts it back so it is processed once more, after the current run.
+ * - Fairness: each shard (tenant: a namespace) has its own FIFO, and `get()` serves the shards
+ *   round-robin, one key per turn. A shard served goes to the back of the line, so a key of a shard
+ *   with nothing queued waits for at most one key of each other shard, however many keys one tenant
+ *   queues (or re-queues: a reconcile that stops after a bounded batch re-adds its key behind them).
+ * - Waiters exist only while the queue is empty; a new key goes straight to the oldest waiter.
+ * - After `shutDown()` nothing new is accepted; queued keys are still handed out when draining,
+ *   and `get()` returns undefined once the queue is empty.
+ */
+export class WorkQueue {
+  readonly name: string;
+  readonly #rateLimiter: RateLimiter;
+  readonly #metrics: ReturnType<typeof workqueueMetrics> | undefined;
+  readonly #shardOf: (key: string) => string;
+  /** Non-empty shards in turn order (Map insertion order), each a FIFO of keys. */
+  readonly #shards = new Map<string, string[]>();
+  #length = 0;
+  readonly #enqueuedAt = new Map<string, number>();
+  readonly #dirty = new Set<string>();
+  readonly #processing = new Set<string>();
+  readonly #waiters: Array<(key: string | undefined) => void> = [];
+  readonly #delayed = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
+  #shuttingDown = false;
+  #drained: Array<() => void> = [];
+
+  constructor(options: WorkQueueOptions = {}) {
+    this.name = options.name ?? 'default';
+    this.#rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter();
+    this.#metrics = options.registry ? workqueueMetrics(options.registry) : undefined;
+    this.#shardOf = options.shard ?? namespaceOf;
+  }
+
+  get shuttingDown(): boolean {
+    return this.#shuttingDown;
+  }
+
+  /** Keys waiting for a worker (not those being processed or scheduled for later). */
+  len(): number {
+    return this.#length;
+  }
+
+  add(key: string): void {
+    if (this.#shuttingDown || this.#dirty.has(key)) return;
+    this.#dirty.add(key);
+    this.#metrics?.adds.inc({ name: this.name });
+    if (this.#processing.has(key)) return; // done() re-queues it
+    this.#push(key);
+  }
+
+  /**
+   * Adds `key` after `ms`. Of several pending delays for one key the earliest wins, so a long
+   * backoff never postpones an explicit sooner request (and vice versa no duplicate timers pile up).
+   */
+  addAfter(key: string, ms: number): void {
+    if (this.#shuttingDown) return;
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
+    const at = Date.now() + ms;
+    const pending = this.#delayed.get(key);
+    if (pending !== undefined) {
+      if (pending.at <= at) return;
+      clearTimeout(pending.timer);
+    }
+    const timer = setTimeout(() => {
+      this.#delayed.delete(key);
+      this.add(key);
+    }, ms);
+    this.#delayed.set(key, { at, timer });
+  }
+
+  /** Adds `key` after its rate-limited backoff (one more failure of `key`). */
+  addRateLimited(key: string): void {
+    if (this.#shuttingDown) return;
+    this.#metrics?.retries.inc({ name: this.name });
+    this.addAfter(key, this.#rateLimiter.when(key));
+  }
+
+  /** Resets the backoff of `key`; call it when `key` was reconciled successfully. */
+  forget(key: string): void {
+    this.#rateLimiter.forget(key);
+  }
+
+  numRequeues(key: string): number {
+    return this.#rateLimiter.numRequeues(key);
+  }
+
+  /** The next key to process, or undefined once shut down and empty. Call `done(key)` after. */
+  get(): Promise<string | undefined> {
+    const key = this.#next();
+    if (key !== undefined) return Promise.resolve(this.#take(key));
+    if (this.#shuttingDown) return Promise.resolve(undefined);
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /** Ends processing of `key`; if it was added meanwhile it goes back into the queue. */
+  done(key: string): void {
+    if (!this.#processing.delete(key)) return;
+    if (this.#dirty.has(key)) this.#push(key);
+    this.#checkDrained();
+  }
+
+  /**
+   * Stops accepting keys and cancels delayed adds. With `drain` (default) workers still receive the
+   * keys already queued; without it those are dropped. Resolves when no key is queued or processing.
+   */
+  shutDown(options: { drain?: boolean } = {}): Promise<void> {
+    this.#shuttingDown = true;
+    for (const { timer } of this.#delayed.values()) clearTimeout(timer);
+    this.#delayed.clear();
+    if (options.drain === false) {
+      this.#shards.clear();
+      this.#length = 0;
+      this.#enqueuedAt.clear();
+      this.#dirty.clear(); // also keeps processing keys from coming back
+      this.#setDepth();
+    }
+    // Waiters only exist when the queue is empty: they would wait forever.
+    for (const w of this.#waiters.splice(0)) w(undefined);
+    const drained = new Promise<void>((resolve) => this.#drained.push(resolve));
+    this.#checkDrained();
+    return drained;
+  }
+
+  #push(key: string): void {
+    const waiter = this.#waiters.shift();
+    if (waiter !== undefined) {
+      waiter(this.#take(key, Date.now()));
+      return;
+    }
+    const shard = this.#shardOf(key);
+    const keys = this.#shards.get(shard);
+    if (keys) keys.push(key);
+    else this.#shards.set(shard, [key]);
+    this.#length += 1;
+    this.#enqueuedAt.set(key, Date.now());
+    this.#setDepth();
+  }
+
+  /** The first key of the shard whose turn it is; that shard goes to the back of the line. */
+  #next(): string | undefined {
+    const first = this.#shards.entries().next();
+    if (first.done) return undefined;
+    const [shard, keys] = first.value;
+    const key = keys.shift()!;
+    this.#shards.delete(shard);
+    if (keys.length > 0) this.#shards.set(shard, keys);
+    this.#length -= 1;
+    return key;
+  }
+
+  #take(key: string, since = this.#enqueuedAt.get(key)): string {
+    this.#enqueuedAt.delete(key);
+    this.#dirty.delete(key);
+    this.#processing.add(key);
+    if (this.#metrics && since !== undefined) {
+      this.#metrics.queueDuration.observe({ name: this.name }, (Date.now() - since) / 1000);
+    }
+    this.#setDepth();
+    return key;
+  }
+
+  #setDepth(): void {
+    this.#metrics?.depth.set({ name: this.name }, this.#length);
+  }
+
+  #checkDrained(): void {
+    if (!this.#shuttingDown || this.#length > 0 || this.#processing.size > 0) return;
+    for (const resolve of this.#drained.splice(0)) resolve();
+  }
+}

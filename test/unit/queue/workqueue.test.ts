@@ -1,0 +1,282 @@
+import fc from 'fast-check';
+import { Registry } from 'prom-client';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ExponentialRateLimiter } from '../../../src/queue/ratelimit.ts';
+import { WorkQueue } from '../../../src/queue/workqueue.ts';
+
+/** The promise's value if it settles within a few microtask turns, else 'pending' (works with fake timers). */
+async function peek<T>(p: Promise<T>): Promise<T | 'pending'> {
+  let out: T | 'pending' = 'pending';
+  void p.then((v) => (out = v));
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+  return out;
+}
+
+describe('WorkQueue: dedupe and exclusivity', () => {
+  it('hands out keys FIFO and holds a queued key once', async () => {
+    const q = new WorkQueue();
+    q.add('a');
+    q.add('b');
+    q.add('a');
+    expect(q.len()).toBe(2);
+    expect(await q.get()).toBe('a');
+    expect(await q.get()).toBe('b');
+    expect(q.len()).toBe(0);
+  });
+
+  it('never hands a processing key to a second worker; a re-add during processing runs once after', async () => {
+    const q = new WorkQueue();
+    q.add('a');
+    const k = await q.get();
+    expect(k).toBe('a');
+    q.add('a');
+    q.add('a');
+    expect(q.len()).toBe(0); // dirty, not queued, while processing
+    const second = q.get();
+    expect(await peek(second)).toBe('pending');
+    q.done('a');
+    expect(await second).toBe('a');
+    q.done('a');
+    expect(q.len()).toBe(0);
+    expect(await peek(q.get())).toBe('pending');
+  });
+
+  it('wakes a waiting worker on add', async () => {
+    const q = new WorkQueue();
+    const waiting = q.get();
+    expect(await peek(waiting)).toBe('pending');
+    q.add('x');
+    expect(await waiting).toBe('x');
+  });
+
+  it('ignores done() for keys it did not hand out', () => {
+    const q = new WorkQueue();
+    q.add('a');
+    q.done('a');
+    expect(q.len()).toBe(1);
+  });
+});
+
+describe('WorkQueue: fair across namespaces', () => {
+  const drain = async (q: WorkQueue, n: number): Promise<string[]> => {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const k = (await q.get())!;
+      out.push(k);
+      q.done(k);
+    }
+    return out;
+  };
+
+  it('serves namespaces round-robin, FIFO within each', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 4; i++) q.add(`hog/r${i}`);
+    q.add('b/one');
+    q.add('c/one');
+    q.add('c/two');
+    expect(q.len()).toBe(7);
+    expect(await drain(q, 7)).toEqual(['hog/r0', 'b/one', 'c/one', 'hog/r1', 'c/two', 'hog/r2', 'hog/r3']);
+  });
+
+  it('a key of a quiet namespace waits for at most one key of each busy one, however many they re-queue', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 50; i++) q.add(`hog/r${i}`);
+    const first = (await q.get())!;
+    q.add('small/run');
+    // The hog's reconcile yields and re-queues itself (a bounded batch): it goes behind the small key.
+    q.add(first);
+    q.done(first);
+    expect(await drain(q, 2)).toEqual(['hog/r1', 'small/run']);
+  });
+
+  it('keys without a namespace share one FIFO (the transparency queue of run ids)', async () => {
+    const q = new WorkQueue();
+    for (const k of ['u1', 'u2', 'u3']) q.add(k);
+    expect(await drain(q, 3)).toEqual(['u1', 'u2', 'u3']);
+  });
+
+  it('shards by the given function', async () => {
+    const q = new WorkQueue({ shard: (k) => k[0]! });
+    for (const k of ['a1', 'a2', 'b1']) q.add(k);
+    expect(await drain(q, 3)).toEqual(['a1', 'b1', 'a2']);
+  });
+
+  it('property: whatever is queued, every key comes out once, FIFO per namespace, and no namespace is skipped', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd'), fc.integer({ min: 0, max: 20 })), {
+          maxLength: 60,
+        }),
+        async (adds) => {
+          const q = new WorkQueue();
+          const keys = [...new Set(adds.map(([ns, n]) => `${ns}/k${n}`))];
+          for (const k of keys) q.add(k);
+          const out = await drain(q, keys.length);
+          expect([...out].sort()).toEqual([...keys].sort());
+          const byNs = (list: string[], ns: string) => list.filter((k) => k.startsWith(`${ns}/`));
+          for (const ns of ['a', 'b', 'c', 'd']) expect(byNs(out, ns)).toEqual(byNs(keys, ns));
+          // Between two keys of one namespace, every other namespace with keys left is served once.
+          const left = new Map(['a', 'b', 'c', 'd'].map((ns) => [ns, byNs(keys, ns).length]));
+          const since = new Map<string, Set<string>>();
+          for (const k of out) {
+            const ns = k.split('/')[0]!;
+            const seen = since.get(ns);
+            if (seen) {
+              for (const [other, n] of left) if (other !== ns && n > 0) expect(seen.has(other)).toBe(true);
+            }
+            left.set(ns, left.get(ns)! - 1);
+            since.set(ns, new Set());
+            for (const [other, set] of since) if (other !== ns) set.add(ns);
+          }
+        },
+      ),
+    );
+  });
+});
+
+describe('WorkQueue: delays and backoff (fake timers)', () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  it('addAfter adds when the delay elapses; the earliest of several delays wins', async () => {
+    const q = new WorkQueue();
+    q.addAfter('a', 1000);
+    q.addAfter('a', 5000); // later: ignored
+    q.addAfter('a', 200); // sooner: replaces
+    await vi.advanceTimersByTimeAsync(199);
+    expect(q.len()).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(q.len()).toBe(1);
+    expect(await q.get()).toBe('a');
+    q.done('a');
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(q.len()).toBe(0); // the replaced timers did not fire
+  });
+
+  it('addAfter(<= 0) adds at once', () => {
+    const q = new WorkQueue();
+    q.addAfter('a', 0);
+    expect(q.len()).toBe(1);
+  });
+
+  it('addRateLimited backs off exponentially per key until forget', async () => {
+    const q = new WorkQueue({ rateLimiter: new ExponentialRateLimiter(5, 1_000_000) });
+    const seen: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const t0 = Date.now();
+      q.addRateLimited('a');
+      const next = q.get();
+      while ((await peek(next)) === 'pending') await vi.advanceTimersByTimeAsync(1);
+      seen.push(Date.now() - t0);
+      q.done('a');
+    }
+    expect(seen).toEqual([5, 10, 20, 40]);
+    expect(q.numRequeues('a')).toBe(4);
+    q.forget('a');
+    expect(q.numRequeues('a')).toBe(0);
+    q.addRateLimited('a');
+    await vi.advanceTimersByTimeAsync(5);
+    expect(q.len()).toBe(1);
+  });
+
+  it('caps the backoff at 1000 s', async () => {
+    const q = new WorkQueue({ rateLimiter: new ExponentialRateLimiter(5, 1_000_000) });
+    // While a delayed add is pending the earliest one wins, so these only count failures.
+    for (let i = 0; i < 29; i++) q.addRateLimited('b');
+    await vi.advanceTimersByTimeAsync(5);
+    expect(await q.get()).toBe('b');
+    q.done('b');
+    q.addRateLimited('b'); // 30th failure: 5 ms × 2^29 is far above the cap
+    await vi.advanceTimersByTimeAsync(999_999);
+    expect(q.len()).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(q.len()).toBe(1);
+  });
+
+  it('shutDown cancels delayed adds', async () => {
+    const q = new WorkQueue();
+    q.addAfter('a', 100);
+    await q.shutDown();
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(q.len()).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe('WorkQueue: shutdown', () => {
+  it('drains: queued keys are still handed out, then get() returns undefined', async () => {
+    const q = new WorkQueue();
+    q.add('a');
+    q.add('b');
+    const a = await q.get();
+    let drained = false;
+    const done = q.shutDown().then(() => (drained = true));
+    q.add('c'); // refused after shutdown
+    expect(await q.get()).toBe('b');
+    q.done('b');
+    expect(await q.get()).toBeUndefined();
+    expect(drained).toBe(false); // 'a' still processing
+    q.done(a!);
+    await done;
+    expect(drained).toBe(true);
+  });
+
+  it('re-queues a dirty processing key while draining', async () => {
+    const q = new WorkQueue();
+    q.add('a');
+    await q.get();
+    q.add('a'); // dirty
+    const done = q.shutDown();
+    q.done('a');
+    expect(await q.get()).toBe('a');
+    q.done('a');
+    await done;
+  });
+
+  it('without drain drops queued keys and releases waiters', async () => {
+    const q = new WorkQueue();
+    const waiter = q.get();
+    q.add('a');
+    q.add('b');
+    expect(await waiter).toBe('a');
+    q.add('a'); // dirty: must not come back after a non-draining shutdown
+    const done = q.shutDown({ drain: false });
+    expect(await q.get()).toBeUndefined();
+    q.done('a');
+    await done;
+    expect(q.len()).toBe(0);
+  });
+
+  it('releases idle waiters on shutdown', async () => {
+    const q = new WorkQueue();
+    const w1 = q.get();
+    const w2 = q.get();
+    await q.shutDown();
+    expect(await w1).toBeUndefined();
+    expect(await w2).toBeUndefined();
+  });
+});
+
+describe('WorkQueue: metrics', () => {
+  it('exports depth, adds and retries labelled by queue name', async () => {
+    const registry = new Registry();
+    const q = new WorkQueue({ name: 'runs', registry });
+    const other = new WorkQueue({ name: 'other', registry }); // same registry: metrics are shared, not re-registered
+    q.add('a');
+    q.add('b');
+    q.add('a');
+    other.add('z');
+    let text = await registry.metrics();
+    expect(text).toContain('workqueue_depth{name="runs"} 2');
+    expect(text).toContain('workqueue_adds_total{name="runs"} 2');
+    expect(text).toContain('workqueue_depth{name="other"} 1');
+    await q.get();
+    q.addRateLimited('a');
+    q.done('a');
+    text = await registry.metrics();
+    expect(text).toContain('workqueue_depth{name="runs"} 1');
+    expect(text).toContain('workqueue_retries_total{name="runs"} 1');
+    expect(text).toMatch(/workqueue_queue_duration_seconds_count\{name="runs"\} 1/);
+    await q.shutDown({ drain: false });
+  });
+});
