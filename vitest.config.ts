@@ -32,6 +32,23 @@ export default defineConfig({
           maxWorkers: 2,
         },
       },
+      {
+        test: {
+          // A real node (kubelet, containerd, kube-proxy) with the chart on it, and faults while
+          // bursts of Runs finish (test/e2e/node.test.ts, docs/install.md "A real node"). After the
+          // integration project, alone: its own stack, and the machine's two cores to itself.
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          environment: 'node',
+          sequence: { groupOrder: 2 },
+          // Each fault round drives 200 Runs through the pods and waits for their AIBOMs (a few
+          // minutes); the limits are far above that and never what a test checks.
+          testTimeout: 90 * 60_000,
+          hookTimeout: 60 * 60_000,
+          fileParallelism: false,
+          maxWorkers: 1,
+        },
+      },
     ],
   },
 });

@@ -26,8 +26,12 @@ function parseRoute(arg: string): Route {
   return { listenHost: m[1]!, listenPort: Number(m[2]), targetHost: m[3]!, targetPort: Number(m[4]) };
 }
 
+/**
+ * Half-closes pass through (allowHalfOpen on both sockets): a client that sends its request and
+ * then FIN still gets the whole answer; either side's reset or full close ends both.
+ */
 function relay(client: Socket, r: Route): void {
-  const upstream = connect({ host: r.targetHost, port: r.targetPort });
+  const upstream = connect({ host: r.targetHost, port: r.targetPort, allowHalfOpen: true });
   client.setNoDelay(true);
   upstream.setNoDelay(true);
   const close = (): void => {
@@ -51,7 +55,7 @@ const servers = await Promise.all(
   routes.map(
     (r) =>
       new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-        const srv = createServer((c) => relay(c, r));
+        const srv = createServer({ allowHalfOpen: true }, (c) => relay(c, r));
         srv.once('error', reject);
         srv.listen(r.listenPort, r.listenHost, () => resolve(srv));
       }),

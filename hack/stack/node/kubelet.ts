@@ -1,4 +1,5 @@
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freePort, startProcess, waitReady, type Launch, type Proc } from '../proc.ts';
@@ -31,12 +32,16 @@ export async function cgroupHierarchies(): Promise<string[]> {
 
 /**
  * Creates CGROUP_ROOT in every hierarchy (the kubelet refuses a cgroupRoot that does not exist),
- * with the cpuset of the host's root (a new cpuset cgroup starts empty and admits no task).
+ * with the cpuset of the host's root (a new cpuset cgroup starts empty and admits no task), and a
+ * CPU weight of one busy process per CPU of the machine (what the kubelet gives `kubepods` for
+ * the node's allocatable CPUs). Without it the whole node (all pods together) weighs what one
+ * process of the host's root cgroup weighs, and a busy host starves every pod.
  */
 export async function createCgroupRoot(): Promise<void> {
   for (const h of await cgroupHierarchies()) {
     const dir = join(h, CGROUP_ROOT);
     await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'cpu.shares'), String(1024 * availableParallelism())).catch(() => undefined);
     for (const f of ['cpuset.cpus', 'cpuset.mems']) {
       try {
         const parent = (await readFile(join(h, f), 'utf8')).trim();
