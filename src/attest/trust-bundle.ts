@@ -1,4 +1,6 @@
 import { createPublicKey, type X509Certificate } from 'node:crypto';
+import { decodeKeySet, type LogKey } from '../cose/key.ts';
+import { BaseError } from '../errors.ts';
 import {
   parseCertificates,
   resolveInKeyStore,
@@ -14,9 +16,9 @@ import { verifyRecord, type Trust, type VerificationResult } from './verify.ts';
  * certificates, every signer the service ever used with its first use, and the TSA roots. With it,
  * a record is verified with the certificate its `cert_chain_ref` names (records of rotated keys
  * included), its RFC 3161 time-stamp against the TSA roots, and refused when signed with a key that
- * had been rotated away before (KEY_ROTATED, src/signing/rotation.ts). One implementation for
- * `service-ctl verify --trust-bundle` and the web UI's verification column, so both give the same
- * verdict on the same record.
+ * had been rotated away before (KEY_ROTATED, src/signing/rotation.ts). `service-ctl verify
+ * --trust-bundle` and the web UI's verification column both verify through src/verify/record.ts,
+ * which uses bundleVerifier, so both give the same verdict on the same record.
  *
  * A signer is trusted only within its scope: the service's keys (namespace '') sign for every
  * namespace, a tenant's customer key only for its own ({@link signerScopeProblem}). Without that,
@@ -35,6 +37,12 @@ export interface TrustBundle {
   readonly signers: readonly BundleSigner[];
   /** `tsa_trust_anchors_pem`: the roots of the TSA the service uses (empty when it has none). */
   readonly tsaAnchors: readonly X509Certificate[];
+  /**
+   * `log_keys.cose_key_set`: the keys of the service's own (local) transparency log, current and
+   * past (empty when the bundle names none). A receipt under one is a dry run, not a remote
+   * publication.
+   */
+  readonly logKeys: readonly LogKey[];
 }
 
 interface KeyEntryJson {
@@ -51,7 +59,12 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-export class TrustBundleError extends Error {}
+/** A document that is not a usable trust bundle; the message names what is wrong. */
+export class TrustBundleError extends BaseError<'TRUST_BUNDLE_INVALID'> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('TRUST_BUNDLE_INVALID', message, options);
+  }
+}
 
 /** A trust bundle from the JSON of GET /v1/keys; throws TrustBundleError naming what is wrong. */
 export function trustBundleOf(json: unknown): TrustBundle {
@@ -75,13 +88,15 @@ export function trustBundleOf(json: unknown): TrustBundle {
       } satisfies BundleSigner;
     });
     const tsaPem = typeof json.tsa_trust_anchors_pem === 'string' ? json.tsa_trust_anchors_pem : '';
+    const logSet = isObject(json.log_keys) ? json.log_keys.cose_key_set : undefined;
     return {
       anchors: parseCertificates(json.trust_anchors_pem, 'trust_anchors_pem'),
       signers,
       tsaAnchors: tsaPem.includes('CERTIFICATE') ? parseCertificates(tsaPem, 'tsa_trust_anchors_pem') : [],
+      logKeys: typeof logSet === 'string' && logSet !== '' ? decodeKeySet(Buffer.from(logSet, 'base64')) : [],
     };
   } catch (err) {
-    throw new TrustBundleError((err as Error).message);
+    throw new TrustBundleError((err as Error).message, { cause: err });
   }
 }
 

@@ -187,7 +187,11 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
   const b = await loadBiscuit();
   const [alg, hex] = rootKey.split('/');
   if (alg !== 'ed25519' || hex === undefined || !/^[0-9a-f]{64}$/.test(hex))
-    throw new CapabilityError('TOKEN_UNTRUSTED', `unsupported Biscuit root key ${rootKey}`);
+    // Fixed texts here and below: the root key is data the caller or the record supplied.
+    throw new CapabilityError(
+      'TOKEN_UNTRUSTED',
+      'unsupported Biscuit root key (ed25519/<64 hex digits> expected)',
+    );
   let parsed: BiscuitWasm.Biscuit;
   try {
     parsed = b.Biscuit.fromBase64(token, b.PublicKey.fromString(hex, b.SignatureAlgorithm.Ed25519));
@@ -196,7 +200,7 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
     if (e?.Format?.Signature !== undefined)
       throw new CapabilityError(
         'TOKEN_UNTRUSTED',
-        `Biscuit signature chain does not verify under ${rootKey}`,
+        'Biscuit signature chain does not verify under the root key',
         {
           cause: err,
         },
@@ -269,10 +273,21 @@ export async function authorizeBiscuit(token: string, rootKey: string, authorize
   return builder.buildAuthenticated(parsed).authorizeWithLimits(LIMITS);
 }
 
-/** Whether every attenuation block only narrows (same check as the chain's). */
-export function blocksNarrow(blocks: readonly (ChainLink | null)[]): boolean {
+/**
+ * Whether the attenuation blocks only narrow. The first `minted` blocks are the service's, one per
+ * link, each restating its link (`link($i, …)`): each within the scope of the one before (the
+ * chain's own rule). Any holder may append more (Biscuit attenuation needs no key): a block that
+ * restates a further link must stay within the scope of the link before it (else it claims a
+ * delegation wider than its own grant); a block without a link fact only adds checks, which
+ * Biscuit ANDs with every other check (and its facts are invisible to an authorizer trusting the
+ * authority block, Biscuit's default), so it can only narrow.
+ */
+export function blocksNarrow(blocks: readonly (ChainLink | null)[], minted = blocks.length): boolean {
+  let before: ChainLink | null = null;
   return blocks.every((l, i) => {
-    const before = blocks[i - 1];
-    return l !== null && (before == null || covers(before.scope, l.scope));
+    if (l === null) return i >= minted;
+    const narrows = before === null || covers(before.scope, l.scope);
+    before = l;
+    return narrows;
   });
 }

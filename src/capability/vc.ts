@@ -1,15 +1,16 @@
 import type { KeyObject } from 'node:crypto';
 import { algorithmOf, keyIdOf, verifyWith, type Signer } from '../signing/index.ts';
 import type { ChainLink } from './chain.ts';
+import { isLowS, toLowS } from './low-s.ts';
 import { CapabilityError } from './errors.ts';
 
 /**
  * W3C VC Data Model 2.0 projection of a capability chain, secured with VC-JOSE-COSE as a compact
  * JWS (`application/vc+jwt`). The JWS is assembled here (header.payload.signature, a dozen lines)
- * and signed by the envelope signer itself in IEEE P1363 form (ES256 or EdDSA): no JOSE library on
- * our side, so the JOSE implementations in the tests (joserfc, in the conformance suite) are
- * independent of what they check. `kid` is the signer's key id, `sha256:<hex of SPKI DER>`, the
- * same as the envelopes' `signature.key_id`.
+ * and signed by the envelope signer itself in IEEE P1363 form (ES256, in low-S form only: see
+ * low-s.ts; or EdDSA): no JOSE library on our side, so the JOSE implementations in the tests
+ * (joserfc, in the conformance suite) are independent of what they check. `kid` is the signer's
+ * key id, `sha256:<hex of SPKI DER>`, the same as the envelopes' `signature.key_id`.
  */
 
 export const VC_MEDIA_TYPE = 'application/vc+jwt';
@@ -117,7 +118,9 @@ export function mintCredential(
   const header = { alg: jwsAlg(signer), kid: signer.keyId, typ: 'vc+jwt', cty: 'vc' };
   const claims = credentialOf(input, signer.keyId, capabilityAttestationId);
   const signingInput = `${b64url(header)}.${b64url(claims)}`;
-  const sig = signer.sign(Buffer.from(signingInput, 'ascii'), 'ieee-p1363');
+  const raw = signer.sign(Buffer.from(signingInput, 'ascii'), 'ieee-p1363');
+  // ES256: only the low-S form of the signature (low-s.ts), so a credential has one encoding.
+  const sig = header.alg === 'ES256' ? toLowS(raw) : raw;
   return { token: `${signingInput}.${sig.toString('base64url')}`, id: claims.id as string };
 }
 
@@ -173,6 +176,11 @@ export function verifyCredential(
   const algorithm = algorithmOf(key)!;
   if (header.alg !== jwsAlg({ algorithm }))
     throw new CapabilityError('TOKEN_SIGNATURE_INVALID', 'the JWS alg does not fit the key its kid names');
+  if (header.alg === 'ES256' && !isLowS(signature))
+    throw new CapabilityError(
+      'TOKEN_SIGNATURE_INVALID',
+      'VC signature is not in low-S form (an ES256 signature has exactly one accepted encoding)',
+    );
   if (!verifyWith(algorithm, key, signingInput, signature, 'ieee-p1363'))
     throw new CapabilityError('TOKEN_SIGNATURE_INVALID', 'VC signature does not verify');
   const claims = jsonPart(parts[1]!, 'payload');

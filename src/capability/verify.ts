@@ -131,179 +131,213 @@ function sameView(view: unknown, expected: JsonObject): boolean {
   return got !== undefined && got === canonical(want);
 }
 
-/**
- * Verifies the capability chains of one API record (see the module comment). Records of other
- * kinds, or without chains, give an ok report with no chains. Never throws for bad input.
- */
-export async function verifyCapabilities(record: unknown, trust: Trust): Promise<CapabilityReport> {
-  const problems: CapabilityProblem[] = [];
-  const chains: VerifiedChain[] = [];
-  const report = (): CapabilityReport => ({
-    ok: problems.length === 0,
-    problems,
-    chains,
-    lines: chains.map(describeChain),
-  });
-  if (!isObject(record)) return report();
-  const kind = record.kind;
-  const tokens = (Array.isArray(record.capability_tokens) ? record.capability_tokens : []).filter(
-    (t): t is Token => isObject(t) && typeof t.format === 'string' && typeof t.token === 'string',
-  );
-  // Other kinds carry no chain: skip them before paying for a second signature check.
-  if (typeof kind === 'string' && kind !== 'capability' && kind !== 'step') return report();
-  const statementOf = verifyRecord(record, trust);
-  const isCapability =
-    kind === 'capability' || statementOf.statement?.predicateType === PredicateTypes.capability;
-  if (!isCapability && kind !== 'step') return report();
-  if (!statementOf.ok || statementOf.statement === undefined) {
-    problems.push({
-      code: 'ENVELOPE_UNVERIFIED',
-      message: 'the envelope does not verify, so its capability chain cannot be trusted',
-    });
-    return report();
-  }
-  const keys: KeyObject[] =
-    'publicKeys' in trust
-      ? trust.publicKeys.map((k) => (k.type === 'private' ? createPublicKey(k) : k))
-      : trust.certificateChain.slice(0, 1).map((c) => c.publicKey);
-  const envelopeKeys = keys;
-  const recordKeyId = statementOf.keyId ?? null;
-  const recordId = typeof record.id === 'string' ? record.id : undefined;
-  const createdAt = typeof record.created_at === 'string' ? new Date(record.created_at) : null;
-  const fail = (code: CapabilityProblemCode, message: string) => problems.push({ code, message });
+/** What a record's tokens are checked against: its trusted key, id and time. */
+interface RecordContext {
+  readonly keys: readonly KeyObject[];
+  readonly recordKeyId: string | null;
+  readonly recordId: string | undefined;
+  readonly createdAt: Date | null;
+}
 
-  /** Checks one token against the signed chain; returns its label when it verified. */
-  const checkToken = async (
-    t: Token,
-    expected: {
-      capability: string;
-      step: string;
-      links: readonly ChainLink[];
-      biscuitRootKey: string | null;
-    },
-  ): Promise<
-    | {
-        label: string;
-        biscuitRootKey?: string;
-        authority?: string;
-        links?: ChainLink[];
-        capability?: string;
-      }
-    | undefined
-  > => {
-    try {
-      if (t.format === 'vc+jwt') {
-        const vc = verifyCredential(t.token, envelopeKeys, createdAt);
-        if (vc.keyId !== recordKeyId)
-          throw new CapabilityError(
-            'TOKEN_UNTRUSTED',
-            `VC signed by ${vc.keyId}, the envelope by ${String(recordKeyId)}: not the chain's root`,
-          );
-        const subject = isObject(vc.claims.credentialSubject) ? vc.claims.credentialSubject : {};
-        const links = linksOfSubject(subject);
-        const evidence = (Array.isArray(vc.claims.evidence) ? vc.claims.evidence : [])
-          .filter(isObject)
-          .map((e) => String(e.id));
-        if (recordId !== undefined && !evidence.includes(`urn:uuid:${recordId}`))
-          throw new CapabilityError('TOKEN_MISMATCH', `VC evidence does not name record ${recordId}`);
-        if (expected.links.length > 0 && !sameLinks(links, expected.links))
-          throw new CapabilityError('TOKEN_MISMATCH', 'VC delegations differ from the signed chain');
-        if (expected.capability !== '' && subject.capability !== expected.capability)
-          throw new CapabilityError('TOKEN_MISMATCH', `VC is about ${String(subject.capability)}`);
-        const widened = chainProblems(links).find((p) => p.code === 'SCOPE_WIDENED');
-        if (widened) throw widened;
-        const root = isObject(subject.root) ? subject.root : {};
-        return {
-          label: 'vc+jwt',
-          links,
-          capability: String(subject.capability),
-          ...(typeof root.biscuitRootKey === 'string' ? { biscuitRootKey: root.biscuitRootKey } : {}),
-          ...(typeof root.authority === 'string' ? { authority: root.authority } : {}),
-        };
-      }
-      if (t.format === 'biscuit') {
-        if (expected.biscuitRootKey === null)
-          throw new CapabilityError(
-            'TOKEN_UNTRUSTED',
-            'no signed Biscuit root key to verify the Biscuit with',
-          );
-        const b = await readBiscuit(t.token, expected.biscuitRootKey);
-        if (!blocksNarrow(b.blocks))
-          throw new CapabilityError(
-            'SCOPE_WIDENED',
-            'a Biscuit attenuation block widens the scope before it',
-          );
-        if (!sameLinks(b.claims.links, expected.links) || !sameLinks(b.blocks as ChainLink[], expected.links))
-          throw new CapabilityError(
-            'TOKEN_MISMATCH',
-            'Biscuit delegations or blocks differ from the signed chain',
-          );
-        if (b.claims.capability !== expected.capability || b.claims.step !== expected.step)
-          throw new CapabilityError('TOKEN_MISMATCH', `Biscuit is about ${b.claims.capability}`);
-        if (recordId !== undefined && !b.claims.attestations.includes(recordId))
-          throw new CapabilityError(
-            'TOKEN_MISMATCH',
-            `Biscuit attestation facts do not name record ${recordId}`,
-          );
-        if (createdAt !== null && b.claims.validUntil !== null && b.claims.validUntil < createdAt)
-          throw new CapabilityError('TOKEN_EXPIRED', 'Biscuit expired before its record was made');
-        return { label: 'biscuit' };
-      }
-      fail('TOKEN_MALFORMED', `unknown token format ${t.format}`);
-    } catch (err) {
-      if (err instanceof CapabilityError) fail(err.code, `${t.format}: ${err.message}`);
-      else fail('TOKEN_MALFORMED', `${t.format}: ${String(err)}`);
-    }
-    return undefined;
+/** The signed chain a token must say. `capability` '' and `links` []: not known yet (a step's VC). */
+interface Expected {
+  readonly capability: string;
+  readonly step: string;
+  readonly links: readonly ChainLink[];
+  readonly biscuitRootKey: string | null;
+}
+
+/** What a token that verified says. */
+interface CheckedToken {
+  readonly label: string;
+  readonly biscuitRootKey?: string;
+  readonly authority?: string;
+  readonly links?: ChainLink[];
+  readonly capability?: string;
+}
+
+/** The problems of one record, and the chains that verified. */
+class Findings {
+  readonly problems: CapabilityProblem[] = [];
+  readonly chains: VerifiedChain[] = [];
+  fail(code: CapabilityProblemCode, message: string): void {
+    this.problems.push({ code, message });
+  }
+  report(): CapabilityReport {
+    return {
+      ok: this.problems.length === 0,
+      problems: this.problems,
+      chains: this.chains,
+      lines: this.chains.map(describeChain),
+    };
+  }
+}
+
+/** A VC-JWT: signed by the envelope's key, about this record, saying the expected chain. Throws. */
+function checkVc(t: Token, expected: Expected, ctx: RecordContext): CheckedToken {
+  const vc = verifyCredential(t.token, ctx.keys, ctx.createdAt);
+  if (vc.keyId !== ctx.recordKeyId)
+    throw new CapabilityError(
+      'TOKEN_UNTRUSTED',
+      `VC signed by ${vc.keyId}, the envelope by ${String(ctx.recordKeyId)}: not the chain's root`,
+    );
+  const subject = isObject(vc.claims.credentialSubject) ? vc.claims.credentialSubject : {};
+  const links = linksOfSubject(subject);
+  const evidence = (Array.isArray(vc.claims.evidence) ? vc.claims.evidence : [])
+    .filter(isObject)
+    .map((e) => String(e.id));
+  if (ctx.recordId !== undefined && !evidence.includes(`urn:uuid:${ctx.recordId}`))
+    throw new CapabilityError('TOKEN_MISMATCH', `VC evidence does not name record ${ctx.recordId}`);
+  if (expected.links.length > 0 && !sameLinks(links, expected.links))
+    throw new CapabilityError('TOKEN_MISMATCH', 'VC delegations differ from the signed chain');
+  if (expected.capability !== '' && subject.capability !== expected.capability)
+    throw new CapabilityError('TOKEN_MISMATCH', `VC is about ${String(subject.capability)}`);
+  const widened = chainProblems(links).find((p) => p.code === 'SCOPE_WIDENED');
+  if (widened) throw widened;
+  const root = isObject(subject.root) ? subject.root : {};
+  return {
+    label: 'vc+jwt',
+    links,
+    capability: String(subject.capability),
+    ...(typeof root.biscuitRootKey === 'string' ? { biscuitRootKey: root.biscuitRootKey } : {}),
+    ...(typeof root.authority === 'string' ? { authority: root.authority } : {}),
   };
+}
 
-  if (isCapability) {
-    const p = statementOf.statement.predicate as CapabilityPredicate;
-    for (const e of chainProblems(p.chain)) fail(e.code, e.message);
-    const capability = `capability:${p.runId}:${p.stepId}:${p.index}`;
-    const step = `step:${p.runId}:${p.stepId}`;
-    if (p.root !== undefined && p.root.keyId !== recordKeyId)
-      fail(
-        'TOKEN_UNTRUSTED',
-        `the chain names root ${p.root.keyId} but the envelope is signed by ${String(recordKeyId)}`,
-      );
-    const expectedView = chainView(p);
-    const served = record.capability_chain;
-    if (served !== undefined && served !== null) {
-      if (!Array.isArray(served) || served.length > 1)
-        fail('CHAIN_MISMATCH', 'a capability record serves exactly its own chain view');
-      else if (served.length === 1 && !sameView(served[0], expectedView))
-        fail('CHAIN_MISMATCH', `capability_chain of ${capability} differs from its signed predicate`);
-    }
-    const verified: string[] = [];
-    for (const t of tokens) {
-      const ok = await checkToken(t, {
-        capability,
-        step,
-        links: p.chain,
-        biscuitRootKey: p.root?.biscuitRootKey ?? null,
-      });
-      if (ok) verified.push(ok.label);
-    }
-    chains.push({
-      capability,
-      step,
-      scope: p.chain.at(-1)?.scope ?? '',
-      links: p.chain,
-      rootKeyId: p.root?.keyId ?? null,
-      tokens: verified,
-    });
-    return report();
+/** A Biscuit: under the signed root, only narrowing, saying the expected chain. Throws. */
+async function checkBiscuit(t: Token, expected: Expected, ctx: RecordContext): Promise<CheckedToken> {
+  if (expected.biscuitRootKey === null)
+    throw new CapabilityError('TOKEN_UNTRUSTED', 'no signed Biscuit root key to verify the Biscuit with');
+  const b = await readBiscuit(t.token, expected.biscuitRootKey);
+  // The service's blocks (one per signed link) restate the chain; blocks a holder appended
+  // after them may only narrow it.
+  const minted = expected.links.length;
+  if (!blocksNarrow(b.blocks, minted))
+    throw new CapabilityError('SCOPE_WIDENED', 'a Biscuit attenuation block widens the scope before it');
+  const restated = b.blocks.slice(0, minted) as ChainLink[];
+  if (!sameLinks(b.claims.links, expected.links) || !sameLinks(restated, expected.links))
+    throw new CapabilityError('TOKEN_MISMATCH', 'Biscuit delegations or blocks differ from the signed chain');
+  if (b.claims.capability !== expected.capability || b.claims.step !== expected.step)
+    throw new CapabilityError('TOKEN_MISMATCH', `Biscuit is about ${b.claims.capability}`);
+  if (ctx.recordId !== undefined && !b.claims.attestations.includes(ctx.recordId))
+    throw new CapabilityError(
+      'TOKEN_MISMATCH',
+      `Biscuit attestation facts do not name record ${ctx.recordId}`,
+    );
+  if (ctx.createdAt !== null && b.claims.validUntil !== null && b.claims.validUntil < ctx.createdAt)
+    throw new CapabilityError('TOKEN_EXPIRED', 'Biscuit expired before its record was made');
+  return { label: 'biscuit' };
+}
+
+/** Checks one token against the signed chain; its problem is reported, and it is returned when it verified. */
+async function checkToken(
+  t: Token,
+  expected: Expected,
+  ctx: RecordContext,
+  out: Findings,
+): Promise<CheckedToken | undefined> {
+  try {
+    if (t.format === 'vc+jwt') return checkVc(t, expected, ctx);
+    if (t.format === 'biscuit') return await checkBiscuit(t, expected, ctx);
+    out.fail('TOKEN_MALFORMED', `unknown token format ${t.format}`);
+  } catch (err) {
+    if (err instanceof CapabilityError) out.fail(err.code, `${t.format}: ${err.message}`);
+    else out.fail('TOKEN_MALFORMED', `${t.format}: ${String(err)}`);
   }
+  return undefined;
+}
 
-  // A step record: its chains are what its VCs (signed by the envelope's key) say; each Biscuit is
-  // checked against the chain and Biscuit root of the VC of the same capability.
+/** A capability record: its own signed predicate is the chain; its view and tokens must say it. */
+async function capabilityRecord(
+  record: Record<string, unknown>,
+  p: CapabilityPredicate,
+  tokens: readonly Token[],
+  ctx: RecordContext,
+  out: Findings,
+): Promise<void> {
+  for (const e of chainProblems(p.chain)) out.fail(e.code, e.message);
+  const capability = `capability:${p.runId}:${p.stepId}:${p.index}`;
+  const step = `step:${p.runId}:${p.stepId}`;
+  if (p.root !== undefined && p.root.keyId !== ctx.recordKeyId)
+    out.fail(
+      'TOKEN_UNTRUSTED',
+      `the chain names root ${p.root.keyId} but the envelope is signed by ${String(ctx.recordKeyId)}`,
+    );
+  const served = record.capability_chain;
+  if (served !== undefined && served !== null) {
+    if (!Array.isArray(served) || served.length > 1)
+      out.fail('CHAIN_MISMATCH', 'a capability record serves exactly its own chain view');
+    else if (served.length === 1 && !sameView(served[0], chainView(p)))
+      out.fail('CHAIN_MISMATCH', `capability_chain of ${capability} differs from its signed predicate`);
+  }
+  const expected = { capability, step, links: p.chain, biscuitRootKey: p.root?.biscuitRootKey ?? null };
+  const verified: string[] = [];
+  for (const t of tokens) {
+    const ok = await checkToken(t, expected, ctx, out);
+    if (ok) verified.push(ok.label);
+  }
+  out.chains.push({
+    capability,
+    step,
+    scope: p.chain.at(-1)?.scope ?? '',
+    links: p.chain,
+    rootKeyId: p.root?.keyId ?? null,
+    tokens: verified,
+  });
+}
+
+/** The labels of the Biscuits of the capability `vc` verified, or a problem when none matches. */
+async function biscuitsOf(
+  vc: CheckedToken & { links: ChainLink[]; capability: string },
+  biscuits: readonly Token[],
+  step: string,
+  ctx: RecordContext,
+  out: Findings,
+): Promise<string[]> {
+  const labels: string[] = [];
+  let matched = false;
+  for (const b of biscuits) {
+    try {
+      const parsed = await readBiscuit(b.token, vc.biscuitRootKey ?? '');
+      if (parsed.claims.capability !== vc.capability) continue;
+      const expected = {
+        capability: vc.capability,
+        step,
+        links: vc.links,
+        biscuitRootKey: vc.biscuitRootKey ?? null,
+      };
+      const checked = await checkToken(b, expected, ctx, out);
+      if (checked) labels.push(checked.label);
+      matched = true;
+    } catch {
+      /* another capability's Biscuit, or one that fails: reported below when none matches */
+    }
+  }
+  if (!matched && biscuits.length > 0)
+    out.fail(
+      'TOKEN_UNTRUSTED',
+      `no Biscuit of ${vc.capability} verifies under the Biscuit root key its VC signs`,
+    );
+  return labels;
+}
+
+/**
+ * A step record: its chains are what its VCs (signed by the envelope's key) say; each Biscuit is
+ * checked against the chain and Biscuit root of the VC of the same capability, and each served view
+ * must be the one a verified VC backs.
+ */
+async function stepRecord(
+  record: Record<string, unknown>,
+  tokens: readonly Token[],
+  ctx: RecordContext,
+  out: Findings,
+): Promise<void> {
   const vcs = tokens.filter((t) => t.format === 'vc+jwt');
   const biscuits = tokens.filter((t) => t.format === 'biscuit');
-  const stepSubject = `step:${String(record.run_id)}:${String(record.step_id)}`;
+  const step = `step:${String(record.run_id)}:${String(record.step_id)}`;
   const served = record.capability_chain;
   if (served !== undefined && served !== null && !Array.isArray(served))
-    fail('CHAIN_MISMATCH', 'capability_chain is not a list');
+    out.fail('CHAIN_MISMATCH', 'capability_chain is not a list');
   const views: unknown[] = Array.isArray(served) ? served : [];
   // No VC to check the views with. An empty token list is a record that should have tokens and
   // lost them: TOKENS_MISSING. An absent one is what SERVICE_CAPABILITY_TOKENS=0 serves (the field
@@ -311,23 +345,24 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
   // for them (the capability records carry the signed chains, checked against their predicates).
   // Failing it would make every export of such a deployment unverifiable.
   if (views.length > 0 && vcs.length === 0 && record.capability_tokens !== undefined)
-    fail('TOKENS_MISSING', `${views.length} chain(s) but no VC to verify them with`);
+    out.fail('TOKENS_MISSING', `${views.length} chain(s) but no VC to verify them with`);
   /** Views a verified VC backs (by index); every other view is reported after the loop. */
   const backed = new Set<number>();
-  const envelopeKey = keys.find((k) => keyIdOf(k) === recordKeyId);
+  const envelopeKey = ctx.keys.find((k) => keyIdOf(k) === ctx.recordKeyId);
   const algorithm = envelopeKey !== undefined ? (algorithmOf(envelopeKey) ?? null) : null;
   for (const vc of vcs) {
-    const ok = await checkToken(vc, { capability: '', step: stepSubject, links: [], biscuitRootKey: null });
+    const ok = await checkToken(vc, { capability: '', step, links: [], biscuitRootKey: null }, ctx, out);
     if (ok === undefined || ok.links === undefined || ok.capability === undefined) continue;
-    for (const e of chainProblems(ok.links)) fail(e.code, e.message);
+    const checked = { ...ok, links: ok.links, capability: ok.capability };
+    for (const e of chainProblems(ok.links)) out.fail(e.code, e.message);
     // The view the VC backs: what chainView makes of the chain the VC signs (its root is the
     // envelope's key, which signed the VC, with the Biscuit root the VC vouches for).
     const expected = viewOf({
       capability: ok.capability,
-      step: stepSubject,
+      step,
       root: {
         authority: ok.authority ?? null,
-        key_id: recordKeyId,
+        key_id: ctx.recordKeyId,
         algorithm,
         biscuit_root_key: ok.biscuitRootKey ?? null,
       },
@@ -335,47 +370,63 @@ export async function verifyCapabilities(record: unknown, trust: Trust): Promise
     });
     const at = views.findIndex((v, i) => !backed.has(i) && isObject(v) && v.capability === ok.capability);
     if (at < 0 || !sameView(views[at], expected))
-      fail('TOKEN_MISMATCH', `capability_chain of ${ok.capability} differs from its signed VC`);
+      out.fail('TOKEN_MISMATCH', `capability_chain of ${ok.capability} differs from its signed VC`);
     if (at >= 0) backed.add(at);
-    const labels = [ok.label];
-    let matched = false;
-    for (const b of biscuits) {
-      try {
-        const parsed = await readBiscuit(b.token, ok.biscuitRootKey ?? '');
-        if (parsed.claims.capability !== ok.capability) continue;
-        const checked = await checkToken(b, {
-          capability: ok.capability,
-          step: stepSubject,
-          links: ok.links,
-          biscuitRootKey: ok.biscuitRootKey ?? null,
-        });
-        if (checked) labels.push(checked.label);
-        matched = true;
-      } catch {
-        /* another capability's Biscuit, or one that fails: reported below when none matches */
-      }
-    }
-    if (!matched && biscuits.length > 0)
-      fail(
-        'TOKEN_UNTRUSTED',
-        `no Biscuit of ${ok.capability} verifies under its signed root ${String(ok.biscuitRootKey)}`,
-      );
-    chains.push({
+    const labels = [ok.label, ...(await biscuitsOf(checked, biscuits, step, ctx, out))];
+    out.chains.push({
       capability: ok.capability,
-      step: stepSubject,
+      step,
       scope: ok.links.at(-1)?.scope ?? '',
       links: ok.links,
-      rootKeyId: recordKeyId,
+      rootKeyId: ctx.recordKeyId,
       tokens: labels,
     });
   }
   // A view no verified VC backs: reported unless a VC failed (or there is none: TOKENS_MISSING),
   // whose problem already fails the record and is the likelier cause.
-  const vcFailed = chains.length < vcs.length;
+  const vcFailed = out.chains.length < vcs.length;
   views.forEach((v, i) => {
     if (backed.has(i) || vcs.length === 0 || vcFailed) return;
     const name = isObject(v) && typeof v.capability === 'string' ? v.capability : `#${i + 1}`;
-    fail('CHAIN_MISMATCH', `capability_chain of ${name} has no verified VC of its capability`);
+    out.fail('CHAIN_MISMATCH', `capability_chain of ${name} has no verified VC of its capability`);
   });
-  return report();
+}
+
+/**
+ * Verifies the capability chains of one API record (see the module comment). Records of other
+ * kinds, or without chains, give an ok report with no chains. Never throws for bad input.
+ */
+export async function verifyCapabilities(record: unknown, trust: Trust): Promise<CapabilityReport> {
+  const out = new Findings();
+  if (!isObject(record)) return out.report();
+  const kind = record.kind;
+  const tokens = (Array.isArray(record.capability_tokens) ? record.capability_tokens : []).filter(
+    (t): t is Token => isObject(t) && typeof t.format === 'string' && typeof t.token === 'string',
+  );
+  // Other kinds carry no chain: skip them before paying for a second signature check.
+  if (typeof kind === 'string' && kind !== 'capability' && kind !== 'step') return out.report();
+  const statementOf = verifyRecord(record, trust);
+  const isCapability =
+    kind === 'capability' || statementOf.statement?.predicateType === PredicateTypes.capability;
+  if (!isCapability && kind !== 'step') return out.report();
+  if (!statementOf.ok || statementOf.statement === undefined) {
+    out.fail(
+      'ENVELOPE_UNVERIFIED',
+      'the envelope does not verify, so its capability chain cannot be trusted',
+    );
+    return out.report();
+  }
+  const ctx: RecordContext = {
+    keys:
+      'publicKeys' in trust
+        ? trust.publicKeys.map((k) => (k.type === 'private' ? createPublicKey(k) : k))
+        : trust.certificateChain.slice(0, 1).map((c) => c.publicKey),
+    recordKeyId: statementOf.keyId ?? null,
+    recordId: typeof record.id === 'string' ? record.id : undefined,
+    createdAt: typeof record.created_at === 'string' ? new Date(record.created_at) : null,
+  };
+  if (isCapability)
+    await capabilityRecord(record, statementOf.statement.predicate as CapabilityPredicate, tokens, ctx, out);
+  else await stepRecord(record, tokens, ctx, out);
+  return out.report();
 }

@@ -21,6 +21,13 @@ export type CheckpointErrorCode =
    * nothing vouches that it is (or will stay) where it was. Not proof of tampering; a verdict of
    * "verified" would be a claim about records nobody checked.
    */
-  | 'NOT_COVERED';
+  | 'NOT_COVERED'
+  /**
+   * `verify --chain --fresh` did not get a checkpoint signed for the request (the service answered
+   * anything but 200): a replayed or cached answer cannot stand in for one.
+   */
+  | 'CHECKPOINT_NOT_FRESH'
+  /** The checkpoint was issued longer ago than the verifier accepts (`--max-age`). */
+  | 'CHECKPOINT_STALE';
 
 export class CheckpointError extends BaseError<CheckpointErrorCode> {}

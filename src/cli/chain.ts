@@ -1,18 +1,16 @@
 import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
-import { CheckpointError } from '../checkpoint/errors.ts';
 import { leafFieldsOfApiRecord, recordLeafHash } from '../checkpoint/leaf.ts';
-import { verifyCheckpoint, type Checkpoint, type CheckpointTrust } from '../checkpoint/statement.ts';
-import { assertConsistent, checkLeaves, type ChainFinding } from '../checkpoint/verify.ts';
-import { keyIdOf } from '../signing/signer.ts';
-import type { ApiClient } from './client.ts';
+import type { CheckpointTrust } from '../checkpoint/statement.ts';
+import { verifyChain, type ChainApi, type CheckpointView } from '../verify/chain.ts';
+import { ApiError, type ApiClient } from './client.ts';
 import { CliError } from './command.ts';
 
 /**
- * `service-ctl verify --chain`: what a verifier holding nothing but the signer's key (and, from an
- * earlier run, a checkpoint) can establish about the whole vault (docs/chain.md):
+ * `service-ctl verify --chain`: the files and the printing around src/verify/chain.ts, which makes
+ * the checks (docs/chain.md):
  *
- * 1. the newest checkpoint is signed by the trusted key;
+ * 1. the newest checkpoint is signed by the trusted key, and how old it is (printed);
  * 2. the records as the vault serves them now (their leaf hashes, GET /v1/chain/leaves) are gapless
  *    and fold to the root it signs;
  * 3. with `--checkpoint FILE` (saved earlier with `--save-checkpoint`): that checkpoint verifies,
@@ -20,7 +18,11 @@ import { CliError } from './command.ts';
  *    still fold to its root: a record removed, reordered or relabelled since then is reported;
  * 4. with `--records FILE` (records you exported earlier, e.g. the query's NDJSON): each is still
  *    the record at its position; one beyond the newest checkpoint is NOT_COVERED (a failure: no
- *    signed root vouches for it yet), never counted among those "where they were".
+ *    signed root vouches for it yet), never counted among those "where they were";
+ * 5. with `--fresh`: the checkpoint is one the service signed for this request (any answer but 200
+ *    is CHECKPOINT_NOT_FRESH, never a fallback to the stored one); with `--max-age`: it was issued
+ *    no longer ago than that (CHECKPOINT_STALE): a replayed old checkpoint with the leaf list it
+ *    covered otherwise still folds.
  *
  * Exit 0 when everything holds, 1 with one `FAIL <code>` line per finding.
  */
@@ -32,12 +34,7 @@ export interface ChainOptions {
   readonly 'save-checkpoint'?: string | undefined;
   readonly records?: string | undefined;
   readonly fresh?: boolean | undefined;
-}
-
-interface CheckpointView {
-  tree_size: number;
-  root_hash: string;
-  statement: string;
+  readonly 'max-age'?: string | undefined;
 }
 
 async function readFileOr(path: string, what: string): Promise<Buffer> {
@@ -71,14 +68,40 @@ async function trustOf(o: ChainOptions): Promise<CheckpointTrust> {
   return { trustAnchors: certs };
 }
 
-/** The newest checkpoint (asked for first with --fresh). */
-async function newestCheckpoint(client: ApiClient, fresh: boolean): Promise<CheckpointView> {
-  if (fresh) {
-    const res = await client.request('POST', '/v1/chain/checkpoint?wait=30');
-    if (res.status === 200) return (await res.json()) as CheckpointView;
-    await res.body?.cancel();
-  }
-  return client.json<CheckpointView>('GET', '/v1/chain/checkpoint');
+/** The chain API over the CLI's HTTP client. */
+function chainApi(client: ApiClient): ChainApi {
+  return {
+    async requestCheckpoint() {
+      try {
+        const res = await client.request('POST', '/v1/chain/checkpoint?wait=30');
+        if (res.status === 200) return { status: 200, checkpoint: (await res.json()) as CheckpointView };
+        await res.body?.cancel();
+        return { status: res.status };
+      } catch (err) {
+        // A problem answer (403 without `create` on attestations/chain, 404, 5xx): a finding,
+        // not a reason to read the newest stored checkpoint instead.
+        if (err instanceof ApiError) return { status: err.status, detail: err.problemCode };
+        throw err;
+      }
+    },
+    newestCheckpoint: () => client.json<CheckpointView>('GET', '/v1/chain/checkpoint'),
+    async consistency(from, to) {
+      const p = await client.json<{ proof: string[] }>('GET', `/v1/chain/consistency?from=${from}&to=${to}`);
+      return p.proof.map((h) => Buffer.from(h, 'hex'));
+    },
+    leaves: (upTo) => servedLeaves(client, upTo),
+  };
+}
+
+const DURATION = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
+
+/** `--max-age`: `90s`, `15m`, `2h`, `7d`, or combined (`1h30m`); a usage error otherwise. */
+export function parseDuration(text: string): number {
+  const m = DURATION.exec(text.trim());
+  if (m === null || text.trim() === '')
+    throw new CliError(`--max-age ${text}: not a duration (for example 90s, 15m, 2h, 7d, 1h30m)`, 2);
+  const [d, h, min, sec] = m.slice(1).map((v) => Number(v ?? 0)) as [number, number, number, number];
+  return (((d * 24 + h) * 60 + min) * 60 + sec) * 1000;
 }
 
 async function* servedLeaves(
@@ -120,75 +143,24 @@ export async function verifyChainCli(
   parseRecords: (text: string, path: string) => unknown[],
 ): Promise<number> {
   const trust = await trustOf(o);
-  const findings: ChainFinding[] = [];
-  const ok: string[] = [];
-  const check = <T>(fn: () => T): T | undefined => {
-    try {
-      return fn();
-    } catch (err) {
-      if (!(err instanceof CheckpointError)) throw err;
-      findings.push({ code: err.code, message: err.message });
-      return undefined;
-    }
-  };
-
-  const view = await newestCheckpoint(client, o.fresh === true);
-  const statement = Buffer.from(view.statement, 'base64');
-  const newest = check(() => verifyCheckpoint(statement, trust));
-  const earlierBytes = o.checkpoint !== undefined ? await readFileOr(o.checkpoint, 'checkpoint') : undefined;
-  const earlier = earlierBytes !== undefined ? check(() => verifyCheckpoint(earlierBytes, trust)) : undefined;
-  if (newest !== undefined) {
-    if (newest.treeSize !== view.tree_size || newest.rootHash.toString('hex') !== view.root_hash) {
-      findings.push({
-        code: 'CHECKPOINT_INVALID',
-        message: 'the served tree size or root differs from the signed one',
-      });
-    } else {
-      const signer = 'publicKeys' in trust ? keyIdOf(trust.publicKeys[0]!) : 'the trust anchor';
-      ok.push(`checkpoint of ${newest.treeSize} records signed (${signer})`);
-    }
-  }
-  if (newest !== undefined && earlier !== undefined) {
-    let proof: Buffer[] = [];
-    if (earlier.treeSize <= newest.treeSize) {
-      const p = await client.json<{ proof: string[] }>(
-        'GET',
-        `/v1/chain/consistency?from=${earlier.treeSize}&to=${newest.treeSize}`,
-      );
-      proof = p.proof.map((h) => Buffer.from(h, 'hex'));
-    }
-    const before = findings.length;
-    check(() => assertConsistent(earlier, newest, proof));
-    if (findings.length === before)
-      ok.push(
-        `checkpoint ${newest.treeSize} extends your checkpoint ${earlier.treeSize} (RFC 9162 consistency)`,
-      );
-  }
-  if (newest !== undefined) {
-    const expected =
-      o.records !== undefined ? await heldRecords(o.records, parseRecords) : new Map<number, Buffer>();
-    const against: Checkpoint[] = [
-      newest,
-      ...(earlier !== undefined && earlier.treeSize <= newest.treeSize ? [earlier] : []),
-    ];
-    const walked = await checkLeaves(servedLeaves(client, newest.treeSize), against, expected);
-    findings.push(...walked.findings);
-    // NOT_COVERED says nothing about the served tree; every other finding does.
-    if (walked.findings.every((f) => f.code === 'NOT_COVERED')) {
-      ok.push(`${walked.count} records, gapless, fold to the signed root${earlier !== undefined ? 's' : ''}`);
-      // Only the held records a signed root covers and that matched: never the whole file blindly.
-      if (walked.held > 0) ok.push(`${walked.held} records you hold are where they were`);
-    }
-  }
-
-  for (const line of ok) process.stdout.write(`OK    ${line}\n`);
-  for (const f of findings) process.stdout.write(`FAIL  ${f.code}: ${f.message}\n`);
-  if (findings.length === 0 && o['save-checkpoint'] !== undefined) {
-    await writeFile(o['save-checkpoint'], statement);
-    process.stdout.write(`saved checkpoint ${newest?.treeSize ?? ''} to ${o['save-checkpoint']}\n`);
+  const maxAgeMs = o['max-age'] !== undefined ? parseDuration(o['max-age']) : undefined;
+  const earlier = o.checkpoint !== undefined ? await readFileOr(o.checkpoint, 'checkpoint') : undefined;
+  const held = o.records !== undefined ? await heldRecords(o.records, parseRecords) : undefined;
+  const r = await verifyChain(chainApi(client), {
+    trust,
+    fresh: o.fresh === true,
+    ...(earlier !== undefined ? { earlier } : {}),
+    ...(held !== undefined ? { held } : {}),
+    ...(maxAgeMs !== undefined ? { maxAgeMs } : {}),
+  });
+  for (const line of r.ok) process.stdout.write(`OK    ${line}\n`);
+  for (const f of r.findings) process.stdout.write(`FAIL  ${f.code}: ${f.message}\n`);
+  if (r.findings.length === 0 && o['save-checkpoint'] !== undefined && r.statement !== undefined) {
+    await writeFile(o['save-checkpoint'], r.statement);
+    process.stdout.write(`saved checkpoint ${r.newest?.treeSize ?? ''} to ${o['save-checkpoint']}\n`);
   }
   process.stdout.write(
-    findings.length === 0 ? 'chain verified\n' : `chain NOT verified (${findings.length} problem(s))\n`,
+    r.findings.length === 0 ? 'chain verified\n' : `chain NOT verified (${r.findings.length} problem(s))\n`,
   );
-  return findings.length === 0 ? 0 : 1;
+  return r.findings.length === 0 ? 0 : 1;
 }

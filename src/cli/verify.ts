@@ -6,17 +6,16 @@ import {
   readStream,
   StreamError,
   TRAILER_KEY,
-  verifyRecord,
   type Trust,
   type VerificationResult,
 } from '../attest/index.ts';
-import { verifyCapabilities } from '../capability/verify.ts';
 import { loadConfig } from '../config/index.ts';
-import { verifyBundle } from '../export/verify.ts';
+import { verifyBundle } from '../verify/index.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
-import { loadLogKeys, receiptProblems } from './receipts.ts';
-import { bundleVerifier, type TrustBundle } from '../attest/trust-bundle.ts';
+import { loadLogKeys } from './receipts.ts';
+import type { TrustBundle } from '../attest/trust-bundle.ts';
+import { recordVerifier, type RecordTrustSource, type RecordVerdict } from '../verify/record.ts';
 import { loadTrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
@@ -218,7 +217,7 @@ async function verifyBundleFile(
     logKeys,
     publicKeys,
     tsaTrustAnchors,
-    ...(bundle !== undefined ? { signerHistory: bundle.signers } : {}),
+    ...(bundle !== undefined ? { signerHistory: bundle.signers, localLogKeys: bundle.logKeys } : {}),
   });
   for (const p of result.problems) {
     process.stdout.write(
@@ -235,12 +234,99 @@ async function verifyBundleFile(
       ? ` (${result.timestamped} with certificates checked at the time of their RFC 3161 time-stamp)`
       : '';
   const summary = `${result.attestations} attestations${stamped}, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
+  // CHAIN lines come only from a bundle that verified (result.chains is empty otherwise).
+  const withheld =
+    result.withheldChains > 0
+      ? `; ${result.withheldChains} capability chain(s) not listed: they vouch for nothing in a bundle that fails`
+      : '';
   process.stdout.write(
     result.ok
       ? `OK    ${path}: bundle verified (${summary})\n`
-      : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})\n`,
+      : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})${withheld}\n`,
   );
   return result.ok;
+}
+
+/** Every record the positionals name: records of files (JSON, array, NDJSON), or fetched by id. */
+async function recordsOf(
+  positionals: readonly string[],
+  values: Parameters<typeof clientFrom>[0],
+): Promise<{ source: string; record: unknown }[]> {
+  let client: ApiClient | undefined;
+  const records: { source: string; record: unknown }[] = [];
+  for (const p of positionals) {
+    if (await isFile(p)) {
+      for (const record of recordsFromText(await readFile(p, 'utf8'), p)) records.push({ source: p, record });
+    } else if (UUID.test(p)) {
+      client ??= clientFrom(values);
+      records.push({ source: p, record: await client.getAttestation(p) });
+    } else {
+      throw new CliError(`${p}: neither a file nor an attestation id`, 2);
+    }
+  }
+  return records;
+}
+
+/** What `verify` prints of one record's verdict (a JSON line with --json). */
+function printVerdict(label: string, verdict: RecordVerdict, json: boolean, withReceipt: boolean): void {
+  const { result } = verdict;
+  if (json) {
+    process.stdout.write(
+      `${JSON.stringify({
+        id: label,
+        ok: verdict.ok,
+        predicate_type: result.predicateType,
+        key_id: result.keyId,
+        checked_at: result.checkedAt?.toISOString(),
+        timestamp: result.timestamp,
+        // Like the CHAIN lines of text output: only for a record that verified.
+        chains: verdict.chains,
+        problems: result.problems,
+      })}\n`,
+    );
+  } else if (verdict.ok) {
+    process.stdout.write(
+      `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${withReceipt ? '  receipt ok' : ''}${timeNote(result)}\n`,
+    );
+    for (const line of verdict.chains) process.stdout.write(`CHAIN ${label}  ${line}\n`);
+  } else {
+    for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
+  }
+}
+
+/**
+ * `service-ctl verify <record|records.ndjson|id>...`: each record with src/verify/record.ts (the
+ * web UI's verdict too), plus its receipt with --log-keys and its capability chains.
+ */
+async function verifyRecordsCli(
+  positionals: readonly string[],
+  values: Parameters<typeof trustFrom>[0] &
+    Parameters<typeof tsaAnchorsFrom>[0] &
+    Parameters<typeof clientFrom>[0] & { 'log-keys'?: string | undefined; json?: boolean | undefined },
+  bundle: TrustBundle | undefined,
+): Promise<number> {
+  const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
+  const tsa = tsaTrustAnchors.length > 0 ? { tsaTrustAnchors } : {};
+  // With the trust bundle, each record gets the chain its cert_chain_ref names (rotations
+  // included); otherwise the one key or chain given.
+  const source: RecordTrustSource =
+    bundle !== undefined ? { bundle, tsaTrustAnchors } : { trust: { ...(await trustFrom(values)), ...tsa } };
+  const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : undefined;
+  const verify = recordVerifier(source, {
+    // With --log-keys, the SCITT receipt is part of the verdict.
+    ...(logKeys !== undefined ? { logKeys } : {}),
+    ...(bundle !== undefined ? { localLogKeys: bundle.logKeys } : {}),
+  });
+  const records = await recordsOf(positionals, values);
+  let failed = 0;
+  for (const { source: from, record } of records) {
+    const verdict = await verify(record);
+    const id = (record as { id?: unknown }).id;
+    if (!verdict.ok) failed++;
+    printVerdict(typeof id === 'string' ? id : from, verdict, values.json === true, logKeys !== undefined);
+  }
+  if (values.json !== true) process.stdout.write(`${records.length - failed} verified, ${failed} failed\n`);
+  return failed === 0 ? 0 : 1;
 }
 
 async function isFile(path: string): Promise<boolean> {
@@ -314,7 +400,14 @@ const verifyOptions = {
   fresh: {
     type: 'boolean',
     default: false,
-    description: '--chain: ask the service for a new checkpoint first',
+    description:
+      '--chain: ask the service for a new checkpoint of every record; fails unless it answers with one (no fallback to the stored one)',
+  },
+  'max-age': {
+    type: 'string',
+    value: 'DURATION',
+    description:
+      '--chain: refuse a checkpoint issued longer ago than DURATION (90s, 15m, 2h, 7d, 1h30m); its age is printed either way',
   },
   ...apiOptions,
 } as const satisfies OptionSpecs;
@@ -324,7 +417,7 @@ export const verifyCommand = {
   summary:
     'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   usage:
-    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain',
+    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain [--fresh] [--max-age DURATION]',
   options: verifyOptions,
   details:
     'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors\n' +
@@ -332,9 +425,12 @@ export const verifyCommand = {
     'examples:\n' +
     '  service-ctl verify bundle.tar --trust-bundle trust\n' +
     '  service-ctl verify records.ndjson --key signer.pub --log-keys trust/log-keys.cbor\n' +
-    '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem',
+    '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem\n' +
+    '  service-ctl verify --chain --key signer.pem --checkpoint cp.cose --fresh --max-age 15m',
   async run(args) {
     const { values, positionals } = parseCommand(this, args, { positionals: true });
+    if (!values.chain && (values.fresh || values['max-age'] !== undefined))
+      throw new CliError('--fresh and --max-age apply to --chain (the checkpoint of the whole vault)', 2);
     if (values.chain) {
       if (positionals.length > 0) throw new CliError('--chain takes no records to verify (see --records)', 2);
       return verifyChainCli(values, clientFrom(values), recordsFromText);
@@ -378,70 +474,6 @@ export const verifyCommand = {
       for (const [p, kind] of bundles) ok = (await verifyBundleFile(p, kind, values, bundle)) && ok;
       return ok ? 0 : 1;
     }
-    const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
-    const tsa = tsaTrustAnchors.length > 0 ? { tsaTrustAnchors } : {};
-    // With the trust bundle, each record gets the chain its cert_chain_ref names (rotations
-    // included); otherwise the one key or chain given.
-    const given: Trust | undefined =
-      bundle === undefined ? { ...(await trustFrom(values)), ...tsa } : undefined;
-    const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : undefined;
-    let client: ApiClient | undefined;
-    const records: { source: string; record: unknown }[] = [];
-    for (const p of positionals) {
-      if (await isFile(p)) {
-        for (const record of recordsFromText(await readFile(p, 'utf8'), p))
-          records.push({ source: p, record });
-      } else if (UUID.test(p)) {
-        client ??= clientFrom(values);
-        records.push({ source: p, record: await client.getAttestation(p) });
-      } else {
-        throw new CliError(`${p}: neither a file nor an attestation id`, 2);
-      }
-    }
-    let failed = 0;
-    const verifyOne = bundle !== undefined ? bundleVerifier(bundle, tsaTrustAnchors) : undefined;
-    for (const { source, record } of records) {
-      const { result, trust } =
-        verifyOne !== undefined ? verifyOne(record) : { result: verifyRecord(record, given!), trust: given };
-      // With --log-keys, the SCITT receipt is part of the verdict.
-      if (logKeys) {
-        for (const p of receiptProblems(record as Record<string, unknown>, logKeys)) {
-          const [code, ...rest] = p.split(': ');
-          result.problems.push({ code: code as never, message: rest.join(': ') });
-          result.ok = false;
-        }
-      }
-      // Capability chains (capability and step records): signatures, attenuation, approvals, tokens.
-      const caps =
-        trust !== undefined ? await verifyCapabilities(record, trust) : { ok: true, problems: [], lines: [] };
-      for (const p of caps.problems) result.problems.push({ code: p.code as never, message: p.message });
-      if (!caps.ok) result.ok = false;
-      const id = (record as { id?: unknown }).id;
-      const label = typeof id === 'string' ? id : source;
-      if (!result.ok) failed++;
-      if (values.json) {
-        process.stdout.write(
-          `${JSON.stringify({
-            id: label,
-            ok: result.ok,
-            predicate_type: result.predicateType,
-            key_id: result.keyId,
-            checked_at: result.checkedAt?.toISOString(),
-            timestamp: result.timestamp,
-            chains: caps.lines,
-            problems: result.problems,
-          })}\n`,
-        );
-      } else if (result.ok) {
-        process.stdout.write(
-          `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${logKeys ? '  receipt ok' : ''}${timeNote(result)}\n`,
-        );
-        for (const line of caps.lines) process.stdout.write(`CHAIN ${label}  ${line}\n`);
-      } else {
-        for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
-      }
-    }
-    if (!values.json) process.stdout.write(`${records.length - failed} verified, ${failed} failed\n`);
-    return failed === 0 ? 0 : 1;
+    return verifyRecordsCli(positionals, values, bundle);
   },
 } satisfies Command & { options: typeof verifyOptions };

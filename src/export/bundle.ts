@@ -13,6 +13,7 @@ import {
   type IndexEntry,
   type SegmentIndex,
 } from './layout.ts';
+import { ExportError } from './errors.ts';
 import { dsseJson, intotoLine, viewJson } from './json.ts';
 import { sigstoreBundleJson } from './sigstore.ts';
 import { Spool, type SpoolOptions } from './spool.ts';
@@ -118,7 +119,11 @@ export interface BundleInput {
   readonly chunkSize?: number;
 }
 
-export class BundleError extends Error {}
+export class BundleError extends ExportError {
+  constructor(message: string) {
+    super('BUNDLE_INVALID', message);
+  }
+}
 
 /** Content bytes plus the zeros that pad them to a whole block. */
 function padded(size: number): number {

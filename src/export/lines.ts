@@ -1,3 +1,5 @@
+import { ExportError } from './errors.ts';
+
 /**
  * Splits a byte stream into `\n`-terminated lines in time linear in its length: each chunk is
  * searched once, from where the previous line ended, and an unfinished line is kept as the list of
@@ -6,11 +8,11 @@
  * `maxLine` plus one chunk whatever the input. Splitting bytes, not text, is safe for UTF-8: the
  * byte 0x0A never occurs inside a multi-byte sequence.
  */
-export class LineTooLongError extends Error {
+export class LineTooLongError extends ExportError {
   /** 1-based number of the line. */
   readonly line: number;
   constructor(line: number, maxLine: number) {
-    super(`line ${line} is longer than ${maxLine} bytes`);
+    super('LINE_TOO_LONG', `line ${line} is longer than ${maxLine} bytes`);
     this.line = line;
   }
 }

@@ -10,13 +10,19 @@
  * verifier can rebuild each header and notice a change in any of its bytes.
  */
 
+import { ExportError } from './errors.ts';
+
 export const BLOCK = 512;
 /** End of archive: two zero blocks (shared: never write to it). */
 export const END_OF_ARCHIVE = Buffer.alloc(2 * BLOCK);
 
 const MAX_OCTAL_SIZE = 0o77777777777; // 11 octal digits: 8 GiB − 1
 
-export class TarPathError extends Error {}
+export class TarPathError extends ExportError {
+  constructor(message: string) {
+    super('TAR_PATH_INVALID', message);
+  }
+}
 
 /**
  * Largest entry content `readTar` collects in memory (64 MiB). Every entry of an export but the
@@ -30,19 +36,19 @@ export class TarPathError extends Error {}
 export const MAX_BUFFERED_ENTRY = 64 * 1024 * 1024;
 
 /** An entry the reader refuses to read because of its size; `path` names it. */
-export class TarEntryTooLargeError extends Error {
+export class TarEntryTooLargeError extends ExportError {
   readonly path: string;
   constructor(path: string, message: string) {
-    super(message);
+    super('TAR_ENTRY_TOO_LARGE', message);
     this.path = path;
   }
 }
 
 /** A header that does not parse; `path` is the name it holds (as far as readable). */
-export class TarHeaderError extends Error {
+export class TarHeaderError extends ExportError {
   readonly path: string;
   constructor(path: string, message: string) {
-    super(message);
+    super('TAR_HEADER_INVALID', message);
     this.path = path;
   }
 }

@@ -48,14 +48,14 @@ export function validateChain(
       return {
         ok: false,
         failure: 'UNTRUSTED',
-        message: `chain ending at "${name(cert.subject)}" (issuer "${name(cert.issuer)}") does not lead to a trust anchor`,
+        message: 'the certificate chain does not lead to a trust anchor',
       };
     }
     if (!next.ca || !cert.checkIssued(next) || !cert.verify(next.publicKey)) {
       return {
         ok: false,
         failure: 'BROKEN',
-        message: `"${name(cert.subject)}" is not issued and signed by the next certificate "${name(next.subject)}"`,
+        message: `certificate ${i + 1} of the chain is not issued and signed by certificate ${i + 2}, a CA`,
       };
     }
   }
@@ -64,19 +64,20 @@ export function validateChain(
     return { ok: false, failure: 'UNTRUSTED', message: 'no trust anchor' };
   }
   const when = at.getTime();
-  for (const cert of path) {
+  for (const [i, cert] of path.entries()) {
+    // The validity dates come from certificates the anchor vouches for (the path is linked by now).
     if (when < cert.validFromDate.getTime()) {
       return {
         ok: false,
         failure: 'NOT_YET_VALID',
-        message: `certificate "${name(cert.subject)}" is not valid before ${cert.validFromDate.toISOString()}`,
+        message: `${position(i, path.length)} is not valid before ${cert.validFromDate.toISOString()}`,
       };
     }
     if (when > cert.validToDate.getTime()) {
       return {
         ok: false,
         failure: 'EXPIRED',
-        message: `certificate "${name(cert.subject)}" expired at ${cert.validToDate.toISOString()}`,
+        message: `${position(i, path.length)} expired at ${cert.validToDate.toISOString()}`,
       };
     }
   }
@@ -88,7 +89,12 @@ export function isSelfSigned(cert: X509Certificate): boolean {
   return cert.checkIssued(cert) && cert.verify(cert.publicKey);
 }
 
-/** Node prints distinguished names one attribute per line; messages want one line. */
-function name(dn: string): string {
-  return dn.replaceAll('\n', ', ');
+/**
+ * Which certificate of a path a message is about, by position: messages never quote a name from a
+ * certificate, which whoever made the chain chose (a subject can read like anything, and messages
+ * reach API answers and logs).
+ */
+function position(i: number, length: number): string {
+  if (i === 0) return 'the signer certificate';
+  return i === length - 1 ? 'the trust anchor' : `certificate ${i + 1} of the chain`;
 }

@@ -7,7 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../hack/dev-pki.ts';
 import { repoRoot } from '../../hack/stack/stack.ts';
 import { signerFromPem, type KeySigner } from '../../src/signing/index.ts';
-import { capabilityEnvelopes, RUN_ID, tokenOf } from '../helpers/capabilities.ts';
+import { verifyCapabilities } from '../../src/capability/verify.ts';
+import {
+  appendBiscuitBlock,
+  capabilityEnvelopes,
+  RUN_ID,
+  tokenOf,
+  withToken,
+} from '../helpers/capabilities.ts';
 
 /**
  * The capability-token projections checked by implementations that share none of our code:
@@ -154,6 +161,43 @@ describe.each(['ECDSA_P256_SHA256', 'ED25519'] as const)(
         .filter((l) => !l.startsWith('deny'))
         .join('\n');
       expect(await java(rootOf(widened.capability), token, allowOnly)).toMatch(/^FAIL .*FailedLogic/);
+    });
+
+    it('Java Biscuit and our verifier agree on blocks a holder appended: a narrowing block narrows, a widening claim gives nothing', async () => {
+      // Issue 22 item 19: our verifier reported a legitimately narrowing appended block as
+      // SCOPE_WIDENED. Java verifies the appended token under the root alone and shows what the
+      // block does: only the narrower operation is allowed.
+      const { capability } = await capabilityEnvelopes(signer);
+      const root = rootOf(capability);
+      const narrowed = await appendBiscuitBlock(
+        tokenOf(capability, 'biscuit'),
+        root,
+        'check if operation($op), $op === "kb:read:faq";',
+      );
+      expect(await java(root, narrowed, samplePolicy(step, 'user:alice', 'kb:read', 'kb:read:faq'))).toBe(
+        'OK 1',
+      );
+      expect(
+        await java(root, narrowed, samplePolicy(step, 'user:alice', 'kb:read', 'kb:read:other')),
+      ).toMatch(/^FAIL .*FailedLogic/);
+      const ours = await verifyCapabilities(withToken(capability, 'biscuit', narrowed), {
+        publicKeys: [signer.publicKey],
+      });
+      expect(ours.problems).toEqual([]);
+      // A block claiming a delegation of all of kb: Biscuit still refuses kb:write (the service's
+      // blocks keep kb:read), and our verifier refuses the claim itself.
+      const claimed = await appendBiscuitBlock(
+        tokenOf(capability, 'biscuit'),
+        root,
+        'link(2, "team:helpdesk", "kb"); check if operation($op), $op === "kb" or operation($op), $op.starts_with("kb:");',
+      );
+      expect(await java(root, claimed, samplePolicy(step, 'user:alice', 'kb:read', 'kb:write'))).toMatch(
+        /^FAIL .*FailedLogic/,
+      );
+      const refused = await verifyCapabilities(withToken(capability, 'biscuit', claimed), {
+        publicKeys: [signer.publicKey],
+      });
+      expect(refused.problems.map((p) => p.code)).toEqual(['SCOPE_WIDENED']);
     });
 
     it('joserfc accepts the VC-JWT (signature, kid, exp/nbf/iat) and its VC 2.0 shape', async () => {

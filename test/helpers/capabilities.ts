@@ -1,4 +1,5 @@
 import { capabilityStatement, stepStatement, type CapabilityLink } from '../../src/attest/index.ts';
+import { loadBiscuit } from '../../src/capability/biscuit.ts';
 import { mintGrants, rootOf } from '../../src/capability/mint.ts';
 import { toApiEnvelope, type ApiEnvelope } from '../../src/http/views/envelope.ts';
 import { sealRecord } from '../../src/recorder/index.ts';
@@ -106,4 +107,22 @@ export function withToken(envelope: ApiEnvelope, format: 'vc+jwt' | 'biscuit', t
     capability_tokens: envelope.capability_tokens!.map((t) => (t.format === format ? { ...t, token } : t)),
   };
   return copy;
+}
+
+/**
+ * What any holder of a Biscuit can do without a key: append an attenuation block (Datalog
+ * `source`, e.g. a check that narrows the operations). Verified under `rootKey` first.
+ */
+export async function appendBiscuitBlock(token: string, rootKey: string, source: string): Promise<string> {
+  const b = await loadBiscuit();
+  const hex = rootKey.replace(/^ed25519\//, '');
+  const parsed = b.Biscuit.fromBase64(token, b.PublicKey.fromString(hex, b.SignatureAlgorithm.Ed25519));
+  const block = new b.BlockBuilder();
+  block.addCode(source);
+  return parsed.appendBlock(block).toBase64();
+}
+
+/** The Biscuit root key a capability or step record's chain view names. */
+export function biscuitRootOf(envelope: ApiEnvelope): string {
+  return (envelope.capability_chain![0] as { root: { biscuit_root_key: string } }).root.biscuit_root_key;
 }

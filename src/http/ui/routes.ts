@@ -22,7 +22,7 @@ import {
   SIGNIN_TTL_MS,
   type SessionCodec,
 } from './session.ts';
-import { recordVerifier } from './verify.ts';
+import { uiRecordVerifier } from './verify.ts';
 
 /**
  * The web UI: server-rendered pages under /ui/ (docs/adr/0016-web-ui.md). Every page is built from
@@ -328,11 +328,13 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
         }),
         api<unknown>(req, 'GET', '/v1/keys'),
       ]);
-      const verify = recordVerifier(keys);
-      const attestations = page.items.map((r) => ({
-        ...r,
-        verification: verify(r as unknown as Record<string, unknown>),
-      }));
+      const verify = uiRecordVerifier(keys);
+      const attestations = await Promise.all(
+        page.items.map(async (r) => ({
+          ...r,
+          verification: await verify(r as unknown as Record<string, unknown>),
+        })),
+      );
       // Own keys only: `in` also finds inherited ones (`constructor`, `__proto__`, `toString`).
       const drawer =
         req.query.drawer !== undefined && Object.hasOwn(run.artifacts, req.query.drawer)

@@ -111,6 +111,55 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** A signed-in browser session on `server`'s UI (the admin's token), as a request function. */
+async function uiSession(
+  server: FastifyInstance,
+): Promise<(url: string) => Promise<{ statusCode: number; body: string }>> {
+  const cookies = new Map<string, string>();
+  const send = async (url: string, form?: Record<string, string>) => {
+    const res = await server.inject({
+      method: form !== undefined ? 'POST' : 'GET',
+      url,
+      headers: {
+        cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join('; '),
+        ...(form !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+      },
+      ...(form !== undefined ? { payload: new URLSearchParams(form).toString() } : {}),
+    });
+    for (const c of [res.headers['set-cookie'] ?? []].flat()) {
+      const pair = c.split(';')[0]!;
+      cookies.set(pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1));
+    }
+    return res;
+  };
+  const form = await send('/ui/sign-in');
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(form.body)?.[1];
+  expect(csrf).toBeDefined();
+  const signedIn = await send('/ui/sign-in', {
+    _csrf: csrf!,
+    token: stack().kube.tokens.admin,
+    next: '/ui/runs',
+  });
+  expect(signedIn.statusCode).toBe(303);
+  return (url) => send(url);
+}
+
+/** The state the run page shows for record `id` (its row of the attestations table). */
+function pageState(body: string, id: string): 'verified' | 'failed' | 'unknown' {
+  const row = body.split('<tr>').find((r) => r.includes(`value="${id}"`));
+  if (row === undefined) throw new Error(`no row for ${id}`);
+  if (row.includes('signature valid')) return 'verified';
+  if (row.includes('verification failed')) return 'failed';
+  return 'unknown';
+}
+
+/** The `service-ctl verify …` command the run page tells a reader to check a record with. */
+function commandOnPage(body: string): string[] {
+  const m = /<code\s*>\s*service-ctl (verify ID[\s\S]*?)<\/code/.exec(body);
+  if (m === null) throw new Error('the page names no verify command');
+  return m[1]!.trim().split(/\s+/);
+}
+
 describe('an AIBOM after its signer certificate expired', () => {
   it('its metadata records RFC 3161 time-stamps beside the signature and on the manifest', () => {
     const leaf = new X509Certificate(pki['tls.crt']);
@@ -259,34 +308,7 @@ describe('an AIBOM after its signer certificate expired', () => {
   it("the web UI's run page says 'signature valid' for every record, judged at its time-stamp like service-ctl verify --trust-bundle", async () => {
     // The UI once checked chains at the moment of the page (no TSA roots, no rotation check): after
     // the leaf expired it showed "verification failed" for records the CLI accepts.
-    const cookies = new Map<string, string>();
-    const send = async (
-      url: string,
-      init: { method?: 'GET' | 'POST'; form?: Record<string, string> } = {},
-    ) => {
-      const res = await app!.inject({
-        method: init.method ?? 'GET',
-        url,
-        headers: {
-          cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join('; '),
-          ...(init.form !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
-        },
-        ...(init.form !== undefined ? { payload: new URLSearchParams(init.form).toString() } : {}),
-      });
-      for (const c of [res.headers['set-cookie'] ?? []].flat()) {
-        const pair = c.split(';')[0]!;
-        cookies.set(pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1));
-      }
-      return res;
-    };
-    const form = await send('/ui/sign-in');
-    const csrf = /name="_csrf" value="([^"]+)"/.exec(form.body)?.[1];
-    expect(csrf).toBeDefined();
-    const signedIn = await send('/ui/sign-in', {
-      method: 'POST',
-      form: { _csrf: csrf!, token: stack().kube.tokens.admin, next: '/ui/runs' },
-    });
-    expect(signedIn.statusCode).toBe(303);
+    const send = await uiSession(app!);
     const page = await send(`/ui/runs/${runId}`);
     expect(page.statusCode, page.body).toBe(200);
     for (const id of recordIds) expect(page.body).toContain(id);
@@ -294,6 +316,50 @@ describe('an AIBOM after its signer certificate expired', () => {
     expect(page.body).not.toContain('verification failed');
     expect(page.body).not.toContain('signer unknown');
   });
+
+  it('the run page and the command it names give each record the same verdict, with and without the TSA roots (issue 22 item 11)', async () => {
+    // The page is read from two servers: the one whose GET /v1/keys names the TSA (every record
+    // verified at its time-stamp) and one that knows no TSA (every record expired). An auditor
+    // runs the command the page names, from a clean environment, on the trust the server serves.
+    const blind = await stackApp(vault, [new X509Certificate(pki['ca.crt'])]);
+    try {
+      await blind.listen({ host: '127.0.0.1', port: 0 });
+      const blindUrl = `http://127.0.0.1:${(blind.server.address() as AddressInfo).port}`;
+      for (const [name, server, url, expected] of [
+        ['with the TSA', app!, apiUrl, 'verified'],
+        ['without a TSA', blind, blindUrl, 'failed'],
+      ] as const) {
+        const body = (await (await uiSession(server))(`/ui/runs/${runId}`)).body;
+        const command = commandOnPage(body);
+        const trust = join(dir, `trust-${name.replaceAll(' ', '-')}`);
+        const fetched = await cli(['keys', 'fetch', '--out', trust], { SERVICE_API_URL: url });
+        expect(fetched.code, fetched.out).toBe(0);
+        // Every record in one run of the command (it takes many ids), each with its own line.
+        const ref = (await vault.attestations.getMany(recordIds))
+          .get(recordIds[0]!)!
+          .signature.cert_chain_ref!.slice(7);
+        const args = command.flatMap((a) =>
+          a === 'ID' ? recordIds : [a.replace(/^trust(?=\/|$)/, trust).replace('REF', ref)],
+        );
+        const checked = await cli(args, { SERVICE_API_URL: url, TSA_TRUST_ANCHORS: undefined });
+        for (const id of recordIds) {
+          const state = pageState(body, id);
+          expect(state, `${name}: page, ${id}`).toBe(expected);
+          const lines = checked.out.split('\n').filter((l) => l.includes(`  ${id}  `));
+          const cliState = lines.some((l) => l.startsWith('FAIL'))
+            ? 'failed'
+            : lines.some((l) => l.startsWith('OK'))
+              ? 'verified'
+              : 'absent';
+          expect(cliState, `${name}: ${args.join(' ')}\n${checked.out}`).toBe(state);
+        }
+        if (expected === 'failed') expect(checked.out).toContain('CERTIFICATE_EXPIRED');
+        expect(checked.code).toBe(expected === 'verified' ? 0 : 1);
+      }
+    } finally {
+      await blind.close();
+    }
+  }, 300_000);
 
   it('the export bundle verifies offline at the time-stamps, and cosign verifies every Sigstore bundle with its RFC 3161 time-stamp', async () => {
     const trust = join(dir, 'trust');

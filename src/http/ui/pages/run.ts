@@ -273,10 +273,10 @@ function attestationsTable(run: RunView, records: RunPageInput['attestations']):
         >; check independently with
         <code>service-ctl keys fetch --out trust</code>
         then
-        <code
-          >service-ctl verify ID --cert-chain trust/certs/REF.pem --trust-anchor trust/ca.pem --log-keys
-          trust/log-keys.cbor</code
-        >
+        <code>service-ctl verify ID --trust-bundle trust</code>
+        (the same checks of each record, with the same verdict, then its capability chains; add
+        <code>--log-keys trust/log-keys.cbor</code>
+        for the receipt)
       </caption>
       <thead>
         <tr>
