@@ -10,7 +10,7 @@
 import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { generateDevPki } from '../../dev-pki.ts';
-import { startProcess, stopProcess, waitReady, type Launch, type Proc } from '../proc.ts';
+import { isAlive, startProcess, stopProcess, waitReady, type Launch, type Proc } from '../proc.ts';
 import { ensureTools, NODE_TOOLS, type NodeTool, type Tools } from '../tools.ts';
 import type { KubeNodeOptions } from '../kube.ts';
 import {
@@ -457,7 +457,10 @@ export async function stopNode(node: NodeInfo, procs: readonly Proc[]): Promise<
     if (p) await stopProcess(p.pid);
   }
   const problems: string[] = [];
-  if (node.tools && node.containerdSocket) {
+  // An orphaned node whose containerd died with its `up` has nobody to ask for the containers: its
+  // shims, mounts and cgroups are what is left of them, and cleanupHost removes those directly.
+  const containerd = byName('containerd');
+  if (node.tools && node.containerdSocket && containerd && isAlive(containerd.pid)) {
     const { ids, problems: p } = await removeAllContainers(node.tools, node.containerdSocket);
     node.containers = ids;
     problems.push(...p);
