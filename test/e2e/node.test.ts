@@ -48,7 +48,14 @@ import {
 import { settle, startBurst, until, type Burst, type BurstOutcome } from './helpers/burst.ts';
 import { burstSpec, createRun, drive, hugeSpec, retrying, statusSequence } from './helpers/pipeline.ts';
 import { probeApi } from './helpers/probe.ts';
-import { aibomCount, evidenceOf, followUpsOf, logAgainstQueue, sidecarCounts } from './helpers/vault.ts';
+import {
+  aibomCount,
+  evidenceOf,
+  followUpsOf,
+  logAgainstQueue,
+  sidecarCounts,
+  type RunEvidence,
+} from './helpers/vault.ts';
 
 const run = promisify(execFile);
 const isRoot = userInfo().uid === 0;
@@ -322,9 +329,29 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
   );
 
   it(
-    'delete the leader controller pod: SIGTERM finishes or hands over within the grace period, the new leader takes over at once',
+    'delete the leader controller pod while it records the largest Run: SIGTERM finishes or hands over within the grace period, the new leader takes over at once',
     async () => {
+      let large: { uid: string; atDelete: RunEvidence; deletedAt: number; stoppedAt: number } | undefined;
       await round('delete leader pod', async () => {
+        // In-flight work at the SIGTERM beside the burst's: a Run whose recording takes the leader
+        // many batches (128 steps, 256 capabilities), deleted once its first step claims landed
+        // and before its AIBOM. Its recording either finishes before the exit or is handed over.
+        await retrying(() =>
+          kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'e2e-sigterm' } } }),
+        );
+        const spec = hugeSpec();
+        const uid = await createRun(kc, 'e2e-sigterm', 'largest-at-sigterm', spec, {});
+        await drive(kc, 'e2e-sigterm', 'largest-at-sigterm', statusSequence(spec, false).slice(-1));
+        let atDelete: RunEvidence | undefined;
+        await until(
+          async () => {
+            atDelete = (await evidenceOf(stack.database.superuser, [uid])).get(uid);
+            return (atDelete?.stepClaims ?? 0) > 0;
+          },
+          STANDSTILL_MS,
+          'the leader to start recording the largest Run',
+          250,
+        );
         const leader = await leaseHolder(kc, ns(), LEASE);
         const pod = leader.replace(/-[0-9a-f]{6}$/, '');
         const grace = (await releasePods(kc, ns())).controller.find((p) => p.metadata!.name === pod)!.spec!
@@ -359,10 +386,36 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
         const [sigterm, stoppedAt] = [at('shutting down'), at('stopped')];
         const shutdownS =
           sigterm !== undefined && stoppedAt !== undefined ? (stoppedAt - sigterm) / 1000 : gone;
+        large = { uid, atDelete: atDelete!, deletedAt: deleted, stoppedAt: stoppedAt ?? exit.goneAt };
         return {
           notes: `SIGTERM → stopped (exit 0) in ${shutdownS.toFixed(1)} s, pod gone ${gone.toFixed(1)} s after the delete (grace period ${grace} s); lease released; new leader ${next.replace(/-[0-9a-f]{6}$/, '')} ${takeover.toFixed(1)} s after the delete (lease duration 15 s)`,
         };
       });
+      // The Run in flight at the SIGTERM: exactly one AIBOM and one record set, whoever finished it.
+      await until(
+        async () =>
+          (await evidenceOf(stack.database.superuser, [large!.uid])).get(large!.uid)?.artifacts === 1,
+        STANDSTILL_MS,
+        'the largest Run of the SIGTERM round to have its AIBOM',
+        1000,
+      );
+      const e = (await evidenceOf(stack.database.superuser, [large!.uid])).get(large!.uid)!;
+      expect([e.stepClaims, e.terminalClaims, e.unclaimed, e.claimedTwice, e.aiboms, e.records]).toEqual([
+        128,
+        2,
+        0,
+        0,
+        1,
+        2 * 128 + 256 + 3,
+      ]);
+      const aibomAt = e.aibomAt!.getTime();
+      const how =
+        aibomAt > large!.stoppedAt
+          ? `handed over: the new leader wrote the rest and its AIBOM ${((aibomAt - large!.deletedAt) / 1000).toFixed(1)} s after the delete`
+          : `finished by the old leader before it stopped (AIBOM ${((aibomAt - large!.deletedAt) / 1000).toFixed(1)} s after the delete)`;
+      const row = rows.at(-1)!;
+      row.notes += `; the largest Run (128 steps, 256 capabilities) had ${large!.atDelete.stepClaims} of 128 step claims and no AIBOM at the delete: ${how}; now one AIBOM, ${e.records} records, none unclaimed or claimed twice`;
+      log(`delete leader pod: largest Run in flight at the SIGTERM: ${how}`);
     },
     90 * 60_000,
   );
