@@ -368,13 +368,22 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
         const lastWords = logs
           .text()
           .split('\n')
-          .filter((l) => /shutting down|lease released|stopped|term ended|exceeded/.test(l))
+          .filter((l) =>
+            /shutting down|lease released|release the lease|stopped|term ended|exceeded|did not stop in time/.test(
+              l,
+            ),
+          )
           .map((l) => l.slice(0, 240));
         log(`old leader ${pod} on the way out:\n${lastWords.join('\n')}`);
         // Graceful: exit code 0 (a process still running when the grace period ends is SIGKILLed:
-        // 137), and the Lease released on the way out rather than left to expire.
+        // 137; one whose stop outlasts its own 20 s bound exits 1). The term's workers get what is
+        // left of the renew deadline to finish their reconciles; then the Lease is released (the
+        // standby takes over at once) or, on a machine too slow for that, left to expire (the
+        // standby takes over after the lease duration): both hand over, the output says which.
         expect(exit.exitCode, `${pod}'s exit code after SIGTERM`).toBe(0);
-        expect(logs.text()).toContain('lease released');
+        const released = logs.text().includes('"msg":"lease released"');
+        const leftToExpire = logs.text().includes('leaving the lease to expire');
+        expect(released || leftToExpire, 'the Lease released, or left to expire, on the way out').toBe(true);
         // The process's own account (pino, ms): SIGTERM received → stopped.
         const at = (msg: string): number | undefined => {
           const line = logs
@@ -383,12 +392,24 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
             .find((l) => l.includes(`"msg":"${msg}"`));
           return line ? Date.parse((JSON.parse(line) as { time: string }).time) : undefined;
         };
-        const [sigterm, stoppedAt] = [at('shutting down'), at('stopped')];
-        const shutdownS =
-          sigterm !== undefined && stoppedAt !== undefined ? (stoppedAt - sigterm) / 1000 : gone;
-        large = { uid, atDelete: atDelete!, deletedAt: deleted, stoppedAt: stoppedAt ?? exit.goneAt };
+        const [sigterm, stoppedAt, termEnded] = [
+          at('shutting down'),
+          at('stopped'),
+          at('term ended: informer and workers stopped'),
+        ];
+        const since = (t: number | undefined): string =>
+          sigterm !== undefined && t !== undefined ? `${((t - sigterm) / 1000).toFixed(1)} s` : 'not logged';
+        large = {
+          uid,
+          atDelete: atDelete!,
+          deletedAt: deleted,
+          stoppedAt: Math.max(stoppedAt ?? 0, termEnded ?? 0) || exit.goneAt,
+        };
+        const lease = released
+          ? 'lease released'
+          : 'term work outlasted the renew deadline: lease left to expire';
         return {
-          notes: `SIGTERM → stopped (exit 0) in ${shutdownS.toFixed(1)} s, pod gone ${gone.toFixed(1)} s after the delete (grace period ${grace} s); lease released; new leader ${next.replace(/-[0-9a-f]{6}$/, '')} ${takeover.toFixed(1)} s after the delete (lease duration 15 s)`,
+          notes: `SIGTERM → workers stopped ${since(termEnded)}, process stopped ${since(stoppedAt)} (exit 0), pod gone ${gone.toFixed(1)} s after the delete (grace period ${grace} s); ${lease}; new leader ${next.replace(/-[0-9a-f]{6}$/, '')} ${takeover.toFixed(1)} s after the delete (lease duration 15 s)`,
         };
       });
       // The Run in flight at the SIGTERM: exactly one AIBOM and one record set, whoever finished it.
