@@ -85,6 +85,26 @@ const layers = [
     },
   },
   {
+    // The C2SP formats (signed notes, checkpoints, cosignatures, tiles, proofs, policies): pure, on
+    // top of the RFC 9162 hashing of src/transparency/merkle.ts.
+    files: ['src/tlog/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: IO_MODULES,
+          patterns: [
+            ENTRY_POINTS,
+            {
+              group: NOT_FROM_PURE.group.filter((g) => g !== '**/transparency/**'),
+              message: NOT_FROM_PURE.message,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['src/bin/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { paths: PG }] },
   },

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
-#   kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority   (set "stack")
-#   helm cosign crane                                                               (+ set "test")
-#   kube-scheduler kubelet kube-proxy containerd ctr containerd-shim-runc-v2 pause  (set "node")
+#   kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority    (set "stack")
+#     litewitness witness-add-log
+#   helm cosign crane tlog-tiles-check tlog-cosign-check                             (+ set "test")
+#   kube-scheduler kubelet kube-proxy containerd ctr containerd-shim-runc-v2 pause   (set "node")
 # from the Go module proxy only (pause: compiled with the C compiler from the pinned Kubernetes
 # module's build/pause/linux/pause.c), at the versions pinned in hack/versions.env. docs/tools.md.
 #
@@ -25,11 +26,13 @@ CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
 # What the local stack (and so the demo) runs; what only the test suite adds; what only the node
 # (`npm run stack -- up --node`, the e2e suite) adds. hack/stack/tools.ts names the same sets.
-STACK_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority)
-TEST_TOOLS=("${STACK_TOOLS[@]}" helm cosign crane)
+STACK_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority litewitness
+  witness-add-log)
+TEST_TOOLS=("${STACK_TOOLS[@]}" helm cosign crane tlog-tiles-check tlog-cosign-check)
 NODE_TOOLS=(kube-scheduler kubelet kube-proxy containerd ctr containerd-shim-runc-v2 pause helm)
 ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy etcd helm minio
-  cosign crane timestamp-authority containerd ctr containerd-shim-runc-v2 pause)
+  cosign crane timestamp-authority containerd ctr containerd-shim-runc-v2 pause
+  litewitness witness-add-log tlog-tiles-check tlog-cosign-check)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
 CONTAINERD_TOOLS=(containerd ctr containerd-shim-runc-v2)
 
@@ -43,7 +46,8 @@ group_of() {
   case $1 in
     kube-apiserver | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) echo kubernetes ;;
     containerd | ctr | containerd-shim-runc-v2) echo containerd ;;
-    etcd | helm | minio | cosign | crane | timestamp-authority | pause) echo "$1" ;;
+    etcd | helm | minio | cosign | crane | timestamp-authority | pause | tlog-cosign-check) echo "$1" ;;
+    litewitness | witness-add-log | tlog-tiles-check) echo torchwood ;;
     *) return 1 ;;
   esac
 }
@@ -60,6 +64,8 @@ group_version() {
     timestamp-authority) echo "$TSA_VERSION" ;;
     containerd) echo "$CONTAINERD_VERSION" ;;
     pause) echo "$PAUSE_VERSION-$KUBERNETES_VERSION" ;;
+    torchwood) echo "$TORCHWOOD_VERSION" ;;
+    tlog-cosign-check) echo "$TLOG_FORMATS_VERSION" ;;
   esac
 }
 
@@ -76,6 +82,8 @@ group_module() {
     crane) echo "github.com/google/go-containerregistry" ;;
     timestamp-authority) echo "github.com/sigstore/timestamp-authority/v$(major_of "$TSA_VERSION")" ;;
     containerd) echo "github.com/containerd/containerd/v$(major_of "$CONTAINERD_VERSION")" ;;
+    torchwood) echo "filippo.io/torchwood" ;;
+    tlog-cosign-check) echo "github.com/transparency-dev/formats" ;;
   esac
 }
 group_module_version() {
@@ -97,6 +105,14 @@ tool_package() {
     crane) echo "$(group_module crane)/cmd/crane" ;;
     # hack/go/timestamp-authority/main.go: upstream's server without the fixed :2112 metrics port
     timestamp-authority) echo "aibom-vault.local/tools/timestamp-authority" ;;
+    litewitness) echo "filippo.io/torchwood/cmd/litewitness" ;;
+    # hack/go/torchwood/witness-add-log/main.go: witnessctl's add-log and add-key (witnessctl imports
+    # sigsum.org/sigsum-go, which the module proxy here refuses)
+    witness-add-log) echo "aibom-vault.local/tools/torchwood/witness-add-log" ;;
+    # hack/go/torchwood/tlog-tiles-check/main.go: torchwood's tile client as an independent reader
+    tlog-tiles-check) echo "aibom-vault.local/tools/torchwood/tlog-tiles-check" ;;
+    # hack/go/tlog-cosign-check/main.go: transparency-dev/formats' cosignature/v1 verifier
+    tlog-cosign-check) echo "aibom-vault.local/tools/tlog-cosign-check" ;;
   esac
 }
 
@@ -122,6 +138,7 @@ group_tools() {
   case $1 in
     kubernetes) echo "${KUBE_TOOLS[*]}" ;;
     containerd) echo "${CONTAINERD_TOOLS[*]}" ;;
+    torchwood) echo "litewitness witness-add-log tlog-tiles-check" ;;
     *) echo "$1" ;;
   esac
 }
@@ -262,7 +279,7 @@ gen_module() {
   local group=$1 dir=$2 mod ver info gomod goline t
   mod=$(group_module "$group") ver=$(group_module_version "$group")
   rm -rf "$dir" && mkdir -p "$dir"
-  if [[ -f $HACK_DIR/go/$group/main.go ]]; then cp "$HACK_DIR/go/$group/main.go" "$dir/"; fi
+  copy_local_sources "$group" "$dir"
   echo "+ go mod download -json $mod@$ver"
   info=$(go mod download -json "$mod@$ver" </dev/null)
   gomod=$(go_json_field GoMod <<<"$info")
@@ -278,7 +295,10 @@ gen_module() {
     echo
     if [[ ! -f $HACK_DIR/go/$group/main.go ]]; then
       echo "tool ("
-      for t in $(group_tools "$group"); do echo "	$(tool_package "$t")"; done
+      # Packages of the wrapper module itself (hack/go/<group>/<dir>/main.go) need no tool line.
+      for t in $(group_tools "$group"); do
+        [[ $(tool_package "$t") == aibom-vault.local/* ]] || echo "	$(tool_package "$t")"
+      done
       echo ")"
       echo
     fi
@@ -306,6 +326,15 @@ gen_module() {
     die "resolving dependencies moved $mod away from $ver in $dir/go.mod"
 }
 
+# The wrapper module's own Go sources (main.go, <tool>/main.go), without go.mod/go.sum.
+copy_local_sources() {
+  local group=$1 dir=$2 f
+  [[ -d $HACK_DIR/go/$group ]] || return 0
+  for f in "$HACK_DIR/go/$group"/*; do
+    case ${f##*/} in go.mod | go.sum) ;; *) cp -R "$f" "$dir/" ;; esac
+  done
+}
+
 # Whether the committed wrapper module hack/go/<group> pins the version of versions.env.
 module_is_current() {
   grep -qxF "// pin: $(group_module "$1")@$(group_module_version "$1")" "$HACK_DIR/go/$1/go.mod" 2>/dev/null
@@ -318,7 +347,7 @@ prepare_module() {
   if module_is_current "$group"; then
     rm -rf "$dir" && mkdir -p "$dir"
     cp "$HACK_DIR/go/$group/go.mod" "$HACK_DIR/go/$group/go.sum" "$dir/"
-    if [[ -f $HACK_DIR/go/$group/main.go ]]; then cp "$HACK_DIR/go/$group/main.go" "$dir/"; fi
+    copy_local_sources "$group" "$dir"
   else
     gen_module "$group" "$dir"
   fi
@@ -368,6 +397,7 @@ group_ldflags() {
       # as containerd's Makefile: Version and Package (Revision, the commit, is not known here).
       p=$(group_module containerd)/version
       printf -- ' -X %s' "$p.Version=$CONTAINERD_VERSION" "$p.Package=$(group_module containerd)" ;;
+    torchwood | tlog-cosign-check) ;;
   esac
 }
 
@@ -386,6 +416,11 @@ verify_tool() {
     containerd | ctr) out=$("$bin" --version 2>&1) want="$CONTAINERD_VERSION" ;;
     containerd-shim-runc-v2) out=$("$bin" -v 2>&1) want="$CONTAINERD_VERSION" ;;
     pause) out=$("$bin" -v 2>&1) want="pause.c v$PAUSE_VERSION" ;;
+    # No version flags: the module versions the binary was built from (the pin, not a replacement).
+    litewitness | witness-add-log | tlog-tiles-check)
+      out=$(go version -m "$bin" 2>&1) want="filippo.io/torchwood	$TORCHWOOD_VERSION" ;;
+    tlog-cosign-check)
+      out=$(go version -m "$bin" 2>&1) want="github.com/transparency-dev/formats	$TLOG_FORMATS_VERSION" ;;
   esac </dev/null
   echo "\$ $t version:"
   echo "$out"

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Builds (once) the independent verifiers of the capability-token conformance tests
-# (test/conformance/capability/) and prints their paths:
-#   biscuit-java=<dir>   the Java Biscuit implementation org.biscuitsec:biscuit (Maven Central) and
-#                        test/conformance/capability/BiscuitVerify.java compiled against it
-#   vc-python=<python>   a venv with joserfc (PyPI), for test/conformance/capability/vc_verify.py
+# Builds (once) the independent verifiers of the conformance tests (test/conformance/) and prints
+# their paths:
+#   biscuit-java=<dir>      the Java Biscuit implementation org.biscuitsec:biscuit (Maven Central) and
+#                           test/conformance/capability/BiscuitVerify.java compiled against it
+#   vc-python=<python>      a venv with joserfc (PyPI), for test/conformance/capability/vc_verify.py
+#   cyclonedx-python=<py>   a venv with cyclonedx-python-lib[json-validation] (PyPI), for
+#                           test/conformance/views/cdx_validate.py (the AIBOM's CycloneDX 1.7 view)
+#   spdx-tools-java=<jar>   the SPDX project's tools-java jar-with-dependencies (Maven Central):
+#                           `java -jar <jar> Verify FILE JSONLD` (the AIBOM's SPDX 3.0.1 view)
+#   spdx-verify-all=<dir>   test/conformance/views/SpdxVerifyAll.java compiled against that jar (the
+#                           same Verify call over many files in one JVM)
+# These are test tools: the demo and the image need none of them.
 # Nothing fetched is committed: jars and the venv live in ${AIBOM_VAULT_CACHE:-~/.cache/aibom-vault}.
 # Needs java/javac 17+, mvn and python3 with venv (hack/install.sh runs this when they are present).
+# A cold run takes about a minute (Maven Central and PyPI downloads); a warm one nothing.
 set -euo pipefail
 HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HACK_DIR/.." && pwd)
@@ -49,3 +57,34 @@ if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import joserfc' 2>/
   "$VENV/bin/pip" install -q --disable-pip-version-check "joserfc==$JOSERFC_VERSION" >&2
 fi
 echo "vc-python=$VENV/bin/python"
+
+# ---- CycloneDX, Python --------------------------------------------------------------------------
+CDX_VENV="$CACHE/verifiers/cyclonedx-python-lib-$CYCLONEDX_PYTHON_LIB_VERSION"
+if [[ ! -x "$CDX_VENV/bin/python" ]] || ! "$CDX_VENV/bin/python" -c 'import cyclonedx.validation.json, jsonschema' 2>/dev/null; then
+  log "creating the cyclonedx-python-lib $CYCLONEDX_PYTHON_LIB_VERSION venv"
+  rm -rf "$CDX_VENV"
+  python3 -m venv "$CDX_VENV"
+  "$CDX_VENV/bin/pip" install -q --disable-pip-version-check \
+    "cyclonedx-python-lib[json-validation]==$CYCLONEDX_PYTHON_LIB_VERSION" >&2
+fi
+echo "cyclonedx-python=$CDX_VENV/bin/python"
+
+# ---- SPDX tools-java ----------------------------------------------------------------------------
+SPDX_DIR="$CACHE/verifiers/spdx-tools-java-$SPDX_TOOLS_JAVA_VERSION"
+SPDX_JAR="$SPDX_DIR/tools-java-$SPDX_TOOLS_JAVA_VERSION-jar-with-dependencies.jar"
+if [[ ! -s "$SPDX_JAR" ]]; then
+  log "fetching org.spdx:tools-java:$SPDX_TOOLS_JAVA_VERSION (jar-with-dependencies) from Maven Central"
+  rm -rf "$SPDX_DIR" && mkdir -p "$SPDX_DIR"
+  mvn -q -B dependency:copy \
+    -Dartifact="org.spdx:tools-java:$SPDX_TOOLS_JAVA_VERSION:jar:jar-with-dependencies" \
+    -DoutputDirectory="$SPDX_DIR" >&2
+fi
+SPDX_SRC="$ROOT/test/conformance/views/SpdxVerifyAll.java"
+SPDX_SUM=$(sha256sum "$SPDX_SRC" | cut -c1-16)
+if [[ ! -f "$SPDX_DIR/classes/$SPDX_SUM.stamp" ]]; then
+  rm -rf "$SPDX_DIR/classes" && mkdir -p "$SPDX_DIR/classes"
+  javac -d "$SPDX_DIR/classes" -cp "$SPDX_JAR" "$SPDX_SRC" >&2
+  touch "$SPDX_DIR/classes/$SPDX_SUM.stamp"
+fi
+echo "spdx-tools-java=$SPDX_JAR"
+echo "spdx-verify-all=$SPDX_DIR/classes"

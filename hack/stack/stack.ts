@@ -11,6 +11,7 @@ import { createSignerSecret } from './signer.ts';
 import { startTsa } from './tsa.ts';
 import { ensureTools, STACK_TOOLS, type StackTool, type Tool, type Tools } from './tools.ts';
 import { prepareNode, startNode, stopNode, type NodeInfo } from './node/index.ts';
+import { startStackWitness } from './witness.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -66,6 +67,13 @@ export interface StackInfo<T extends Tool = StackTool> {
   readonly timings: Record<string, number>;
   /** The node (StackOptions.node): its dirs, release, namespace, image, the API's Service URL. */
   readonly node?: NodeInfo;
+  /** The stack's tlog witness (litewitness), which the services push their checkpoints to. */
+  readonly witness?: {
+    readonly url: string;
+    readonly vkey: string;
+    readonly name: string;
+    readonly db: string;
+  };
 }
 
 /** Keys the stack sets itself for its services (and in .stack/env): never taken from the caller. */
@@ -88,6 +96,9 @@ const STACK_KEYS = new Set([
   'SERVICE_TRUST_ANCHOR',
   'TSA_URL',
   'TSA_TRUST_ANCHORS',
+  'TLOG_NOTE_SECRET',
+  'TLOG_ORIGIN',
+  'TLOG_WITNESSES',
 ]);
 
 /**
@@ -165,7 +176,11 @@ export async function startStack<T extends Tool = StackTool>(
       'aibom-vault-system',
       'aibom-vault-scitt-log',
     );
+    // A litewitness the services push their C2SP checkpoints to (hack/stack/witness.ts).
+    const witnessed = await timed('witness', () => startStackWitness(root, tools, kube.kubeconfig, launch));
     const env: Record<string, string> = {
+      ...witnessed.settings,
+      ...witnessed.env,
       SERVICE_TRUST_ANCHOR: trustAnchor,
       KUBECONFIG: kube.kubeconfig,
       DATABASE_URL: postgres.runtimeUrl,
@@ -188,6 +203,12 @@ export async function startStack<T extends Tool = StackTool>(
       kube: { server: kube.server, caFile: kube.caFile, kubeconfigs: kube.kubeconfigs, tokens: kube.tokens },
       timings,
       ...(node ? { node } : {}),
+      witness: {
+        url: witnessed.witness.url,
+        vkey: witnessed.witness.vkey,
+        name: witnessed.witness.name,
+        db: witnessed.witness.db,
+      },
     };
     if (node) {
       const port = (url: string): number => Number(new URL(url).port);

@@ -19,6 +19,10 @@ export const TOOL_NAMES = [
   'ctr',
   'containerd-shim-runc-v2',
   'pause',
+  'litewitness',
+  'witness-add-log',
+  'tlog-tiles-check',
+  'tlog-cosign-check',
 ] as const;
 export type Tool = (typeof TOOL_NAMES)[number];
 
@@ -34,8 +38,17 @@ export const STACK_TOOLS = [
   'etcd',
   'minio',
   'timestamp-authority',
+  'litewitness',
+  'witness-add-log',
 ] as const satisfies readonly Tool[];
-export const TEST_TOOLS = [...STACK_TOOLS, 'helm', 'cosign', 'crane'] as const satisfies readonly Tool[];
+export const TEST_TOOLS = [
+  ...STACK_TOOLS,
+  'helm',
+  'cosign',
+  'crane',
+  'tlog-tiles-check',
+  'tlog-cosign-check',
+] as const satisfies readonly Tool[];
 export const NODE_TOOLS = [
   'kube-scheduler',
   'kubelet',

@@ -17,6 +17,8 @@ export type AibomErrorCode =
   | 'NOT_CANONICALIZABLE'
   /** The run given to the CycloneDX view is not the run the BOM was built from (DAG or id differs). */
   | 'RUN_MISMATCH'
+  /** A view's records are not the AIBOM's attestation ids in order, or a digest is malformed. */
+  | 'VIEW_INPUT_MISMATCH'
   /** The CycloneDX view fails the CycloneDX 1.5 JSON schema or the referential checks. */
   | 'CYCLONEDX_INVALID';
 

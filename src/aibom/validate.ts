@@ -32,13 +32,19 @@ interface JsonStrictValidator {
   validate(data: string): Promise<unknown>;
 }
 
-let validator: Promise<JsonStrictValidator> | undefined;
+const validators = new Map<'1.5' | '1.7', Promise<JsonStrictValidator>>();
 
-function schemaValidator(): Promise<JsonStrictValidator> {
-  // The library compiles the schema once per validator instance; keep one for the process.
-  validator ??= import('@cyclonedx/cyclonedx-library').then(
-    ({ Spec, Validation }) => new Validation.JsonStrictValidator(Spec.Version.v1dot5),
-  );
+/** The library's strict JSON validator of a CycloneDX version (the official schema, bundled). */
+export function schemaValidator(version: '1.5' | '1.7' = '1.5'): Promise<JsonStrictValidator> {
+  // The library compiles the schema once per validator instance; keep one per version for the process.
+  let validator = validators.get(version);
+  if (validator === undefined) {
+    validator = import('@cyclonedx/cyclonedx-library').then(
+      ({ Spec, Validation }) =>
+        new Validation.JsonStrictValidator(version === '1.7' ? Spec.Version.v1dot7 : Spec.Version.v1dot5),
+    );
+    validators.set(version, validator);
+  }
   return validator;
 }
 
@@ -61,7 +67,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> =>
 const pointer = (path: string, key: string | number): string =>
   `${path}/${String(key).replaceAll('~', '~0').replaceAll('/', '~1')}`;
 
-function schemaProblems(error: unknown): CycloneDxProblem[] {
+export function schemaProblems(error: unknown): CycloneDxProblem[] {
   const list = Array.isArray(error) ? (error as unknown[]) : [error];
   return list.map((e) => {
     const r = isRecord(e) ? e : {};
@@ -85,7 +91,7 @@ function walk(
   }
 }
 
-function referentialProblems(doc: unknown): CycloneDxProblem[] {
+export function referentialProblems(doc: unknown): CycloneDxProblem[] {
   const problems: CycloneDxProblem[] = [];
   const refs = new Set<string>();
   walk(doc, '', (node, path) => {

@@ -3,10 +3,15 @@ import { verifyManifest } from '../c2pa/index.ts';
 import { algorithmOf, validateChain, verifyWith } from '../signing/index.ts';
 import { TimestampError, verifyTimestamp } from '../timestamp/index.ts';
 import type { Aibom } from './types.ts';
+import { verifyViews, type ViewPart } from './views/verify.ts';
+import type { ViewFormat } from './views/format.ts';
 import { aibomDigest, summarize } from './serialize.ts';
 
-/** Which stored part of an AIBOM a problem is about (the blob, its C2PA sidecar, its metadata record). */
-export type AibomPart = 'bom' | 'manifest' | 'metadata';
+/**
+ * Which stored part of an AIBOM a problem is about (the blob, its C2PA sidecar, its metadata
+ * record, one of its standard views).
+ */
+export type AibomPart = 'bom' | 'manifest' | 'metadata' | 'view';
 
 export interface AibomProblem {
   readonly part: AibomPart;
@@ -23,6 +28,7 @@ interface AibomMeta {
   c2pa_manifest?: { attestation_ids?: unknown };
   digest?: string;
   attestation_ids?: string[];
+  views?: unknown;
   signature?: {
     algorithm?: string;
     key_id?: string;
@@ -98,7 +104,19 @@ function checkSignatureTimestamp(
  * `service-ctl verify --aibom DIR` and by the export verifier. Pure; never throws for bad input.
  */
 export function verifyAibomArtifact(
-  parts: { bytes: Buffer; manifest: Buffer; metadata: unknown },
+  parts: {
+    bytes: Buffer;
+    manifest: Buffer;
+    metadata: unknown;
+    /**
+     * The standard views at hand (docs/aibom.md): given, every view the metadata lists is checked
+     * (views/verify.ts), its record against the AIBOM's signer; absent, views are not looked at.
+     */
+    views?: readonly ViewPart[];
+    /** Record id → digest of the records at hand, and the views recomputed from them (bundles). */
+    records?: ReadonlyMap<string, string>;
+    recomputed?: ReadonlyMap<ViewFormat, Buffer>;
+  },
   trustAnchors: readonly X509Certificate[],
   tsaTrustAnchors: readonly X509Certificate[] = [],
 ): { lines: string[]; problems: AibomProblem[] } {
@@ -193,6 +211,23 @@ export function verifyAibomArtifact(
     }
   }
   problems.push(...restatementProblems(meta, bom));
+  if (parts.views !== undefined && bom.metadata !== undefined && bom.trust !== undefined) {
+    const signer = c2pa?.ok === true ? c2pa.signerCertificate : undefined;
+    const checked = verifyViews({
+      bom: bom as Aibom,
+      aibomDigest: digest,
+      views: meta.views,
+      parts: parts.views,
+      trust:
+        signer !== undefined
+          ? { certificateChain: c2pa?.chain ?? [signer], trustAnchors, tsaTrustAnchors }
+          : undefined,
+      ...(parts.records !== undefined ? { records: parts.records } : {}),
+      ...(parts.recomputed !== undefined ? { recomputed: parts.recomputed } : {}),
+    });
+    lines.push(...checked.lines);
+    problems.push(...checked.problems);
+  }
   const ids = JSON.stringify(bom.trust?.attestation_ids ?? []);
   if (
     ids !== JSON.stringify(meta.attestation_ids ?? []) ||

@@ -28,7 +28,12 @@ export {
   type RecordLabels,
 } from './labels.ts';
 export { preAuthEncoding } from './pae.ts';
-export { aibomStatement, type AibomInput } from './predicates/aibom.ts';
+export {
+  aibomStatement,
+  viewStatement,
+  type AibomInput,
+  type ViewStatementInput,
+} from './predicates/aibom.ts';
 export {
   artifactStatement,
   artifactSubject,

@@ -5,6 +5,7 @@ import capabilitySchema from '../../docs/predicates/capability.schema.json' with
 import cyclonedxSchema from '../../docs/predicates/cyclonedx-bom.schema.json' with { type: 'json' };
 import policySchema from '../../docs/predicates/policy.schema.json' with { type: 'json' };
 import provenanceSchema from '../../docs/predicates/slsa-provenance-v1.schema.json' with { type: 'json' };
+import spdxSchema from '../../docs/predicates/spdx-document-v3.schema.json' with { type: 'json' };
 import stepSchema from '../../docs/predicates/step.schema.json' with { type: 'json' };
 import { AttestError } from './errors.ts';
 import { PredicateTypes, STATEMENT_TYPE, type PredicateType } from './statement.ts';
@@ -19,6 +20,7 @@ import { PredicateTypes, STATEMENT_TYPE, type PredicateType } from './statement.
 const predicateSchemas: Record<PredicateType, object> = {
   [PredicateTypes.provenance]: provenanceSchema,
   [PredicateTypes.aibom]: cyclonedxSchema,
+  [PredicateTypes.spdx]: spdxSchema,
   [PredicateTypes.step]: stepSchema,
   [PredicateTypes.policy]: policySchema,
   [PredicateTypes.artifact]: artifactSchema,

@@ -29,6 +29,8 @@ export interface Statement<P = unknown, T extends string = string> {
 export const PredicateTypes = {
   provenance: 'https://slsa.dev/provenance/v1',
   aibom: 'https://cyclonedx.org/bom',
+  /** SPDX 3 documents: the AIBOM's SPDX 3.0.1 view (src/aibom/views). */
+  spdx: 'https://spdx.dev/Document/v3',
   step: 'https://vault.service.dev/attestations/step/v1',
   policy: 'https://vault.service.dev/attestations/policy/v1',
   artifact: 'https://vault.service.dev/attestations/artifact/v1',

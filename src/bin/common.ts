@@ -1,4 +1,4 @@
-import type { X509Certificate } from 'node:crypto';
+import { createPrivateKey, type KeyObject, type X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
@@ -206,6 +206,33 @@ export async function signerFromSecret(config: Config, kc: KubeConfig, ref: stri
   const [namespace, name] = secretRef(config, ref);
   const secret = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace, name });
   return signerFromTlsSecretData(secret.data ?? {});
+}
+
+/**
+ * The Ed25519 key the controller signs C2SP checkpoints with (TLOG_NOTE_SECRET: `note.key`, a
+ * PKCS#8 PEM); undefined when unset. Read once at start: a new key takes a restart, and the
+ * witnesses must be given its verifier key first (docs/transparency.md "Witnessed logs").
+ */
+export async function noteKeyFrom(config: Config, kc: KubeConfig): Promise<KeyObject | undefined> {
+  if (config.TLOG_NOTE_SECRET === undefined) return undefined;
+  const [namespace, name] = secretRef(config, config.TLOG_NOTE_SECRET);
+  const secret = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace, name });
+  const pem = secret.data?.['note.key'];
+  if (pem === undefined) {
+    throw new ConfigError([`TLOG_NOTE_SECRET: Secret ${namespace}/${name} has no note.key`]);
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(Buffer.from(pem, 'base64').toString('utf8'));
+  } catch (err) {
+    throw new ConfigError([`TLOG_NOTE_SECRET: note.key is not a PEM private key: ${(err as Error).message}`]);
+  }
+  if (key.asymmetricKeyType !== 'ed25519') {
+    throw new ConfigError([
+      `TLOG_NOTE_SECRET: note.key must be an Ed25519 key, not ${String(key.asymmetricKeyType)}`,
+    ]);
+  }
+  return key;
 }
 
 /**

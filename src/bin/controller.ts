@@ -16,6 +16,7 @@ import {
   openVaultFrom,
   serviceSignerFrom,
   timestamperFrom,
+  noteKeyFrom,
   transparencyFrom,
 } from './common.ts';
 
@@ -52,6 +53,14 @@ await runUntilSignal(logger, async () => {
     ? await transparencyFrom(config, kc, vault, signer, logger)
     : undefined;
   if (transparency) logger.info({ backend: config.SCITT_BACKEND }, 'transparency writer on');
+  // Witnessed logs: C2SP checkpoints of both trees, pushed to TLOG_WITNESSES (docs/transparency.md).
+  const noteKey = await noteKeyFrom(config, kc);
+  if (noteKey) {
+    logger.info(
+      { origin: config.TLOG_ORIGIN, witnesses: config.TLOG_WITNESSES.map((w) => w.url) },
+      'C2SP checkpoints signed and pushed to witnesses',
+    );
+  }
   // /readyz: the informer (when leading), and PostgreSQL and the object store answering within
   // their deadlines; reconciles that fail on either mark it down too (aibom_vault_dependency_up).
   const health = new DependencyHealth({
@@ -74,6 +83,17 @@ await runUntilSignal(logger, async () => {
     namespace: config.POD_NAMESPACE,
     leaseName: config.LEADER_ELECTION_LEASE,
     checkpoints: { intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000 },
+    ...(noteKey
+      ? {
+          witnessing: {
+            noteKey,
+            originPrefix: config.TLOG_ORIGIN,
+            witnesses: config.TLOG_WITNESSES,
+            timeoutMs: config.TLOG_WITNESS_TIMEOUT_MS,
+            intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000,
+          },
+        }
+      : {}),
     ...(config.POD_NAME !== undefined ? { podName: config.POD_NAME } : {}),
     ...(config.WATCH_NAMESPACE !== undefined ? { watchNamespace: config.WATCH_NAMESPACE } : {}),
   });

@@ -76,6 +76,8 @@ await runUntilSignal(logger, async () => {
     signer: () => signer.current(),
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
     exportConcurrency: config.EXPORT_CONCURRENCY,
+    tlogPublic: config.TLOG_PUBLIC,
+    tlogWitnesses: config.TLOG_WITNESSES,
     policyPacks: kubePolicyPackSource(kc, {
       timeoutMs: config.KUBE_TIMEOUT_MS,
       logger: logger.child({ component: 'policy-packs' }),

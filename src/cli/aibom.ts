@@ -11,8 +11,19 @@ import {
   type AibomRun,
 } from '../aibom/index.ts';
 import { verifyAibomArtifact } from '../aibom/verify.ts';
+import {
+  isViewFormat,
+  prettyView,
+  spdxProfileProblems,
+  VIEW_FORMAT_NAMES,
+  VIEW_FORMATS,
+  validateCycloneDx17,
+  type CycloneDx17Bom,
+  type ViewPart,
+} from '../aibom/views/index.ts';
+
 import { loadConfig } from '../config/index.ts';
-import { computeAibom } from '../recorder/index.ts';
+import { computeAibom, computeAibomViews } from '../recorder/index.ts';
 import { isTerminal } from '../crd/run.ts';
 import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import { connectVault } from '../vault/index.ts';
@@ -41,7 +52,8 @@ const generateOptions = {
     type: 'string',
     value: 'FORMAT',
     default: 'aibom',
-    description: 'aibom (the spec payload, as stored) or cyclonedx (strict CycloneDX 1.5, validated)',
+    description:
+      'aibom (the spec payload, as stored), cyclonedx (strict CycloneDX 1.5, validated), or a recorded standard view: cyclonedx-1.7 (with CycloneDX Attestations), spdx-3.0.1',
   },
 } as const satisfies OptionSpecs;
 
@@ -49,17 +61,28 @@ export const aibomGenerateCommand = {
   path: ['aibom', 'generate'],
   summary: "recompute a run's AIBOM from the database (same payload the runtime stored)",
   usage:
-    '--run <UUID|NAMESPACE/NAME> [--output FILE] [--policy-pack PACK[@VERSION]] [--format aibom|cyclonedx]',
+    '--run <UUID|NAMESPACE/NAME> [--output FILE] [--policy-pack PACK[@VERSION]] [--format aibom|cyclonedx|cyclonedx-1.7|spdx-3.0.1]',
   options: generateOptions,
   details:
     'Reads the vault directly (DATABASE_URL), not the API. NAMESPACE/NAME is the most recent run of\n' +
     'that name the vault holds; without --policy-pack the output is byte-identical (after\n' +
-    'canonicalisation) to the stored AIBOM.',
+    'canonicalisation) to the stored AIBOM. --format cyclonedx-1.7 and spdx-3.0.1 recompute the\n' +
+    'standard views the vault recorded with the AIBOM (docs/aibom.md), from the run and its records:\n' +
+    'byte-identical after canonicalisation to the recorded view (GET .../artifacts/aibom?format=...);\n' +
+    'they are checked (CycloneDX 1.7 schema and declarations; SPDX AI and Dataset profiles) before\n' +
+    'they are written, and take no --policy-pack (a view is of the stored AIBOM).',
   async run(args) {
     const { values } = parseCommand(this, args);
     const ref = parseRunRef(values.run);
-    if (values.format !== 'aibom' && values.format !== 'cyclonedx') {
-      throw new CliError('--format is aibom (the spec payload) or cyclonedx (strict CycloneDX 1.5)', 2);
+    const format = values.format;
+    if (format !== 'aibom' && format !== 'cyclonedx' && !isViewFormat(format)) {
+      throw new CliError(
+        `--format is aibom (the spec payload), cyclonedx (strict CycloneDX 1.5) or a view: ${VIEW_FORMAT_NAMES.join(', ')}`,
+        2,
+      );
+    }
+    if (isViewFormat(format) && values['policy-pack'] !== undefined) {
+      throw new CliError(`--format ${format} is a view of the stored AIBOM: it takes no --policy-pack`, 2);
     }
     let override;
     try {
@@ -88,6 +111,26 @@ export const aibomGenerateCommand = {
         spec: run.spec,
         phase,
       };
+      if (isViewFormat(format)) {
+        let computed;
+        try {
+          computed = await computeAibomViews(vault.attestations, aibomRun);
+        } catch (err) {
+          if (err instanceof AibomError || err instanceof PolicyError) throw new CliError(err.message);
+          throw err;
+        }
+        const view = computed.views.find((v) => v.format === format)!;
+        // Every evidence entry must name one of the run's records, digest equal.
+        const problems =
+          format === 'cyclonedx-1.7'
+            ? await validateCycloneDx17(view.document as CycloneDx17Bom, computed.recordDigests)
+            : spdxProfileProblems(view.document);
+        if (problems.length > 0) {
+          throw new CliError(`${format} view failed validation: ${JSON.stringify(problems[0])}`);
+        }
+        await output(prettyView(view.document), values.output);
+        return 0;
+      }
       let bom: Aibom;
       try {
         ({ bom } = await computeAibom(vault.attestations, aibomRun, override));
@@ -95,7 +138,7 @@ export const aibomGenerateCommand = {
         if (err instanceof AibomError || err instanceof PolicyError) throw new CliError(err.message);
         throw err;
       }
-      if (values.format === 'cyclonedx') {
+      if (format === 'cyclonedx') {
         const doc = toCycloneDx(bom, { run: aibomRun });
         const problems = await validateCycloneDx(doc);
         if (problems.length > 0)
@@ -119,11 +162,14 @@ const fetchOptions = {
 
 export const aibomFetchCommand = {
   path: ['aibom', 'fetch'],
-  summary: "download a run's AIBOM, its C2PA manifest and metadata record into a directory",
+  summary:
+    "download a run's AIBOM, its C2PA manifest and metadata record, and its standard views with their records, into a directory",
   usage: '--run <UUID|NAMESPACE/NAME> [--out DIR]',
   options: fetchOptions,
   details:
-    'Writes aibom.json, aibom.c2pa and aibom.meta.json; check them offline with\n' +
+    'Writes aibom.json, aibom.c2pa and aibom.meta.json, and for each standard view the metadata\n' +
+    'lists (docs/aibom.md) its bytes (aibom.cdx-1.7.json, aibom.spdx-3.0.1.json) and its record\n' +
+    '(<name>.record.json); check them offline with\n' +
     '  service-ctl verify --aibom DIR --trust-anchor ca.crt',
   async run(args) {
     const { values } = parseCommand(this, args);
@@ -146,14 +192,39 @@ export const aibomFetchCommand = {
     await writeFile(join(dir, 'aibom.json'), bytes);
     await writeFile(join(dir, 'aibom.c2pa'), manifest);
     await writeFile(join(dir, 'aibom.meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
-    process.stdout.write(`wrote ${dir}/aibom.json, aibom.c2pa, aibom.meta.json\n`);
+    const written = ['aibom.json', 'aibom.c2pa', 'aibom.meta.json'];
+    const views = ((meta as Record<string, unknown>).views ?? {}) as Record<
+      string,
+      { attestation_id?: string }
+    >;
+    for (const format of VIEW_FORMAT_NAMES) {
+      const id = views[format]?.attestation_id;
+      if (typeof id !== 'string') continue;
+      const name = VIEW_FORMATS[format].artifactName;
+      const view = Buffer.from(
+        await (
+          await client.request('GET', `/v1/runs/${run.id}/artifacts/aibom?format=${format}`, undefined, '*/*')
+        ).arrayBuffer(),
+      );
+      await writeFile(join(dir, name), view);
+      await writeFile(
+        join(dir, recordFileOf(name)),
+        `${JSON.stringify(await client.getAttestation(id), null, 2)}\n`,
+      );
+      written.push(name, recordFileOf(name));
+    }
+    process.stdout.write(`wrote ${dir}/${written.join(', ')}\n`);
     return 0;
   },
 } satisfies Command & { options: typeof fetchOptions };
 
+/** The file a fetched view's record is saved in: `aibom.cdx-1.7.json` → `aibom.cdx-1.7.record.json`. */
+const recordFileOf = (viewFile: string): string => viewFile.replace(/\.json$/, '.record.json');
+
 /**
- * Offline check of a fetched AIBOM directory (aibom.json, aibom.c2pa, aibom.meta.json): see
- * verifyAibomArtifact. Returns the problems (empty = verified).
+ * Offline check of a fetched AIBOM directory (aibom.json, aibom.c2pa, aibom.meta.json, and the
+ * standard views with their records): see verifyAibomArtifact. Returns the problems (empty =
+ * verified).
  */
 export async function verifyAibomDir(
   dir: string,
@@ -182,8 +253,29 @@ export async function verifyAibomDir(
     (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(
       (p) => new X509Certificate(p),
     );
+  // Every view file present; the ones the metadata lists but the directory lacks are VIEW_MISSING.
+  const optional = async (f: string): Promise<Buffer | undefined> => {
+    try {
+      return await readFile(join(dir, f));
+    } catch {
+      return undefined;
+    }
+  };
+  const views: ViewPart[] = [];
+  for (const format of VIEW_FORMAT_NAMES) {
+    const name = VIEW_FORMATS[format].artifactName;
+    const viewBytes = await optional(name);
+    const recordText = await optional(recordFileOf(name));
+    let record: unknown;
+    try {
+      record = recordText !== undefined ? JSON.parse(recordText.toString('utf8')) : undefined;
+    } catch {
+      throw new CliError(`${join(dir, recordFileOf(name))}: not JSON`);
+    }
+    views.push({ format, bytes: viewBytes, record });
+  }
   const { lines, problems } = verifyAibomArtifact(
-    { bytes, manifest, metadata },
+    { bytes, manifest, metadata, views },
     pems(trustAnchorPem),
     pems(tsaAnchorPem),
   );

@@ -11,6 +11,9 @@ import {
 } from '../attest/index.ts';
 import { loadConfig } from '../config/index.ts';
 import { verifyBundle } from '../verify/index.ts';
+import { TlogBundleCheck, type TlogVerifyOptions } from '../verify/tlog.ts';
+import { TlogError } from '../tlog/errors.ts';
+import { parsePolicy, policyOf, type TlogPolicy } from '../tlog/policy.ts';
 import { verifyAibomDir } from './aibom.ts';
 import { verifyChainCli } from './chain.ts';
 import { loadLogKeys } from './receipts.ts';
@@ -190,7 +193,7 @@ async function verifyBundleFile(
     'tsa-trust-anchor'?: string | undefined;
     key?: string[] | undefined;
     json?: boolean | undefined;
-  },
+  } & WitnessFlags,
   bundle: TrustBundle | undefined,
 ): Promise<boolean> {
   // --trust-anchor, else the trust bundle's CAs, else SERVICE_TRUST_ANCHOR.
@@ -212,11 +215,13 @@ async function verifyBundleFile(
   const file = createReadStream(path);
   const source = kind === 'gzip' ? file.pipe(createGunzip()) : file;
   const tsaTrustAnchors = await tsaAnchorsFrom(values, bundle);
+  const tlog = await witnessPolicyFrom(values);
   const result = await verifyBundle(source, {
     trustAnchors: anchors,
     logKeys,
     publicKeys,
     tsaTrustAnchors,
+    tlog,
     ...(bundle !== undefined ? { signerHistory: bundle.signers, localLogKeys: bundle.logKeys } : {}),
   });
   for (const p of result.problems) {
@@ -233,7 +238,11 @@ async function verifyBundleFile(
     result.timestamped > 0
       ? ` (${result.timestamped} with certificates checked at the time of their RFC 3161 time-stamp)`
       : '';
-  const summary = `${result.attestations} attestations${stamped}, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries`;
+  const witnessed =
+    result.tlog.proofs > 0
+      ? `; ${result.tlog.proofs} records with inclusion proofs to ${result.tlog.checkpoints.join('; ')}`
+      : '';
+  const summary = `${result.attestations} attestations${stamped}, ${result.receipts} receipts, ${result.runs} AIBOMs, ${result.entries} entries${witnessed}`;
   // CHAIN lines come only from a bundle that verified (result.chains is empty otherwise).
   const withheld =
     result.withheldChains > 0
@@ -245,6 +254,53 @@ async function verifyBundleFile(
       : `${path}: bundle NOT verified: ${result.problems.length} problem(s) (${summary})${withheld}\n`,
   );
   return result.ok;
+}
+
+/** The witness flags of `verify` (docs/transparency.md "Witnessed logs"). */
+interface WitnessFlags {
+  'witness-policy'?: string | undefined;
+  witness?: string[] | undefined;
+  'witness-quorum'?: string | undefined;
+  'tlog-key'?: string[] | undefined;
+}
+
+/**
+ * The witness policy of --witness-policy (a c2sp.org/tlog-policy file) or of --witness (k of them
+ * with --witness-quorum, all by default), and the vault log's note keys of --tlog-key. Usage
+ * errors (exit 2) for a policy or key that cannot be read.
+ */
+async function witnessPolicyFrom(values: WitnessFlags): Promise<TlogVerifyOptions> {
+  const file = values['witness-policy'];
+  const witnesses = values.witness ?? [];
+  const quorum = values['witness-quorum'];
+  if (file !== undefined && witnesses.length > 0) {
+    throw new CliError(
+      '--witness-policy and --witness exclude each other (put the witnesses in the policy)',
+      2,
+    );
+  }
+  if (quorum !== undefined && witnesses.length === 0)
+    throw new CliError('--witness-quorum needs --witness', 2);
+  if (quorum !== undefined && !/^[1-9][0-9]*$/.test(quorum)) {
+    throw new CliError(`--witness-quorum: a positive integer, got "${quorum}"`, 2);
+  }
+  const logVkeys = values['tlog-key'] ?? [];
+  let policy: TlogPolicy | undefined;
+  try {
+    if (file !== undefined) policy = parsePolicy(await readPem(file, 'witness policy'));
+    else if (witnesses.length > 0) {
+      policy = policyOf({
+        witnessVkeys: witnesses,
+        ...(quorum !== undefined ? { quorum: Number(quorum) } : {}),
+      });
+    }
+    const options = { ...(policy !== undefined ? { policy } : {}), logVkeys };
+    new TlogBundleCheck(options); // the keys parse
+    return options;
+  } catch (err) {
+    if (err instanceof TlogError) throw new CliError(`${file ?? '--witness/--tlog-key'}: ${err.message}`, 2);
+    throw err;
+  }
 }
 
 /** Every record the positionals name: records of files (JSON, array, NDJSON), or fetched by id. */
@@ -366,6 +422,31 @@ const verifyOptions = {
     value: 'PEM',
     description: 'TSA root(s) the RFC 3161 time-stamps must chain to (default: TSA_TRUST_ANCHORS)',
   },
+  'witness-policy': {
+    type: 'string',
+    value: 'FILE',
+    description:
+      'bundles: a c2sp.org/tlog-policy file (log, witness, group, quorum lines); every record needs a tlog-proof to a checkpoint its quorum cosigned',
+  },
+  witness: {
+    type: 'string',
+    multiple: true,
+    value: 'VKEY',
+    description:
+      'bundles: a witness cosignature/v1 verifier key whose cosignature each record needs (see --witness-quorum)',
+  },
+  'witness-quorum': {
+    type: 'string',
+    value: 'N',
+    description: 'bundles: how many of the --witness keys must have cosigned (default: all)',
+  },
+  'tlog-key': {
+    type: 'string',
+    multiple: true,
+    value: 'VKEY',
+    description:
+      "bundles: the vault log's note verifier key (GET /v1/keys note_keys); default the policy's log lines, else the bundle's own",
+  },
   'log-keys': {
     type: 'string',
     value: 'FILE',
@@ -415,15 +496,17 @@ const verifyOptions = {
 export const verifyCommand = {
   path: ['verify'],
   summary:
-    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
+    'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); bundles with a witness policy (--witness-policy, --witness); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   usage:
-    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--json] | --aibom DIR [--trust-anchor PEM] | --chain [--fresh] [--max-age DURATION]',
+    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--witness-policy FILE | --witness VKEY... [--witness-quorum N]] [--tlog-key VKEY] [--json] | --aibom DIR [--trust-anchor PEM] | --chain [--fresh] [--max-age DURATION]',
   options: verifyOptions,
   details:
     'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors\n' +
     '(a file or directory given that cannot be read, or is no input of verify).\n' +
     'examples:\n' +
     '  service-ctl verify bundle.tar --trust-bundle trust\n' +
+    '  service-ctl verify bundle.tar --trust-bundle trust --witness-policy policy.txt\n' +
+    '  service-ctl verify bundle.tar --trust-anchor ca.pem --witness "$W1" --witness "$W2" --witness-quorum 1 --tlog-key "$VAULT_VKEY"\n' +
     '  service-ctl verify records.ndjson --key signer.pub --log-keys trust/log-keys.cbor\n' +
     '  service-ctl verify --aibom aibom-dir --trust-anchor trust/ca.pem\n' +
     '  service-ctl verify --chain --key signer.pem --checkpoint cp.cose --fresh --max-age 15m',

@@ -55,6 +55,53 @@ const oneOf =
     throw new Error(`must be one of ${values.join(', ')}, got "${raw}"`);
   };
 
+/**
+ * TLOG_WITNESSES: entries separated by commas or newlines, each `<submission URL> <verifier key>`
+ * (the key a c2sp.org/signed-note vkey of signature type 0x04, cosignature/v1).
+ */
+export interface WitnessSetting {
+  readonly url: string;
+  readonly vkey: string;
+}
+
+const witnessList: Parser<readonly WitnessSetting[]> = (raw) => {
+  const out: WitnessSetting[] = [];
+  for (const entry of raw.split(/[,\n]/)) {
+    const parts = entry.trim().split(/\s+/);
+    if (parts.length === 1 && parts[0] === '') continue;
+    if (parts.length !== 2) throw new Error(`each witness is "<url> <vkey>", got "${entry.trim()}"`);
+    const [rawUrl, vkey] = parts as [string, string];
+    let u: URL;
+    try {
+      u = new URL(rawUrl);
+    } catch {
+      throw new Error(`witness URL "${rawUrl}" is not an absolute URL`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:')
+      throw new Error(`witness URL "${rawUrl}" is not http(s)`);
+    // A cosignature/v1 vkey: <name>+<8 hex>+base64(0x04 || 32-byte key), 44 characters without padding
+    // (checked in full at start).
+    if (!/^[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/]{44}$/.test(vkey)) {
+      throw new Error(`witness key "${vkey}" is not a signed-note verifier key`);
+    }
+    if (Buffer.from(vkey.slice(vkey.indexOf('+', vkey.indexOf('+') + 1) + 1), 'base64')[0] !== 0x04) {
+      throw new Error(`witness key "${vkey}" is not a cosignature/v1 key (signature type 0x04)`);
+    }
+    out.push({ url: u.toString().replace(/\/$/, ''), vkey });
+  }
+  return out;
+};
+
+/** A schema-less URL: host[:port][/path], no scheme, no spaces or pluses (a note key name). */
+const origin: Parser<string> = (raw) => {
+  if (!/^[^\s+/:]+(:[0-9]+)?(\/[^\s+]*)?$/.test(raw) || raw.includes('://')) {
+    throw new Error(
+      `must be a schema-less URL like vault.example.com or vault.example.com/team, got "${raw}"`,
+    );
+  }
+  return raw.replace(/\/+$/, '');
+};
+
 const logLevel = oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent');
 
 export const schema = {
@@ -187,6 +234,35 @@ export const schema = {
       'the controller signs a checkpoint of the vault (Merkle tree head over all records, docs/chain.md) this often when records were added; also on request and at leader start',
     default: '60',
     parse: intIn(1, 86_400),
+  },
+  TLOG_NOTE_SECRET: {
+    description:
+      'Secret (`name` in POD_NAMESPACE, or `namespace/name`) holding the Ed25519 private key (PKCS#8 PEM under `note.key`) the controller signs C2SP checkpoints (signed notes) of both logs with (docs/transparency.md "Witnessed logs"); unset: no signed notes, no /v1/tlog checkpoint, no witnessing',
+    parse: str,
+  },
+  TLOG_ORIGIN: {
+    description:
+      "schema-less URL of this deployment's API (e.g. vault.example.com): the logs' checkpoint origins and note key names are <TLOG_ORIGIN>/v1/tlog/vault and <TLOG_ORIGIN>/v1/tlog/scitt, their tlog-tiles prefixes. Must be unique among the logs a witness follows",
+    default: 'aibom-vault.local',
+    parse: origin,
+  },
+  TLOG_WITNESSES: {
+    description:
+      'witnesses the leader pushes every new checkpoint of both logs to (c2sp.org/tlog-witness add-checkpoint): comma- or newline-separated `<submission URL> <cosignature/v1 vkey>`; their cosignatures are stored and served with the checkpoints',
+    default: '',
+    parse: witnessList,
+  },
+  TLOG_WITNESS_TIMEOUT_MS: {
+    description:
+      'deadline of one add-checkpoint request to a witness; a push past it is retried on the next round',
+    default: '10000',
+    parse: intIn(100, 600_000),
+  },
+  TLOG_PUBLIC: {
+    description:
+      'Value 1 serves /v1/tlog/{vault,scitt}/checkpoint and the hash tiles without authentication (mirrors, monitors): they reveal record counts and hashes only. Entry bundles always need a token that may read the records they hold',
+    default: '0',
+    parse: flag,
   },
   SERVICE_REQUIRE_SIGNED_EXPORTS: {
     description:

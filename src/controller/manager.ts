@@ -26,6 +26,7 @@ import type { Vault } from '../vault/index.ts';
 import { runController } from './run/controller.ts';
 import { runInformer } from './run/informer.ts';
 import { whileLeading, type LeaderLoop } from './term.ts';
+import { alarmEvents, witnessingLoop, type WitnessingConfig } from '../witness/loop.ts';
 import { projectionController } from './transparency/controller.ts';
 
 export { DEFAULT_RECONCILE_TIMEOUT_MS, RUN_MAX_BACKOFF_MS } from './run/controller.ts';
@@ -70,6 +71,11 @@ export interface ControllerDeps {
    * runtime signer; registered in the transparency log when `transparency` is set.
    */
   readonly checkpoints?: { readonly intervalMs: number };
+  /**
+   * Witnessed logs (src/witness, TLOG_NOTE_SECRET): the leader signs C2SP checkpoints of both trees
+   * and pushes them to the configured witnesses; an alarm is a Warning Event on the Lease.
+   */
+  readonly witnessing?: WitnessingConfig;
   /** SERVICE_CAPABILITY_TOKENS (default on): mint VC and Biscuit projections of capability chains. */
   readonly capabilityTokens?: boolean;
   /** Shorter lease timings for tests. */
@@ -214,6 +220,20 @@ function leaderLoops(deps: ControllerDeps, shared: Shared): LeaderLoop[] {
       registry,
     });
     loops.push(whileLeading(checkpointer));
+  }
+  if (deps.witnessing) {
+    const lease = { namespace: deps.namespace, name: deps.leaseName ?? 'aibom-vault-controller' };
+    loops.push(
+      whileLeading(
+        witnessingLoop({
+          vault,
+          config: deps.witnessing,
+          logger: log,
+          registry,
+          onAlarm: alarmEvents(events, lease),
+        }),
+      ),
+    );
   }
   return loops;
 }

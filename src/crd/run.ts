@@ -65,6 +65,41 @@ export interface Capability extends Delegation {
   delegatedFrom?: Delegation[];
 }
 
+/** The SPDX 3.0.1 DatasetType vocabulary, less `noAssertion` (what an absent `type` means). */
+export const DATASET_TYPES = [
+  'audio',
+  'categorical',
+  'graph',
+  'image',
+  'numeric',
+  'other',
+  'sensor',
+  'structured',
+  'syntactic',
+  'text',
+  'timeseries',
+  'timestamp',
+  'video',
+] as const;
+export type DatasetType = (typeof DATASET_TYPES)[number];
+
+/**
+ * A dataset a step reads, as the pipeline declares it. Signed with the spec (the run provenance);
+ * listed by the AIBOM's SPDX and CycloneDX 1.7 views, not by the payload (docs/aibom.md).
+ */
+export interface DatasetSpec {
+  name: string;
+  /** Who supplies it. */
+  provider: string;
+  version?: string;
+  /** An absolute URI where it can be obtained. */
+  location?: string;
+  /** Absent: noAssertion. */
+  type?: DatasetType;
+  /** Hex SHA-256 of its bytes. */
+  sha256?: string;
+}
+
 export interface StepSpec {
   /** Unique in the run: 1-63 of [a-z0-9-_.], starting and ending with a letter or digit. */
   id: string;
@@ -75,6 +110,8 @@ export interface StepSpec {
   policyPack?: PolicyPackRef;
   model?: ModelSpec;
   tool?: ToolSpec;
+  /** At most 8. */
+  datasets?: DatasetSpec[];
   /** At most 16 per step, 256 per run: each is a vault record. */
   capabilities?: Capability[];
 }

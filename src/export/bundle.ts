@@ -59,6 +59,8 @@ export interface ExportItem {
   readonly timestamp?: Rfc3161SignedTimestamp;
   /** Published SCITT: the signed statement and its receipt. */
   readonly scitt?: { readonly statement: Buffer; readonly receipt: Buffer };
+  /** Its c2sp.org/tlog-proof in the vault log (src/witness/proofs.ts), when a checkpoint covers it. */
+  readonly tlogProof?: string;
   /** For the AIBOM record: the artifact it is about, as stored. */
   readonly aibom?: {
     readonly runId: string;
@@ -67,6 +69,8 @@ export interface ExportItem {
     readonly metadata: object;
     readonly manifestDigest: string | null;
   };
+  /** For the record of a standard view of an AIBOM: the view's bytes (the JCS of its predicate). */
+  readonly aibomView?: { readonly runId: string; readonly name: string; readonly bytes: Buffer };
 }
 
 export interface ExportSegment {
@@ -106,6 +110,14 @@ export interface BundleInput {
   readonly spool?: SpoolOptions;
   /** The keys of the transparency log(s) whose receipts may appear, with a chain when they have one. */
   readonly logKeys: readonly { readonly key: LogKey; readonly chainPem?: string }[];
+  /**
+   * The vault log's checkpoint the records' tlog-proofs lead to, and the note keys of that log
+   * (newest first); absent when no checkpoint is signed yet.
+   */
+  readonly tlog?: {
+    readonly vkeys: readonly string[];
+    readonly checkpoint: { origin: string; tree_size: number; cosigned_by: string[] };
+  };
   readonly service: Record<string, unknown>;
   readonly selection: Record<string, unknown>;
   /** Signs the bundle manifest; must be deterministic (KeySigner.deterministic()) for reproducible bytes. */
@@ -338,12 +350,16 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
   for (const k of input.logKeys) {
     if (k.chainPem !== undefined) out.addText(Paths.logCert(k.key.kid.toString('hex')), k.chainPem);
   }
+  if (input.tlog !== undefined && input.tlog.vkeys.length > 0) {
+    out.addText(Paths.tlogKeys, input.tlog.vkeys.join('\n'), true);
+  }
 
   const shipped = new Set<string>();
   const segments: BundleIndex['segments'] = [];
   let count = 0;
   let runs = 0;
   let receipts = 0;
+  let tlogProofs = 0;
   let enqueued = 0;
   let firstId: string | undefined;
   let last: ExportItem | undefined;
@@ -388,12 +404,19 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
         out.addBytes(Paths.receipt(item.id), item.scitt.receipt);
         receipts++;
       }
+      if (item.tlogProof !== undefined) {
+        out.addText(Paths.tlogProof(item.id), item.tlogProof);
+        tlogProofs++;
+      }
       if (item.aibom !== undefined) {
         const a = item.aibom;
         out.addBytes(Paths.aibom(a.runId), a.bytes);
         out.addBytes(Paths.aibomManifest(a.runId), a.manifest);
         out.addText(Paths.aibomMetadata(a.runId), JSON.stringify(a.metadata), true);
         runs++;
+      }
+      if (item.aibomView !== undefined) {
+        out.addBytes(Paths.aibomView(item.aibomView.runId, item.aibomView.name), item.aibomView.bytes);
       }
       spool.write(intotoLine(item.envelope, dsse));
       if (spool.overLimit) await spool.spill();
@@ -430,6 +453,7 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
     attestations: count,
     runs,
     receipts,
+    ...(input.tlog !== undefined ? { tlog_proofs: tlogProofs, tlog_checkpoint: input.tlog.checkpoint } : {}),
     first_id: firstId,
     last_id: last.id,
     segments,

@@ -25,9 +25,15 @@ export const Paths = {
   sigstore: (id: string) => `attestations/${id}/sigstore.json`,
   statement: (id: string) => `attestations/${id}/statement.cose`,
   receipt: (id: string) => `attestations/${id}/receipt.cose`,
+  /** The record's c2sp.org/tlog-proof in the vault log: inclusion in a (witnessed) checkpoint. */
+  tlogProof: (id: string) => `attestations/${id}/vault.tlog-proof`,
+  /** The vault log's note verifier keys (c2sp.org/signed-note vkeys), one per line, newest first. */
+  tlogKeys: 'tlog/vault.vkeys',
   aibom: (runId: string) => `runs/${runId}/aibom.json`,
   aibomManifest: (runId: string) => `runs/${runId}/aibom.c2pa`,
   aibomMetadata: (runId: string) => `runs/${runId}/aibom.meta.json`,
+  /** A standard view of the AIBOM (`aibom.cdx-1.7.json`, `aibom.spdx-3.0.1.json`): its bytes. */
+  aibomView: (runId: string, name: string) => `runs/${runId}/${name}`,
   segment: (n: number) => `index/${String(n).padStart(6, '0')}.json`,
   intotoJsonl: 'attestations.intoto.jsonl',
   index: 'index.json',
@@ -66,6 +72,9 @@ export interface BundleIndex {
   attestations: number;
   runs: number;
   receipts: number;
+  /** Records carrying a tlog-proof (`vault.tlog-proof`), and the checkpoint they lead to. */
+  tlog_proofs?: number;
+  tlog_checkpoint?: { origin: string; tree_size: number; cosigned_by: string[] } | null;
   first_id: string;
   last_id: string;
   segments: (IndexEntry & { attestations: number })[];

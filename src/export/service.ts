@@ -19,6 +19,7 @@ import { guardStoredArtifact } from './guard.ts';
 import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from './layout.ts';
 import type { ExportSlots } from './slots.ts';
 import { exportSource } from './source.ts';
+import { recordProofs } from '../witness/proofs.ts';
 
 /**
  * The export service of the API (POST /v1/attestations/export, GET
@@ -207,7 +208,16 @@ async function planned(
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
   const actor = req.user?.username ?? 'unknown';
-  const source = exportSource(deps, plan.filter, { until, enqueueScitt: plan.scitt, actor });
+  // One checkpoint of the vault log for the whole export: the newest a witness cosigned (else the
+  // newest); each record it covers carries its tlog-proof (src/witness/proofs.ts).
+  const tlogProofs = await recordProofs(deps.vault);
+  const tlogKeys = tlogProofs === null ? [] : await deps.vault.tlog.vkeys('vault');
+  const source = exportSource(deps, plan.filter, {
+    until,
+    enqueueScitt: plan.scitt,
+    actor,
+    ...(tlogProofs !== null ? { tlogProofs } : {}),
+  });
   const exportId = req.id;
   const log = req.log;
   const trail = auditTrail(deps.vault, plan, actor, exportId);
@@ -222,6 +232,18 @@ async function planned(
           }
         })(),
         logKeys,
+        ...(tlogProofs !== null
+          ? {
+              tlog: {
+                vkeys: tlogKeys,
+                checkpoint: {
+                  origin: tlogProofs.note.origin,
+                  tree_size: tlogProofs.note.treeSize,
+                  cosigned_by: tlogProofs.note.cosignatures.map((c) => c.witness),
+                },
+              },
+            }
+          : {}),
         service: {
           name: deps.claimGenerator.split('/')[0],
           version: deps.claimGenerator.split('/')[1],
@@ -435,11 +457,17 @@ export async function exportEvidence(
   if (artifact === null || typeof aibomId !== 'string') {
     throw new ProblemError(404, 'NOT_FOUND', `the run has no ${kind} yet`);
   }
-  // The artifact's attestation and the run's capability chain (who approved what).
+  // The artifact's attestation, its standard views' records, and the run's capability chain (who
+  // approved what).
+  const views = Object.values(
+    (artifact.metadata as { views?: Record<string, { attestation_id?: unknown }> }).views ?? {},
+  )
+    .map((v) => v.attestation_id)
+    .filter((id): id is string => typeof id === 'string');
   const capabilities = (await deps.vault.attestations.ofRun(ns, run.id))
     .filter((a) => a.kind === 'capability')
     .map((a) => a.id);
-  const ids = [aibomId, ...capabilities].sort();
+  const ids = [aibomId, ...views, ...capabilities].sort();
   return streamExport(deps, req, reply, {
     filter: { namespaces: [ns], ids },
     selection: { run_id: run.id, artifact: kind, ids, namespaces: [ns] },

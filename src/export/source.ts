@@ -1,10 +1,12 @@
 import type { ExportItem, ExportSegment, ItemSigner } from './bundle.ts';
 import { SEGMENT_SIZE } from './layout.ts';
+import type { RecordProofs } from '../witness/proofs.ts';
 import { parseCertificates } from '../signing/index.ts';
 import type { AttestationFilter, StoredAttestation, Vault } from '../vault/index.ts';
 import { withJob } from '../http/views/envelope.ts';
 import { currentMetadata } from '../recorder/index.ts';
 import { guardStoredArtifact, type ArtifactGuardDeps } from './guard.ts';
+import { viewFileOf } from './views.ts';
 
 /**
  * Where an export's records and everything they reference come from: the vault (records, SCITT
@@ -27,6 +29,8 @@ export interface ExportSourceOptions {
   readonly enqueueScitt: boolean;
   /** Who exports (a manifest repair the guard opens is asked by them). */
   readonly actor: string;
+  /** The records' tlog-proofs in the vault log (src/witness/proofs.ts); none without a checkpoint. */
+  readonly tlogProofs?: RecordProofs;
   readonly segmentSize?: number;
 }
 
@@ -91,8 +95,11 @@ export function exportSource(
         jobs = new Map([...jobs, ...(await deps.vault.transparencyJobs.getByAttestation(missing))]);
       }
     }
+    // One query for the subtrees of every proof of the segment.
+    const proofs = options.tlogProofs ? await options.tlogProofs.proofs(batch.map((r) => r.seq)) : undefined;
     const items: ExportItem[] = [];
     for (const record of batch) {
+      const tlogProof = proofs?.get(record.seq);
       const job = jobs.get(record.id);
       const published =
         job?.state === 'published' && job.statement !== null && job.receipt !== null
@@ -111,7 +118,9 @@ export function exportSource(
           ? { timestamp: { signedTimestamp: record.timestamp.response.toString('base64') } }
           : {}),
         ...(published !== undefined ? { scitt: published } : {}),
+        ...(tlogProof !== undefined ? { tlogProof } : {}),
         ...(aibom !== undefined ? { aibom } : {}),
+        ...viewFileOf(record),
       });
     }
     return { items, scittEnqueued };

@@ -18,6 +18,7 @@ import { problemSchema } from './problem.ts';
 import { transparencyViewSchema } from './schemas.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
 import { chainRoutes, chainSchemas } from './routes/v1/chain.ts';
+import { tlogRoutes } from './routes/v1/tlog.ts';
 import { runDetailSchema, runPolicyPackSchema, runRoutes } from './routes/v1/runs.ts';
 import { runListRoutes, runListSchemas } from './routes/v1/run-list.ts';
 import type { PolicyPackSource } from './sources/policy-packs.ts';
@@ -78,6 +79,10 @@ export interface AppDeps {
   readonly timeouts?: Partial<HttpTimeouts>;
   /** The PolicyPack resources (GET /v1/runs/{id} `policy_pack`, the UI's export dialog). */
   readonly policyPacks?: PolicyPackSource;
+  /** TLOG_PUBLIC: /v1/tlog/{log}/checkpoint and the hash tiles answer without authentication. */
+  readonly tlogPublic?: boolean;
+  /** TLOG_WITNESSES: the witnesses route lists them before they first answer. */
+  readonly tlogWitnesses?: readonly { readonly url: string; readonly vkey: string }[];
 }
 
 /** Milliseconds; see docs/configuration.md (HTTP_REQUEST_TIMEOUT_MS and the others). */
@@ -250,6 +255,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   runRoutes(app, deps);
   runListRoutes(app, deps);
   chainRoutes(app, deps);
+  tlogRoutes(app, {
+    vault: deps.vault,
+    authorizer: deps.authorizer,
+    public: deps.tlogPublic === true,
+    ...(deps.tlogWitnesses !== undefined ? { witnesses: deps.tlogWitnesses } : {}),
+  });
   const keys = exportKeys(deps);
   const exports = {
     ...deps,

@@ -22,6 +22,7 @@ export type ProblemCode =
   | 'CURSOR_INVALID'
   | 'INVALID_TIME_WINDOW'
   | 'UNSIGNED_EXPORT_BLOCKED'
+  | 'VIEW_NOT_RECORDED'
   | 'EMPTY_SELECTION'
   | 'EXPORT_TOO_LARGE'
   | 'EXPORT_BUSY'
@@ -64,6 +65,7 @@ const TITLES: Record<ProblemCode, string> = {
   CURSOR_INVALID: 'Invalid cursor',
   INVALID_TIME_WINDOW: 'Invalid time window',
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
+  VIEW_NOT_RECORDED: 'No such view was recorded for this AIBOM',
   EMPTY_SELECTION: 'Nothing to export',
   EXPORT_TOO_LARGE: 'Export selection too large',
   EXPORT_BUSY: 'Too many exports at once',

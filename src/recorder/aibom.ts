@@ -35,13 +35,16 @@ import { aibomKey } from './extract.ts';
 import { currentMetadata } from './metadata.ts';
 import { appendOnce } from './once.ts';
 import { sealRecord } from './seal.ts';
+import { sealViews, viewMetadata, viewsOf, type ViewMetadata } from './views.ts';
+import type { BuiltView, ViewFormat } from '../aibom/views/index.ts';
 
 export const CLAIM_GENERATOR = 'aibom-vault/0.1.0';
 export const AIBOM_MEDIA_TYPE = 'application/json';
 
 /** The parts of the vault the AIBOM flow reads and writes. */
 export interface AibomStore {
-  readonly attestations: Pick<AttestationRepository, 'aibomInputs'>;
+  /** The AIBOM's inputs, and the records they name (the standard views cite them). */
+  readonly attestations: Pick<AttestationRepository, 'aibomInputs' | 'getMany'>;
   readonly artifacts: Pick<ArtifactRepository, 'get'>;
   readonly claims: ClaimRepository;
   /** The AIBOM attestation's SCITT job, for the metadata's `transparency` entry. */
@@ -122,6 +125,11 @@ export interface AibomMetadata {
   aibom_attestation_id: string;
   namespace: string;
   run_name: string;
+  /**
+   * The standard views recorded with the AIBOM (docs/aibom.md, "Standard views"): each view's
+   * record and digest. Absent on AIBOMs recorded before views existed.
+   */
+  views?: Partial<Record<ViewFormat, ViewMetadata>>;
 }
 
 export function timestampMetadata(t: VerifiedTimestamp): TimestampMetadata {
@@ -227,6 +235,31 @@ export async function computeAibom(
 }
 
 /**
+ * The AIBOM of a run and its standard views, from the vault: the same bytes for the controller
+ * (which records them) and `service-ctl aibom generate --format` (which recomputes them).
+ */
+export async function computeAibomViews(
+  attestations: Pick<AttestationRepository, 'aibomInputs' | 'getMany'>,
+  run: AibomRun,
+): Promise<{
+  bom: Aibom;
+  bytes: Buffer;
+  digest: string;
+  views: BuiltView[];
+  /** Record id → record digest of the records the AIBOM lists (what the views' evidence names). */
+  recordDigests: Map<string, string>;
+}> {
+  const inputs = await attestations.aibomInputs(run.id);
+  const aibom = aibomOf(run, inputs);
+  const records = await attestations.getMany(inputs);
+  return {
+    ...aibom,
+    views: viewsOf(run, aibom.bom, aibom.digest, records),
+    recordDigests: new Map([...records.values()].map((r) => [r.id, r.digest])),
+  };
+}
+
+/**
  * The AIBOM of one terminal run: build → sign → C2PA manifest → object store → AIBOM
  * attestation → metadata record. Safe to run again after a crash at any point and from racing
  * replicas: the BOM bytes are deterministic (same key, same bytes), the sidecar key is
@@ -252,6 +285,8 @@ export async function recordAibom(
   // Only the read is the vault's: a run the builder rejects is not a vault outage.
   const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
   const { bom, bytes, digest } = aibomOf(run, inputs);
+  const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs));
+  const views = viewsOf(run, bom, digest, listed);
   const sha256 = digest.slice('sha256:'.length);
   const signatureBytes = deps.signer.sign(bytes);
   const signature = signatureBytes.toString('base64');
@@ -290,8 +325,12 @@ export async function recordAibom(
     policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
     c2paManifestRef: `s3://${deps.blobs.bucket}/${sidecarKey}`,
   });
+  const pack = { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version };
+  // The views are records of their own, signed by the same signer, stored in the same batch as
+  // the AIBOM record (after it): all three exist, or none, and only once per run.
+  const viewRecords = sealViews(run, views, deps.signer, pack);
   const sig = signatureMetadata(deps.signer);
-  const metadataFor = (aibomAttestationId: string): AibomMetadata => ({
+  const metadataFor = (aibomAttestationId: string, viewIds: readonly string[]): AibomMetadata => ({
     kind: 'aibom',
     run_id: run.id,
     status: bom.metadata.status,
@@ -326,11 +365,12 @@ export async function recordAibom(
     aibom_attestation_id: aibomAttestationId,
     namespace: run.namespace,
     run_name: run.name,
+    views: viewMetadata(views, viewIds),
   });
   // The AIBOM attestation, its claim and the metadata record commit together: after any crash
   // either all three exist (and name the same sidecar) or none does and the retry starts over.
   const { created } = await because('VaultUnavailable', () =>
-    appendOnce(deps.vault.claims, aibomKey(run.id), [record], {
+    appendOnce(deps.vault.claims, aibomKey(run.id), [record, ...viewRecords], {
       enqueueTransparency: deps.enqueueTransparency === true,
       // The AIBOM attestation's DSSE signature is time-stamped after it is stored, like every
       // record's (ADR 0015); the AIBOM's own signatures were time-stamped above (ADR 0014).
@@ -341,7 +381,10 @@ export async function recordAibom(
         namespace: run.namespace,
         objectKey: keys.blob,
         digest,
-        metadata: metadataFor(inserted[0]!.id) as unknown as Record<string, unknown>,
+        metadata: metadataFor(
+          inserted[0]!.id,
+          inserted.slice(1).map((r) => r.id),
+        ) as unknown as Record<string, unknown>,
       }),
     }),
   );

@@ -36,6 +36,7 @@ import { sealBatch } from './seal.ts';
  *
  *   extract.ts  Run → statements (pure)       seal.ts  statement → signed vault record
  *   once.ts     records → vault, once per key aibom.ts the AIBOM: build → sign → C2PA → store
+ *   views.ts    the AIBOM's standard views, sealed as records in the AIBOM's batch
  */
 
 export {
@@ -43,6 +44,7 @@ export {
   aibomKeys,
   CLAIM_GENERATOR,
   computeAibom,
+  computeAibomViews,
   CONTROLLER_ACTOR,
   timestampMetadata,
   type AibomMetadata,
@@ -52,6 +54,7 @@ export { currentMetadata, latestRepair, pendingRepair } from './metadata.ts';
 export { RecordError, type RecordErrorCode } from './errors.ts';
 export { aibomKey, finishedSteps, stepKey, terminalKey } from './extract.ts';
 export { sealRecord, type RecordMeta } from './seal.ts';
+export type { ViewMetadata } from './views.ts';
 
 /** One batch as stored: the ids that stand for its key, and whether this call wrote them. */
 export interface Recorded {

@@ -13,6 +13,7 @@ import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './p
 import { runRepository, type RunRepository } from './runs.ts';
 import { runListRepository, type RunListRepository } from './run-list.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
+import { tlogRepository, type TlogRepository } from './tlog.ts';
 import { signerCertificateRepository, type SignerCertificateRepository } from './signer-certs.ts';
 import { timestampRepository, type TimestampRepository } from './timestamps.ts';
 import { transparencyJobRepository, type TransparencyJobRepository } from './transparency-jobs.ts';
@@ -128,6 +129,15 @@ export {
   type TransparencyJob,
   type TransparencyJobRepository,
 } from './transparency-jobs.ts';
+export {
+  type Cosignature,
+  type RefusalOutcome,
+  type StoredNote,
+  type TlogName,
+  type TlogRepository,
+  type WitnessRecord,
+  type WitnessRefusal,
+} from './tlog.ts';
 export * from './types.ts';
 export { isUuidV7, uuidV7Time, UuidV7Generator } from './uuidv7.ts';
 
@@ -148,6 +158,8 @@ export interface Vault {
   readonly audit: AuditRepository;
   /** The Merkle tree over the records and its signed checkpoints (src/checkpoint). */
   readonly checkpoints: CheckpointRepository;
+  /** The C2SP signed-note checkpoints of both trees, their witnesses' cosignatures and refusals. */
+  readonly tlog: TlogRepository;
   /** Every certificate chain or key that signed something, recorded on first use (key distribution). */
   readonly signers: SignerCertificateRepository;
   /** Requests to re-sign an artifact's C2PA manifest. */
@@ -202,6 +214,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     scittLog: scittLogStorage(pool),
     audit: auditRepository(pool),
     checkpoints: checkpointRepository(pool),
+    tlog: tlogRepository(pool),
     signers: signerCertificateRepository(pool),
     manifestRepairs: manifestRepairRepository(pool),
     timestamps: timestampRepository(pool),

@@ -6,6 +6,7 @@ import type { SignerMaterial } from '../export/sigstore.ts';
 import { hexOf } from '../export/layout.ts';
 import { keyIdOf, type ScopedCertificate } from '../signing/index.ts';
 import type { DsseEnvelope } from '../vault/index.ts';
+import type { TlogVerifyOptions } from './tlog.ts';
 
 /**
  * The state of one bundle verification: what the entries read so far established (trusted signer
@@ -48,6 +49,11 @@ export interface VerifyBundleOptions {
    * by a tenant's customer key for another namespace than that key's is UNTRUSTED_KEY.
    */
   readonly signerHistory?: readonly ScopedCertificate[];
+  /**
+   * The records' tlog-proofs (entries/tlog.ts, tlog.ts): the caller's witness policy and vault log
+   * note keys. With a policy, every record needs a proof whose checkpoint the quorum cosigned.
+   */
+  readonly tlog?: TlogVerifyOptions;
 }
 
 export interface VerifyBundleResult {
@@ -68,6 +74,8 @@ export interface VerifyBundleResult {
   readonly chains: readonly string[];
   /** Chains whose own checks passed in a bundle that did not verify: not listed in `chains`. */
   readonly withheldChains: number;
+  /** Records whose tlog-proofs verified, and the checkpoints they lead to (entries/tlog.ts). */
+  readonly tlog: { readonly proofs: number; readonly checkpoints: readonly string[] };
   readonly index?: BundleIndex;
 }
 
@@ -113,6 +121,9 @@ export class BundleState {
   receipts = 0;
   runs = 0;
   entries = 0;
+  /** Records whose tlog-proof verified, and the checkpoints they lead to (entries/tlog.ts). */
+  tlogProofs = 0;
+  tlogCheckpoints: readonly string[] = [];
   /** Lines of the capability chains that verified on their own (listed only if the bundle does). */
   readonly chainLines: string[] = [];
 
@@ -224,6 +235,7 @@ export class BundleState {
       entries: this.entries,
       chains: ok ? this.chainLines : [],
       withheldChains: ok ? 0 : this.chainLines.length,
+      tlog: { proofs: this.tlogProofs, checkpoints: this.tlogCheckpoints },
       ...(withIndex && this.index !== undefined ? { index: this.index } : {}),
     };
   }

@@ -23,6 +23,7 @@ import {
   type RepairReason,
   type RunJob,
   type RunRecord,
+  type StoredAttestation,
   type TransparencyJob,
 } from '../../src/vault/index.ts';
 
@@ -40,9 +41,7 @@ export class Counter {
   }
 }
 
-interface Row extends AttestationSummary {
-  readonly namespace: string;
-  readonly runId: string | null;
+interface Row extends StoredAttestation {
   readonly record: NewAttestation;
 }
 
@@ -171,6 +170,13 @@ export class FakeVault {
       const ofRun = this.rows.filter((r) => r.runId === runId);
       const aibom = ofRun.findIndex((r) => r.kind === 'aibom');
       return Promise.resolve((aibom === -1 ? ofRun : ofRun.slice(0, aibom)).map((r) => r.id));
+    },
+    getMany: async (ids: readonly string[]): Promise<Map<string, StoredAttestation>> => {
+      this.check();
+      const wanted = new Set(ids);
+      return Promise.resolve(
+        new Map(this.rows.filter((r) => wanted.has(r.id)).map((r) => [r.id, r] as const)),
+      );
     },
   };
 

@@ -384,6 +384,46 @@ describe('helm chart charts/aibom-vault', () => {
     }
   });
 
+  it('configures witnessed logs: the note key for the controller alone, origin, witnesses as TLOG_WITNESSES parses them', async () => {
+    const key = 'witness.example.org+1a2b3c4d+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    const objects = await template('aibom-vault', 'aibom-vault-system', [
+      'tlog.noteSecretName=vault-note',
+      'tlog.origin=vault.example.com',
+      'tlog.witnesses[0].url=https://witness.example.org/',
+      `tlog.witnesses[0].key=${key}`,
+      'tlog.witnesses[1].url=http://w2.example:8080',
+      `tlog.witnesses[1].key=w2.example+00000000+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA`,
+      'tlog.public=true',
+    ]);
+    for (const c of only<V1Deployment>(objects, 'Deployment').flatMap(
+      (d) => d.spec!.template.spec!.containers,
+    )) {
+      expect(envOf(c, 'TLOG_NOTE_SECRET')?.value).toBe('vault-note');
+      expect(envOf(c, 'TLOG_ORIGIN')?.value).toBe('vault.example.com');
+      expect(envOf(c, 'TLOG_PUBLIC')?.value).toBe('1');
+      expect(schema.TLOG_WITNESSES.parse(envOf(c, 'TLOG_WITNESSES')!.value!)).toEqual([
+        { url: 'https://witness.example.org', vkey: key },
+        {
+          url: 'http://w2.example:8080',
+          vkey: 'w2.example+00000000+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA',
+        },
+      ]);
+    }
+    const secretNames = (component: string) =>
+      only<V1Role>(objects, 'Role')
+        .filter((r) => r.metadata?.name === `aibom-vault-${component}`)
+        .flatMap((r) => r.rules ?? [])
+        .flatMap((r) => r.resourceNames ?? []);
+    expect(secretNames('controller')).toContain('vault-note');
+    expect(secretNames('api')).not.toContain('vault-note');
+    await expect(
+      template('x', 'y', ['tlog.witnesses[0].url=https://w.example', 'tlog.witnesses[0].key=nonsense']),
+    ).rejects.toThrow(/tlog\/witnesses\/0\/key/);
+    await expect(template('x', 'y', ['tlog.origin=https://vault.example.com'])).rejects.toThrow(
+      /tlog\/origin/,
+    );
+  });
+
   it('configures an RFC 3161 time-stamping authority, its CA from a ConfigMap mounted read-only', async () => {
     const objects = await template('aibom-vault', 'aibom-vault-system', [
       'tsa.url=https://tsa.example.com/api/v1/timestamp',
@@ -578,9 +618,10 @@ describe('helm chart charts/aibom-vault', () => {
   it('renders the RBAC of manifests/rbac.yaml', async () => {
     const manifest = parseObjects(await readFile(join(repoRoot, 'manifests/rbac.yaml'), 'utf8'));
     // Released as in the manifest (name aibom-vault, namespace aibom-vault-system) with the SCITT log
-    // Secret the manifest names, names and Secret names coincide.
+    // and note key Secrets the manifest names, names and Secret names coincide.
     const chart = await template('aibom-vault', 'aibom-vault-system', [
       'transparency.logSecretName=aibom-vault-scitt-log',
+      'tlog.noteSecretName=aibom-vault-tlog-note',
     ]);
 
     const rules = (objects: K8sObject[], kind: 'ClusterRole' | 'Role'): Map<string, unknown> =>

@@ -75,6 +75,28 @@ grants `get` on exactly these names.
 {{- toJson $out -}}
 {{- end }}
 
+{{/*
+Secrets only the controller reads (the note key of the C2SP checkpoints), by namespace, as
+systemSecrets.
+*/}}
+{{- define "aibom-vault.controllerSecrets" -}}
+{{- $out := dict -}}
+{{- with .Values.tlog.noteSecretName -}}
+{{- $ns := $.Release.Namespace -}}
+{{- $name := . -}}
+{{- if contains "/" . }}{{ $ns = (splitList "/" .) | first }}{{ $name = (splitList "/" .) | last }}{{ end -}}
+{{- $_ := set $out $ns (list $name) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end }}
+
+{{/* TLOG_WITNESSES: `<url> <vkey>` entries, comma-separated. */}}
+{{- define "aibom-vault.witnesses" -}}
+{{- $out := list -}}
+{{- range .Values.tlog.witnesses }}{{ $out = append $out (printf "%s %s" .url .key) }}{{ end -}}
+{{- join ", " $out -}}
+{{- end }}
+
 {{- define "aibom-vault.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) }}
 {{- end }}
@@ -188,6 +210,22 @@ the same configuration; only the listen ports differ (set per container).
 - name: TSA_DEADLINE_MS
   value: {{ .Values.tsa.deadlineMs | quote }}
 {{- end }}
+{{- with .Values.tlog.noteSecretName }}
+- name: TLOG_NOTE_SECRET
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.tlog.origin }}
+- name: TLOG_ORIGIN
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.tlog.witnesses }}
+- name: TLOG_WITNESSES
+  value: {{ include "aibom-vault.witnesses" . | quote }}
+{{- end }}
+- name: TLOG_WITNESS_TIMEOUT_MS
+  value: {{ .Values.tlog.witnessTimeoutMs | quote }}
+- name: TLOG_PUBLIC
+  value: {{ include "aibom-vault.flag" .Values.tlog.public | quote }}
 - name: LEADER_ELECTION_LEASE
   value: {{ include "aibom-vault.leaseName" . | quote }}
 {{- if .Values.controller.watchNamespace }}

@@ -26,3 +26,32 @@ export function aibomStatement(input: AibomInput): Statement<unknown, typeof Pre
   };
   return makeStatement([subject], PredicateTypes.aibom, input.bom);
 }
+
+export interface ViewStatementInput {
+  runId: string;
+  /** The view's artifact name within the run, e.g. `aibom.cdx-1.7.json`. */
+  name: string;
+  /** The standard's predicate type: CycloneDX (`https://cyclonedx.org/bom`) or SPDX 3. */
+  predicateType: typeof PredicateTypes.aibom | typeof PredicateTypes.spdx;
+  /** The view document; it is the predicate, verbatim. */
+  document: unknown;
+  /** Hex SHA-256 of the view's bytes (the UTF-8 of the JCS of `document`). */
+  sha256: string;
+}
+
+/**
+ * A standard view of the AIBOM (src/aibom/views) as an attestation: the view is the predicate,
+ * under its standard's predicate type (so `cosign verify-blob-attestation --type cyclonedx` or
+ * `--type https://spdx.dev/Document/v3` accepts it), subject `artifact:<runId>:<name>` with the
+ * digest of the view's bytes.
+ */
+export function viewStatement(
+  input: ViewStatementInput,
+): Statement<unknown, typeof PredicateTypes.aibom | typeof PredicateTypes.spdx> {
+  assertPredicate(input.predicateType, input.document);
+  const subject: Subject = {
+    name: subjectNames.artifact(input.runId, input.name),
+    digest: { sha256: input.sha256 },
+  };
+  return makeStatement([subject], input.predicateType, input.document);
+}

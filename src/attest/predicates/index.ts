@@ -7,7 +7,7 @@ import { stepSubject, type StepPredicate } from './step.ts';
 
 /**
  * The subject a statement of this type must carry, derived from its (schema-valid) predicate with
- * the builders' own functions; undefined when it cannot be derived (AIBOM: digest of stored bytes;
+ * the builders' own functions; undefined when it cannot be derived (AIBOM and its views: digest of stored or canonical bytes;
  * SLSA provenance of another buildType). Call only after the predicate passed its schema.
  */
 export function expectedSubject(predicateType: PredicateType, predicate: unknown): Subject | undefined {
@@ -25,6 +25,7 @@ export function expectedSubject(predicateType: PredicateType, predicate: unknown
       return p.buildDefinition.buildType === RUN_BUILD_TYPE ? runSubject(p) : undefined;
     }
     case PredicateTypes.aibom:
+    case PredicateTypes.spdx:
       return undefined;
   }
 }

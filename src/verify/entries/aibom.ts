@@ -34,6 +34,8 @@ function checkAibom(
     bom: Paths.aibom(run),
     manifest: Paths.aibomManifest(run),
     metadata: Paths.aibomMetadata(run),
+    // Not passed here: views are checked when their own records close (aibom-view.ts).
+    view: Paths.aibomMetadata(run),
   };
   for (const p of result.problems) state.fail(pathOf[p.part], p.code, p.message);
   const subject = r.statement?.subject[0]?.digest.sha256;

@@ -1,5 +1,6 @@
 import type { EntryHandler } from '../entry.ts';
 import { aibomEntry } from './aibom.ts';
+import { aibomViewEntry } from './aibom-view.ts';
 import { envelopeEntry } from './envelope.ts';
 import { indexEntry } from './index-json.ts';
 import { intotoJsonlEntry } from './intoto-jsonl.ts';
@@ -7,6 +8,7 @@ import { bareKeyEntry, logCertEntry, logKeysEntry, signerCertEntry } from './key
 import { manifestEntry } from './manifest.ts';
 import { segmentEntry } from './segment.ts';
 import { sigstoreEntry } from './sigstore.ts';
+import { tlogKeysEntry, tlogProofEntry } from './tlog.ts';
 import { receiptEntry, statementEntry } from './transparency.ts';
 
 /**
@@ -28,5 +30,9 @@ export const ENTRY_HANDLERS: readonly EntryHandler[] = [
   sigstoreEntry,
   statementEntry,
   receiptEntry,
+  tlogKeysEntry,
+  tlogProofEntry,
   aibomEntry,
+  // After the AIBOM handler: a closing AIBOM record is verified before its views rely on it.
+  aibomViewEntry,
 ];

@@ -3,7 +3,15 @@
  * choice that made it was legal (so a legal spec that is refused is caught as over-refusal).
  */
 import fc from 'fast-check';
-import type { Capability, PolicyPackRef, RunSpec, StepSpec } from '../../../src/crd/run.ts';
+import {
+  DATASET_TYPES,
+  type Capability,
+  type DatasetSpec,
+  type DatasetType,
+  type PolicyPackRef,
+  type RunSpec,
+  type StepSpec,
+} from '../../../src/crd/run.ts';
 
 /** A generated value and whether every choice that made it was legal. */
 export interface G<T> {
@@ -142,6 +150,66 @@ const capability = (w: number): Arb<Capability> =>
       ok: scope.ok && grantedBy.ok && approvedBy.ok,
     }));
 
+/** Dataset locations: absolute URIs without whitespace or control characters. */
+const location = (w: number): Arb<string> =>
+  pick(
+    w,
+    good(
+      fc.oneof(
+        fc.constantFrom(
+          'https://data.example.com/sets/v1.parquet',
+          's3://bucket/key%20with-escape',
+          'urn:dataset:incidents-7',
+          'hf://datasets/org/name@main',
+          'https://x/{odd}|chars^`[x]#a#b%zz',
+          'https://例え.jp/データ',
+          'file:///data/a.csv',
+        ),
+        fc.webUrl({ withQueryParameters: true, withFragments: true }),
+      ),
+    ).filter((g) => /^[A-Za-z][A-Za-z0-9+.-]*:[^\s\p{Z}\ufeff\p{Cc}]+$/u.test(g.v) && g.v.length <= 2048),
+    bad(
+      fc.constantFrom(
+        'no-scheme',
+        '1http://x',
+        'http://a b',
+        'http:',
+        'https://x/\u0085',
+        `https://x/${'y'.repeat(2048)}`,
+      ),
+    ),
+  );
+
+const dataset = (w: number): Arb<DatasetSpec> =>
+  fc
+    .record({
+      name: text(w, 253),
+      provider: text(w, 253),
+      version: maybe(text(w, 128)),
+      location: maybe(location(w)),
+      type: maybe(
+        pick(w, good(fc.constantFrom(...DATASET_TYPES)), bad(fc.constantFrom('noAssertion', 'Text', ''))),
+      ),
+      sha256: maybe(
+        pick(
+          w,
+          good(fc.stringMatching(/^[0-9a-f]{64}$/)),
+          bad(fc.constantFrom('ABC', 'a'.repeat(63), 'A'.repeat(64))),
+        ),
+      ),
+    })
+    .map(({ name, provider, version, location, type, sha256 }) => ({
+      v: {
+        name: name.v,
+        provider: provider.v,
+        ...(version.v !== undefined ? { version: version.v } : {}),
+        ...(location.v !== undefined ? { location: location.v } : {}),
+        ...(type.v !== undefined ? { type: type.v as DatasetType } : {}),
+        ...(sha256.v !== undefined ? { sha256: sha256.v } : {}),
+      },
+      ok: name.ok && provider.ok && version.ok && location.ok && type.ok && sha256.ok,
+    }));
+
 const temperature = (w: number): Arb<number> =>
   pick(
     w,
@@ -236,6 +304,7 @@ function spec(w: number, sizes: fc.Arbitrary<number>): Arb<RunSpec> {
     inputs: maybe(json(w)),
     policyPack: maybe(policyPack(w)),
     capabilities: maybe(fc.array(capability(w), { maxLength: 3 }).map(all)),
+    datasets: maybe(fc.array(dataset(w), { maxLength: 3 }).map(all)),
     deps: fc.array(fc.nat(), { maxLength: 4 }),
     badDep: pick(w, good(fc.constant('none')), bad(fc.constantFrom('forward', 'self', 'unknown', 'twice'))),
     badId: pick(w, good(fc.constant(undefined)), bad(fc.constantFrom(...BAD_IDS, 'duplicate'))),
@@ -252,7 +321,13 @@ function spec(w: number, sizes: fc.Arbitrary<number>): Arb<RunSpec> {
         let ok = runPack.ok && inputs.ok;
         const out: StepSpec[] = steps.map((s, i) => {
           ok &&=
-            s.kind.ok && s.inputs.ok && s.policyPack.ok && s.capabilities.ok && s.badDep.ok && s.badId.ok;
+            s.kind.ok &&
+            s.inputs.ok &&
+            s.policyPack.ok &&
+            s.capabilities.ok &&
+            s.datasets.ok &&
+            s.badDep.ok &&
+            s.badId.ok;
           const earlier = ids.slice(0, i);
           const deps =
             earlier.length === 0 ? [] : [...new Set(s.deps.map((d) => earlier[d % earlier.length]!))];
@@ -279,6 +354,7 @@ function spec(w: number, sizes: fc.Arbitrary<number>): Arb<RunSpec> {
             ...(s.policyPack.v !== undefined ? { policyPack: s.policyPack.v } : {}),
             ...s.kind.v,
             ...(s.capabilities.v !== undefined ? { capabilities: s.capabilities.v } : {}),
+            ...(s.datasets.v !== undefined ? { datasets: s.datasets.v } : {}),
           };
         });
         return {

@@ -166,6 +166,16 @@ const UNRECORDED = new Set([
   'spec.steps[].tool',
   'spec.steps[].capabilities[]',
   'spec.steps[].capabilities[].delegatedFrom[]', // its fields are linked
+  // The run provenance's externalParameters (the spec verbatim, no schema of its own) and the
+  // AIBOM's standard views (src/aibom/views), which carry them as SPDX/CycloneDX fields.
+  'spec.steps[].datasets',
+  'spec.steps[].datasets[]',
+  'spec.steps[].datasets[].name',
+  'spec.steps[].datasets[].provider',
+  'spec.steps[].datasets[].version',
+  'spec.steps[].datasets[].location',
+  'spec.steps[].datasets[].type',
+  'spec.steps[].datasets[].sha256',
   'status.steps',
   'status.steps[]',
   'status.steps[].output', // step outputDigest

@@ -40,7 +40,13 @@ import { verifyManifest } from '../../../src/c2pa/index.ts';
 import { startController, type RunningController } from '../../../src/controller/manager.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
 import { generateDevPki, type DevPki } from '../../../hack/dev-pki.ts';
-import { computeAibom, type AibomMetadata } from '../../../src/recorder/index.ts';
+import { computeAibom, computeAibomViews, type AibomMetadata } from '../../../src/recorder/index.ts';
+import {
+  serializeView,
+  spdxProfileProblems,
+  validateCycloneDx17,
+  type CycloneDx17Bom,
+} from '../../../src/aibom/views/index.ts';
 import { stepBatch, terminalBatch, type Batch } from '../../../src/recorder/extract.ts';
 import { sealRecord } from '../../../src/recorder/seal.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
@@ -138,7 +144,7 @@ async function recorderAccepts(admitted: Run, fail: boolean): Promise<number> {
   aibomStatement({ runId: aibomRun.id, bom, sha256: aibomDigest(bytes).slice('sha256:'.length) });
   await assertValidCycloneDx(toCycloneDx(bom, { run: aibomRun }));
   await db.query('SELECT $1::jsonb, $2::jsonb', [JSON.stringify(run.spec), JSON.stringify(run.status)]);
-  return records + 1; // and the AIBOM's own attestation
+  return records + 3; // and the AIBOM's own attestation and its two standard views
 }
 
 /** The pipeline's view of the steps once the run is terminal: all finished, the last Failed when `fail`. */
@@ -215,10 +221,13 @@ async function expectAibomMatches(run: Run, fail: boolean): Promise<number> {
   expect(bom.trust.subjects).toEqual(
     expect.arrayContaining([`run:${id}`, ...run.spec.steps.map((s) => `step:${id}:${s.id}`)]),
   );
-  // Its attestation ids are the run's records (all but the AIBOM's own), in the order they were stored.
+  // Its attestation ids are the run's records before the AIBOM's own, in the order they were
+  // stored; its two standard views come right after it.
   const records = await vault.attestations.ofRun(ns, id);
   expect(records.filter((r) => r.kind === 'aibom')).toHaveLength(1);
-  expect(bom.trust.attestation_ids).toEqual(records.filter((r) => r.kind !== 'aibom').map((r) => r.id));
+  const at = records.findIndex((r) => r.kind === 'aibom');
+  expect(bom.trust.attestation_ids).toEqual(records.slice(0, at).map((r) => r.id));
+  expect(records.slice(at + 1).map((r) => r.kind)).toEqual(['artifact', 'artifact']);
   const caps = run.spec.steps.reduce((n, s) => n + (s.capabilities?.length ?? 0), 0);
   expect(records.filter((r) => r.kind === 'step')).toHaveLength(run.spec.steps.length);
   expect(records.filter((r) => r.kind === 'capability')).toHaveLength(caps);
@@ -227,9 +236,23 @@ async function expectAibomMatches(run: Run, fail: boolean): Promise<number> {
   const verified = verifyManifest({ store: manifest, asset: bytes, trustAnchors: pki['ca.crt'] });
   expect(verified.problems).toEqual([]);
   expect(verified.attestationIds).toEqual(bom.trust.attestation_ids);
-  // What `service-ctl aibom generate` recomputes from the vault: the same bytes.
+  // What `service-ctl aibom generate` recomputes from the vault: the same bytes, and the same views,
+  // which pass the CycloneDX 1.7 schema (strict) and our declaration and SPDX profile checks.
   const live = await getRun(ns, run.metadata.name);
   expect((await computeAibom(vault.attestations, aibomRunOf(live))).bytes.equals(bytes)).toBe(true);
+  const again = await computeAibomViews(vault.attestations, aibomRunOf(live));
+  for (const view of again.views) {
+    const entry = meta.views?.[view.format];
+    expect(entry?.digest, view.format).toBe(view.digest);
+    const stored = await vault.attestations.get(entry!.attestation_id);
+    const statement = JSON.parse(Buffer.from(stored!.envelope.payload, 'base64').toString('utf8')) as {
+      predicate: unknown;
+    };
+    expect(serializeView(statement.predicate).equals(view.bytes), view.format).toBe(true);
+  }
+  const [cdx, spdx] = again.views;
+  expect(await validateCycloneDx17(cdx!.document as CycloneDx17Bom, again.recordDigests)).toEqual([]);
+  expect(spdxProfileProblems(spdx!.document)).toEqual([]);
   expect(live.status?.attestations?.count).toBe(records.length);
   return records.length;
 }
@@ -286,10 +309,10 @@ async function checkOne(g: G<RunSpec>, fail: boolean, seen: Tally): Promise<void
   if ('ok' in result) {
     seen.admitted++;
     const records = await recorderAccepts(result.ok, fail);
-    // docs/runs.md: at most 2 x steps + capabilities + 3 records, so at most 515.
+    // docs/runs.md: at most 2 x steps + capabilities + 5 records, so at most 517.
     const caps = result.ok.spec.steps.reduce((n, s) => n + (s.capabilities?.length ?? 0), 0);
-    expect(records).toBeLessThanOrEqual(2 * result.ok.spec.steps.length + caps + 3);
-    expect(records).toBeLessThanOrEqual(515);
+    expect(records).toBeLessThanOrEqual(2 * result.ok.spec.steps.length + caps + 5);
+    expect(records).toBeLessThanOrEqual(517);
     if (repeat) return;
     const admitted = result.ok;
     await launch(g, fail, async () => {

@@ -229,7 +229,7 @@ describe('a step', () => {
   });
 });
 
-describe('bounds (docs/runs.md: at most 2 x 128 + 256 + 3 records per Run)', () => {
+describe('bounds (docs/runs.md: at most 2 x 128 + 256 + 5 records per Run)', () => {
   const steps = (n: number, extra: (i: number) => Record<string, unknown> = () => ({})) =>
     Array.from({ length: n }, (_, i) => toolStep(`s${i}`, extra(i)));
   const cap = (i: number) => ({ scope: `scope-${i}`, grantedBy: 'team:a' });

@@ -331,11 +331,14 @@ describe('POST /v1/attestations/export with SERVICE_TRANSPARENCY_WRITER=1 and th
         `runs/${id}/aibom.json`,
         `runs/${id}/aibom.c2pa`,
         `runs/${id}/aibom.meta.json`,
+        `runs/${id}/aibom.cdx-1.7.json`,
+        `runs/${id}/aibom.spdx-3.0.1.json`,
       ]),
     );
-    // The capability chain (one capability record) and the AIBOM attestation, each with its receipt.
-    expect(paths.filter((p) => p.endsWith('/envelope.json'))).toHaveLength(2);
-    expect(paths.filter((p) => p.endsWith('/receipt.cose'))).toHaveLength(2);
+    // The capability chain (one capability record), the AIBOM attestation and its two standard
+    // views' records, each with its receipt.
+    expect(paths.filter((p) => p.endsWith('/envelope.json'))).toHaveLength(4);
+    expect(paths.filter((p) => p.endsWith('/receipt.cose'))).toHaveLength(4);
     const ok = await cli(['verify', out, '--trust-anchor', join(dir, 'trust', 'ca.pem')]);
     expect(ok, ok.out).toMatchObject({ code: 0 });
     expect(ok.out).toContain(`CHAIN step:${id}:ask under model:invoke`);

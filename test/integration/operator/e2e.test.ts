@@ -188,8 +188,8 @@ describe('a Run driven to Succeeded', () => {
     ).items;
     const stored = await vault.attestations.query({ namespaces: [ns], runId }, { limit: 1000 });
     expect(items.map((i) => i.spec.id).sort()).toEqual(stored.items.map((a) => a.id).sort());
-    // 3 capability + 3 step + 2 policy + 1 run + 1 aibom
-    expect(items).toHaveLength(10);
+    // 3 capability + 3 step + 2 policy + 1 run + 1 aibom + 2 standard views of the AIBOM
+    expect(items).toHaveLength(12);
     for (const i of items) expect(i.metadata.ownerReferences[0]!.uid).toBe(runId);
     for (const a of stored.items) expect(envelopeDigest(a.envelope)).toBe(a.digest);
     const table = await run(stack().tools.kubectl, [
@@ -200,7 +200,7 @@ describe('a Run driven to Succeeded', () => {
       ns,
       'ok',
     ]);
-    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+AIBOMRecorded\s+10\s/);
+    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+AIBOMRecorded\s+12\s/);
   });
 
   it('serves the run detail with artifacts.aibom through the API and service-ctl get', async () => {

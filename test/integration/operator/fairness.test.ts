@@ -1,6 +1,6 @@
 /**
  * Issue 11 item 7: one tenant cannot starve the others. Five Runs of the largest size admission
- * allows (128 steps, 256 capabilities: 515 records and Attestation resources each) finish at once
+ * allows (128 steps, 256 capabilities: 517 records and Attestation resources each) finish at once
  * in one namespace while they occupy the controller; then a 3-step Run finishes in another
  * namespace. The work queue is round-robin across namespaces and a reconcile of a large Run stops
  * after a bounded batch (plan.ts RECONCILE_LIMITS), so the small Run's AIBOM is recorded before
@@ -25,7 +25,7 @@ import { waitFor } from '../../helpers/wait.ts';
 
 const BIG = 5;
 /** 128 step records + 256 capability records + 129 policy records + provenance + AIBOM. */
-const BIG_RECORDS = 2 * 128 + 256 + 3;
+const BIG_RECORDS = 2 * 128 + 256 + 5;
 const hog = uniqueName('fair-hog');
 const small = uniqueName('fair-small');
 const label = `fairness-${randomBytes(4).toString('hex')}`;

@@ -185,19 +185,19 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     });
     await driveRun(kubeConfig('admin'), ns, 'anchored');
 
-    // 1 capability + 2 steps + 1 policy + 1 run + 1 AIBOM = 6 records.
+    // 1 capability + 2 steps + 1 policy + 1 run + 1 AIBOM + 2 standard views of it = 8 records.
     // B is not listening: every record is stored, enqueued, and shown as queued after a failed attempt.
     const queued = await waitFor('queued attestations', async () => {
       const r = await getRun();
       const states = await attestationStates();
       const ready = r.status?.conditions?.some((c) => c.type === 'AIBOMReady' && c.status === 'True');
       return ready &&
-        states.length === 6 &&
+        states.length === 8 &&
         states.every((s) => s.state === 'queued' && (s.attempts ?? 0) >= 1)
         ? { r, states }
         : undefined;
     });
-    expect(queued.r.status?.transparency).toMatchObject({ state: 'queued', queued: 6, published: 0 });
+    expect(queued.r.status?.transparency).toMatchObject({ state: 'queued', queued: 8, published: 0 });
     expect(
       (queued.r.status?.artifacts?.aibom as { transparency?: { status: string } }).transparency?.status,
     ).toBe('queued');
@@ -217,7 +217,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       const r = await getRun();
       return r.status?.transparency?.state === 'published' ? r : undefined;
     });
-    expect(published.status?.transparency).toMatchObject({ published: 6, queued: 0, failed: 0 });
+    expect(published.status?.transparency).toMatchObject({ published: 8, queued: 0, failed: 0 });
     expect((await attestationStates()).every((s) => s.state === 'published')).toBe(true);
     const aibomT = (published.status?.artifacts?.aibom as { transparency: Record<string, unknown> })
       .transparency;
@@ -235,7 +235,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     expect((await metaInBucket(published)).transparency).toEqual(aibomT);
 
     // Exactly one entry per attestation in B's log, whatever the retries.
-    expect((await b.transparency.log.treeHead()).size).toBe(6);
+    expect((await b.transparency.log.treeHead()).size).toBe(8);
 
     // Offline: envelopes from A's API, B's log keys, A's signer certificate.
     const token = stack().kube.tokens.admin;
@@ -249,8 +249,8 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       body: JSON.stringify({ namespaces: [ns] }),
     });
     const ndjson = await res.text();
-    // Six records and the stream's trailer line.
-    expect(ndjson.trim().split('\n')).toHaveLength(7);
+    // Eight records and the stream's trailer line.
+    expect(ndjson.trim().split('\n')).toHaveLength(9);
     const dir = stack().root;
     const keys = Buffer.from(
       await (
@@ -271,8 +271,8 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       '--log-keys',
       `${dir}/${ns}-keys.cbor`,
     ]);
-    expect(ok.stdout).toContain('6 verified, 0 failed');
-    expect(ok.stdout.match(/receipt ok/g)).toHaveLength(6);
+    expect(ok.stdout).toContain('8 verified, 0 failed');
+    expect(ok.stdout.match(/receipt ok/g)).toHaveLength(8);
     // A receipt over a different statement is rejected.
     const lines = ndjson
       .trim()
@@ -315,7 +315,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     expect(typeof body.log_index).toBe('number');
     expect(typeof body.receipt).toBe('string');
     // Already published: the same entry, not a second one.
-    expect((await b.transparency.log.treeHead()).size).toBe(6);
+    expect((await b.transparency.log.treeHead()).size).toBe(8);
     const unknown = await a.app.inject({
       method: 'POST',
       url: '/v1/attestations/scitt',
@@ -350,7 +350,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       const headers = { authorization: `Bearer ${stack().kube.tokens.admin}` };
       const made = await a.app.inject({ method: 'POST', url: '/v1/chain/checkpoint?wait=30', headers });
       expect(made.statusCode, made.body).toBe(200);
-      expect(made.json<{ tree_size: number }>().tree_size).toBe(6);
+      expect(made.json<{ tree_size: number }>().tree_size).toBe(8);
       const view = await waitFor('checkpoint receipt', async () => {
         const v = (await a.app.inject({ url: '/v1/chain/checkpoint', headers })).json<{
           statement: string;
@@ -366,7 +366,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       });
       expect(receipt.ok).toBe(true);
       // One entry more in B's log: the checkpoint, once.
-      expect((await b.transparency.log.treeHead()).size).toBe(7);
+      expect((await b.transparency.log.treeHead()).size).toBe(9);
     } finally {
       stop.abort();
       await running;

@@ -16,8 +16,8 @@ export async function readFixture(name: string): Promise<unknown> {
  * are stored and signed); the file is prettier-formatted for review, so reformatting it never breaks
  * the test, while any change of a member, value or array order does.
  */
-export async function expectGoldenJson(name: string, actual: unknown): Promise<void> {
-  const url = new URL(name, dir);
+export async function expectGoldenJson(name: string, actual: unknown, base: URL = dir): Promise<void> {
+  const url = new URL(name, base);
   if (UPDATE) {
     const options = (await resolveConfig(url)) ?? {};
     await writeFile(url, await format(JSON.stringify(actual), { ...options, parser: 'json' }));

@@ -152,7 +152,8 @@ describe('Run reconciler (in-memory seams)', () => {
       'baseline',
       'strict',
     ]);
-    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(1);
+    // The AIBOM record and its two standard views (CycloneDX 1.7, SPDX 3.0.1), in one batch.
+    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(3);
 
     const now = storedRun(w, run);
     const meta = now.status?.artifacts?.aibom as AibomMetadata;
@@ -164,11 +165,14 @@ describe('Run reconciler (in-memory seams)', () => {
       status: 'True',
       reason: Reasons.RunAttested,
     });
-    // The AIBOM lists every record made before it, and its C2PA manifest binds the stored bytes.
-    const before = w.vault.rows.filter((r) => r.kind !== 'aibom').map((r) => r.id);
+    // The AIBOM lists every record made before it (its two views come after it), and its C2PA
+    // manifest binds the stored bytes.
+    const at = w.vault.rows.findIndex((r) => r.kind === 'aibom');
+    const before = w.vault.rows.slice(0, at).map((r) => r.id);
     expect(meta.attestation_ids).toEqual(before);
+    expect(w.vault.rows.slice(at + 1).map((r) => r.kind)).toEqual(['artifact', 'artifact']);
     expect(now.status?.attestations).toMatchObject({
-      count: before.length + 1,
+      count: before.length + 3,
       runAttestationId: w.vault.rows.find((r) => r.kind === 'run')!.id,
       aibomAttestationId: meta.aibom_attestation_id,
     });
@@ -178,7 +182,7 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(JSON.parse(w.blobs.objects.get(meta.key.replace(/json$/, 'meta.json'))!.body.toString())).toEqual(
       meta,
     );
-    expect(w.kube.attestations.size).toBe(before.length + 1);
+    expect(w.kube.attestations.size).toBe(before.length + 3);
     expect(w.kube.events).toEqual([
       {
         type: 'Normal',
@@ -394,9 +398,10 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
 
   it('records a large Run over several reconciles, each within the limits, to the same end state', async () => {
     const w = await world();
-    const run = w.kube.put(bigRun(9, 3)); // 9 × (3 + 1) step records, 9 + 1 policies, 1 run, 1 AIBOM
+    // 9 × (3 + 1) step records, 9 + 1 policies, 1 run, 1 AIBOM and its 2 views
+    const run = w.kube.put(bigRun(9, 3));
     const id = run.metadata.uid;
-    const total = 9 * 4 + 10 + 1 + 1;
+    const total = 9 * 4 + 10 + 1 + 1 + 2;
     let reconciles = 0;
     for (;;) {
       const rows = w.vault.rows.length;

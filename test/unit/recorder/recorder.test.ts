@@ -4,10 +4,13 @@
  * a failure was on.
  */
 import { describe, expect, it } from 'vitest';
+import { aibomRunOf } from '../../../src/aibom/index.ts';
+import { serializeView, VIEW_FORMAT_NAMES } from '../../../src/aibom/views/index.ts';
 import { verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import {
   aibomKeys,
+  computeAibomViews,
   RecordError,
   stepKey,
   terminalKey,
@@ -101,10 +104,31 @@ describe('recorder', () => {
     const { artifact, created } = await w.recorder.recordAibom(run);
     expect(created).toBe(true);
     const meta = artifact.metadata as unknown as AibomMetadata;
-    expect(meta.attestation_ids).toEqual(w.vault.rows.filter((r) => r.kind !== 'aibom').map((r) => r.id));
-    const aibomRow = w.vault.rows.at(-1)!;
-    expect(aibomRow.kind).toBe('aibom');
+    // The AIBOM record comes after every record it lists; its two standard views right after it.
+    const at = w.vault.rows.findIndex((r) => r.kind === 'aibom');
+    expect(meta.attestation_ids).toEqual(w.vault.rows.slice(0, at).map((r) => r.id));
+    const aibomRow = w.vault.rows[at]!;
     expect(meta.aibom_attestation_id).toBe(aibomRow.id);
+    const viewRows = w.vault.rows.slice(at + 1);
+    expect(viewRows.map((r) => [r.kind, r.predicateType, r.subjects])).toEqual([
+      ['artifact', 'https://cyclonedx.org/bom', [`artifact:${run.metadata.uid}:aibom.cdx-1.7.json`]],
+      ['artifact', 'https://spdx.dev/Document/v3', [`artifact:${run.metadata.uid}:aibom.spdx-3.0.1.json`]],
+    ]);
+    expect(VIEW_FORMAT_NAMES.map((f) => meta.views?.[f]?.attestation_id)).toEqual(viewRows.map((r) => r.id));
+    // Each view record signs the view the CLI recomputes from the vault, byte for byte, and its
+    // subject digest is that of those bytes.
+    const { views } = await computeAibomViews(w.vault.attestations, aibomRunOf(run));
+    for (const [i, row] of viewRows.entries()) {
+      // A vault record like any other: signature, labels, predicate schema of its type.
+      expect(verifyRecord(row.record, { publicKeys: [w.signer.publicKey] }).problems).toEqual([]);
+      const statement = JSON.parse(Buffer.from(row.envelope.payload, 'base64').toString()) as {
+        subject: { digest: { sha256: string } }[];
+        predicate: unknown;
+      };
+      expect(serializeView(statement.predicate).equals(views[i]!.bytes)).toBe(true);
+      expect(`sha256:${statement.subject[0]!.digest.sha256}`).toBe(views[i]!.digest);
+      expect(meta.views?.[views[i]!.format]?.digest).toBe(views[i]!.digest);
+    }
     expect(aibomRow.record.c2paManifestRef).toBe(`s3://${w.blobs.bucket}/${meta.c2pa_manifest.key}`);
     const bytes = w.blobs.objects.get(meta.key)!.body;
     const manifest = w.blobs.objects.get(meta.c2pa_manifest.key)!.body;

@@ -2,6 +2,7 @@ import { hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { logKeyOf } from '../../../src/cose/key.ts';
 import { writeBundle, type ExportItem } from '../../../src/export/bundle.ts';
+import { viewFileOf } from '../../../src/export/views.ts';
 import { toApiEnvelope, type ApiEnvelope } from '../../../src/http/views/envelope.ts';
 import type { AibomMetadata } from '../../../src/recorder/index.ts';
 import type { KeySigner } from '../../../src/signing/index.ts';
@@ -128,11 +129,12 @@ export async function fixture(options: FixtureOptions = {}): Promise<Fixture> {
     add({ id: v.id, createdAt: new Date(v.created_at), namespace: v.namespace }, v);
   for (const row of rows) {
     let view = toApiEnvelope(row);
-    let extra: Partial<ExportItem> = {};
+    // A standard view's record carries its view's bytes (src/export/views.ts), as the exporter does.
+    let extra: Partial<ExportItem> = viewFileOf(row);
     if (row.kind === 'aibom' || row.kind === 'policy') {
       const p = publish(view, signer, log, tree, claim);
       view = p.view;
-      extra = { scitt: { statement: p.statement, receipt: p.receipt } };
+      extra = { ...extra, scitt: { statement: p.statement, receipt: p.receipt } };
     }
     if (row.kind === 'aibom') {
       extra = {

@@ -53,7 +53,7 @@ export const keyEntrySchema = {
 export const trustBundleSchema = {
   $id: 'TrustBundle',
   type: 'object',
-  required: ['trust_anchors_pem', 'signers', 'log_keys'],
+  required: ['trust_anchors_pem', 'signers', 'log_keys', 'note_keys'],
   properties: {
     trust_anchors_pem: { type: 'string', description: 'the CA certificates (PEM) signer chains lead to' },
     tsa_trust_anchors_pem: {
@@ -71,6 +71,16 @@ export const trustBundleSchema = {
           description: 'base64 COSE Key Set of every log key, current and past',
         },
         entries: { type: 'array', items: { $ref: 'KeyEntry#' } },
+      },
+    },
+    note_keys: {
+      type: 'array',
+      description:
+        'the Ed25519 note verifier keys (c2sp.org/signed-note vkeys, <origin>+<key id>+<base64>) of the C2SP checkpoints of /v1/tlog/vault and /v1/tlog/scitt, newest first per log, past ones included',
+      items: {
+        type: 'object',
+        required: ['log', 'vkey'],
+        properties: { log: { type: 'string', enum: ['vault', 'scitt'] }, vkey: { type: 'string' } },
       },
     },
   },
@@ -121,7 +131,7 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
     {
       schema: {
         summary:
-          'The trust bundle: CA certificates, every signer chain (current and past), the SCITT log keys',
+          'The trust bundle: CA certificates, every signer chain (current and past), the SCITT log keys, the note keys of the C2SP checkpoints',
         querystring: noQuery,
         response: { 200: { $ref: 'TrustBundle#' }, ...problemResponses },
       },
@@ -140,7 +150,13 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
         const logKey = logKeyOf(key);
         keys.set(logKey.kid.toString('hex'), logKey);
       }
+      const noteKeys = await Promise.all(
+        (['vault', 'scitt'] as const).map(async (log) =>
+          (await deps.vault.tlog.vkeys(log)).map((vkey) => ({ log, vkey })),
+        ),
+      );
       return {
+        note_keys: noteKeys.flat(),
         trust_anchors_pem: pemOf(anchorsOf(deps, entries)),
         tsa_trust_anchors_pem: pemOf(deps.tsaTrustAnchors ?? []),
         signers: signers.map(entryView),

@@ -11,6 +11,8 @@ import { requireVisible } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
+import { isViewFormat, VIEW_FORMAT_NAMES } from '../../../aibom/views/index.ts';
+import { recordedView } from '../../views/aibom-views.ts';
 import type { PolicyPackSource } from '../../sources/policy-packs.ts';
 
 export interface RunRouteDeps {
@@ -157,6 +159,22 @@ const artifactParams = {
   },
 } as const;
 
+/** The formats an artifact download offers: `aibom` (the stored bytes) and the standard views. */
+const FORMATS = ['aibom', ...VIEW_FORMAT_NAMES] as const;
+
+const downloadQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    format: {
+      type: 'string',
+      enum: FORMATS,
+      description:
+        'aibom (default): the stored AIBOM payload; cyclonedx-1.7 or spdx-3.0.1: its standard view, as recorded (a signed record of its own, docs/aibom.md)',
+    },
+  },
+} as const;
+
 export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
@@ -166,17 +184,40 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     return { run, record, artifact };
   };
 
-  app.get<{ Params: { id: string; kind: string } }>(
+  app.get<{ Params: { id: string; kind: string }; Querystring: { format?: (typeof FORMATS)[number] } }>(
     '/v1/runs/:id/artifacts/:kind',
     {
       schema: {
-        summary: 'Download an artifact (the AIBOM bytes); blocked without a valid signed C2PA manifest',
+        summary:
+          'Download an artifact: the AIBOM bytes, or (format) one of its standard views; blocked without a valid signed C2PA manifest',
         params: artifactParams,
+        querystring: downloadQuery,
         response: problemResponses,
       },
     },
     async (req, reply) => {
+      // The guard is the AIBOM's, whichever form leaves: a view never leaves when the AIBOM may not.
       const { run, record, artifact } = await artifactOf(req, req.params);
+      const format = req.query.format ?? 'aibom';
+      if (isViewFormat(format)) {
+        const view = await recordedView(deps.vault, currentMetadata(record), format);
+        await deps.vault.audit.record({
+          actor: req.user?.username ?? 'unknown',
+          action: 'artifact.download',
+          namespace: run.namespace,
+          object: `${record.objectKey}?format=${format}`,
+          manifestDigest: artifact.manifestDigest,
+          attestationIds: [...artifact.attestationIds, view.attestationId],
+        });
+        return reply
+          .type(view.mediaType)
+          .header('digest', `sha-256=${Buffer.from(view.digest.slice(7), 'hex').toString('base64')}`)
+          .header('link', `</v1/attestations/${view.attestationId}>; rel="attestation"`)
+          .header('x-attestation-id', view.attestationId)
+          .header('x-c2pa-manifest-digest', artifact.manifestDigest ?? '')
+          .header('x-c2pa-validated-at', artifact.validatedAt)
+          .send(view.bytes);
+      }
       await deps.vault.audit.record({
         actor: req.user?.username ?? 'unknown',
         action: 'artifact.download',
