@@ -21,7 +21,6 @@ const IO_MODULES = [
   'node:worker_threads',
   'pg',
   'pg-copy-streams',
-  'minio',
   '@kubernetes/client-node',
   'fastify',
 ].map((name) => ({ name, message: 'this layer is pure (no I/O): take the data as an argument' }));

@@ -1,7 +1,30 @@
 import { defineConfig } from 'vitest/config';
 
-// Two projects: `unit` (pure logic, in-memory fakes allowed) and `integration` (one real stack per
-// test run: kube-apiserver + etcd + kube-controller-manager, PostgreSQL, MinIO; see test/global-setup.ts).
+// Four projects, one after the other: `unit` (pure logic, in-memory fakes allowed), `integration`
+// (one real stack per test run: kube-apiserver + etcd + kube-controller-manager, PostgreSQL, MinIO;
+// see test/global-setup.ts), `integration-seaweedfs` (the files that touch the bucket again, on a
+// stack whose S3-compatible store is SeaweedFS: the matrix of docs/storage.md) and `e2e` (a real
+// node with the chart on it, its own stack: test/e2e/node.test.ts).
+
+/** The integration files whose subject is the object store: run against both S3 servers. */
+const S3_MATRIX = [
+  'test/integration/blob/**/*.test.ts',
+  'test/integration/operator/e2e.test.ts',
+  'test/integration/operator/repair.test.ts',
+  'test/integration/failover/tls.test.ts',
+  'test/integration/stack.test.ts',
+];
+
+/** What every integration project shares: real servers, 2 cores, generous time, no timing asserts. */
+const integration = {
+  environment: 'node' as const,
+  globalSetup: ['test/global-setup.ts'],
+  testTimeout: 120_000,
+  hookTimeout: 300_000,
+  fileParallelism: true,
+  maxWorkers: 2,
+};
+
 export default defineConfig({
   test: {
     reporters: ['default'],
@@ -20,27 +43,30 @@ export default defineConfig({
       },
       {
         test: {
+          ...integration,
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/conformance/**/*.test.ts'],
-          environment: 'node',
-          globalSetup: ['test/global-setup.ts'],
           sequence: { groupOrder: 1 },
-          // Servers are shared and the machine has 2 cores: generous per-test time, no timing asserts.
-          testTimeout: 120_000,
-          hookTimeout: 300_000,
-          fileParallelism: true,
-          maxWorkers: 2,
+        },
+      },
+      {
+        // test/global-setup.ts starts this project's stack with SeaweedFS instead of MinIO.
+        test: {
+          ...integration,
+          name: 'integration-seaweedfs',
+          include: S3_MATRIX,
+          sequence: { groupOrder: 2 },
         },
       },
       {
         test: {
           // A real node (kubelet, containerd, kube-proxy) with the chart on it, and faults while
-          // bursts of Runs finish (test/e2e/node.test.ts, docs/install.md "A real node"). After the
-          // integration project, alone: its own stack, and the machine's two cores to itself.
+          // bursts of Runs finish (test/e2e/node.test.ts, docs/install.md "A real node"). After both
+          // integration projects, alone: its own stack, and the machine's two cores to itself.
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           environment: 'node',
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
           // Each fault round drives 200 Runs through the pods and waits for their AIBOMs (a few
           // minutes); the limits are far above that and never what a test checks.
           testTimeout: 90 * 60_000,

@@ -2,7 +2,7 @@
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
 #   kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority    (set "stack")
 #     litewitness witness-add-log
-#   helm cosign crane tlog-tiles-check tlog-cosign-check                             (+ set "test")
+#   helm cosign crane weed tlog-tiles-check tlog-cosign-check                        (+ set "test")
 #   kube-scheduler kubelet kube-proxy containerd ctr containerd-shim-runc-v2 pause   (set "node")
 # from the Go module proxy only (pause: compiled with the C compiler from the pinned Kubernetes
 # module's build/pause/linux/pause.c), at the versions pinned in hack/versions.env. docs/tools.md.
@@ -24,14 +24,15 @@ source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
-# What the local stack (and so the demo) runs; what only the test suite adds; what only the node
+# What the local stack (and so the demo) runs; what only the test suite adds (weed: the SeaweedFS
+# half of the S3 matrix; `up --s3 seaweedfs` asks for it by name); what only the node
 # (`npm run stack -- up --node`, the e2e suite) adds. hack/stack/tools.ts names the same sets.
 STACK_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority litewitness
   witness-add-log)
-TEST_TOOLS=("${STACK_TOOLS[@]}" helm cosign crane tlog-tiles-check tlog-cosign-check)
+TEST_TOOLS=("${STACK_TOOLS[@]}" helm cosign crane weed tlog-tiles-check tlog-cosign-check)
 NODE_TOOLS=(kube-scheduler kubelet kube-proxy containerd ctr containerd-shim-runc-v2 pause helm)
 ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy etcd helm minio
-  cosign crane timestamp-authority containerd ctr containerd-shim-runc-v2 pause
+  cosign crane timestamp-authority weed containerd ctr containerd-shim-runc-v2 pause
   litewitness witness-add-log tlog-tiles-check tlog-cosign-check)
 KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
 CONTAINERD_TOOLS=(containerd ctr containerd-shim-runc-v2)
@@ -48,6 +49,7 @@ group_of() {
     containerd | ctr | containerd-shim-runc-v2) echo containerd ;;
     etcd | helm | minio | cosign | crane | timestamp-authority | pause | tlog-cosign-check) echo "$1" ;;
     litewitness | witness-add-log | tlog-tiles-check) echo torchwood ;;
+    weed) echo seaweedfs ;; # SeaweedFS's server binary is `weed`
     *) return 1 ;;
   esac
 }
@@ -64,6 +66,7 @@ group_version() {
     timestamp-authority) echo "$TSA_VERSION" ;;
     containerd) echo "$CONTAINERD_VERSION" ;;
     pause) echo "$PAUSE_VERSION-$KUBERNETES_VERSION" ;;
+    seaweedfs) echo "$SEAWEEDFS_VERSION" ;;
     torchwood) echo "$TORCHWOOD_VERSION" ;;
     tlog-cosign-check) echo "$TLOG_FORMATS_VERSION" ;;
   esac
@@ -82,6 +85,7 @@ group_module() {
     crane) echo "github.com/google/go-containerregistry" ;;
     timestamp-authority) echo "github.com/sigstore/timestamp-authority/v$(major_of "$TSA_VERSION")" ;;
     containerd) echo "github.com/containerd/containerd/v$(major_of "$CONTAINERD_VERSION")" ;;
+    seaweedfs) echo "github.com/seaweedfs/seaweedfs" ;;
     torchwood) echo "filippo.io/torchwood" ;;
     tlog-cosign-check) echo "github.com/transparency-dev/formats" ;;
   esac
@@ -89,6 +93,7 @@ group_module() {
 group_module_version() {
   case $1 in
     minio) echo "$MINIO_MODULE_VERSION" ;;
+    seaweedfs) echo "$SEAWEEDFS_MODULE_VERSION" ;;
     *) group_version "$1" ;;
   esac
 }
@@ -105,6 +110,7 @@ tool_package() {
     crane) echo "$(group_module crane)/cmd/crane" ;;
     # hack/go/timestamp-authority/main.go: upstream's server without the fixed :2112 metrics port
     timestamp-authority) echo "aibom-vault.local/tools/timestamp-authority" ;;
+    weed) echo "github.com/seaweedfs/seaweedfs/weed" ;;
     litewitness) echo "filippo.io/torchwood/cmd/litewitness" ;;
     # hack/go/torchwood/witness-add-log/main.go: witnessctl's add-log and add-key (witnessctl imports
     # sigsum.org/sigsum-go, which the module proxy here refuses)
@@ -138,6 +144,7 @@ group_tools() {
   case $1 in
     kubernetes) echo "${KUBE_TOOLS[*]}" ;;
     containerd) echo "${CONTAINERD_TOOLS[*]}" ;;
+    seaweedfs) echo weed ;;
     torchwood) echo "litewitness witness-add-log tlog-tiles-check" ;;
     *) echo "$1" ;;
   esac
@@ -397,6 +404,7 @@ group_ldflags() {
       # as containerd's Makefile: Version and Package (Revision, the commit, is not known here).
       p=$(group_module containerd)/version
       printf -- ' -X %s' "$p.Version=$CONTAINERD_VERSION" "$p.Package=$(group_module containerd)" ;;
+    seaweedfs) printf -- ' -X %s' "github.com/seaweedfs/seaweedfs/weed/util/version.COMMIT=$SEAWEEDFS_COMMIT" ;;
     torchwood | tlog-cosign-check) ;;
   esac
 }
@@ -416,6 +424,7 @@ verify_tool() {
     containerd | ctr) out=$("$bin" --version 2>&1) want="$CONTAINERD_VERSION" ;;
     containerd-shim-runc-v2) out=$("$bin" -v 2>&1) want="$CONTAINERD_VERSION" ;;
     pause) out=$("$bin" -v 2>&1) want="pause.c v$PAUSE_VERSION" ;;
+    weed) out=$("$bin" version 2>&1) want="$SEAWEEDFS_VERSION $SEAWEEDFS_COMMIT" ;;
     # No version flags: the module versions the binary was built from (the pin, not a replacement).
     litewitness | witness-add-log | tlog-tiles-check)
       out=$(go version -m "$bin" 2>&1) want="filippo.io/torchwood	$TORCHWOOD_VERSION" ;;
@@ -526,6 +535,8 @@ fi
 
 [[ ${MINIO_MODULE_VERSION: -12} == "${MINIO_COMMIT:0:12}" ]] ||
   die "versions.env: MINIO_MODULE_VERSION does not name MINIO_COMMIT"
+[[ ${SEAWEEDFS_MODULE_VERSION: -12} == "$SEAWEEDFS_COMMIT" ]] ||
+  die "versions.env: SEAWEEDFS_MODULE_VERSION does not name SEAWEEDFS_COMMIT"
 
 # Re-check under the lock (another caller may have built them meanwhile), one group at a time.
 failed=()

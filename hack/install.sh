@@ -9,7 +9,7 @@
 #                                 (@node: kubelet, kube-scheduler, kube-proxy, containerd, pause,
 #                                 helm) and Debian's runc, CNI plugins and nft (as root)
 #   bash hack/install.sh --test   everything the test suite (hack/test.sh) needs: the above, the
-#                                 tools only tests run (@test: helm, cosign, crane), the
+#                                 tools only tests run (@test: helm, cosign, crane, SeaweedFS), the
 #                                 independent verifiers of the conformance tests (Java Biscuit,
 #                                 joserfc) and Debian's Chromium for the UI's browser tests (as root)
 #

@@ -162,16 +162,17 @@ EOF
     --from-literal=S3_SECRET_KEY="$minio_password" \
     --dry-run=client -o yaml | k apply -f -
 
-  log "bucket aibom-vault (created with the image's minio client)"
+  log "bucket aibom-vault (created with the image's own S3 client)"
   k -n "$NS" delete pod mkbucket --ignore-not-found --wait=true >/dev/null
   k -n "$NS" run mkbucket --rm -i --restart=Never --quiet \
     --image="$IMAGE" --image-pull-policy=Never \
     --env="S3_ACCESS_KEY=$minio_user" --env="S3_SECRET_KEY=$minio_password" \
     -- node --input-type=module -e "
-      import { Client } from 'minio';
-      const c = new Client({ endPoint: 'minio.${NS}.svc', port: 9000, useSSL: false,
+      import { S3Client } from '/app/dist/src/blob/s3.js';
+      const c = new S3Client({ endpoint: 'http://minio.${NS}.svc:9000',
         accessKey: process.env.S3_ACCESS_KEY, secretKey: process.env.S3_SECRET_KEY });
-      if (!(await c.bucketExists('aibom-vault'))) await c.makeBucket('aibom-vault', 'us-east-1');
+      await c.createBucket('aibom-vault');
+      c.close();
       console.log('bucket aibom-vault ready');"
 
   log "signer Secret ${RELEASE}-signer (dev CA -> leaf, ECDSA P-256, EKU emailProtection + documentSigning)"

@@ -9,12 +9,20 @@ declare module 'vitest' {
 }
 
 /**
- * One real stack per test run, started by the same code as `npm run stack -- up`. Tests isolate
- * themselves (own namespace, own database, own bucket prefix) instead of restarting servers.
+ * One real stack per test run (and project), started by the same code as `npm run stack -- up`.
+ * Tests isolate themselves (own namespace, own database, own bucket prefix) instead of restarting
+ * servers.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  // The stack's tools plus what only tests run (helm, cosign, crane): hack/install.sh --test builds them.
-  const stack = await startStack({ tools: TEST_TOOLS, log: (l) => console.log(`[stack] ${l}`) });
+  // The S3 matrix (vitest.config.ts): the integration-seaweedfs project runs on SeaweedFS. The
+  // stack's tools plus what only tests run (helm, cosign, crane, weed): hack/install.sh --test
+  // builds them.
+  const s3 = project.name === 'integration-seaweedfs' ? 'seaweedfs' : 'minio';
+  const stack = await startStack({
+    s3,
+    tools: TEST_TOOLS,
+    log: (l) => console.log(`[stack${s3 === 'minio' ? '' : ` ${s3}`}] ${l}`),
+  });
   project.provide('stack', stack);
   return async () => {
     await stopStack(stack);

@@ -1,8 +1,8 @@
 /**
- * `npm run stack -- up [--node]|down|status`: the local stack in the background, described by
- * .stack/env. `--node` adds a real node (hack/stack/node) with the chart installed onto it: its pods
- * are then the controller and the API, SERVICE_API_URL is the API's Service, SERVICE_NAMESPACE the
- * chart's namespace.
+ * `npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover | down |
+ * status`: the local stack in the background, described by .stack/env. `--node` adds a real node
+ * (hack/stack/node) with the chart installed onto it: its pods are then the controller and the API,
+ * SERVICE_API_URL is the API's Service, SERVICE_NAMESPACE the chart's namespace.
  * State lives in .stack/state.json so `down` (another process) can stop exactly what `up` started.
  * STACK_STATE_DIR moves that directory (tests run a second stack beside a developer's own).
  */
@@ -11,6 +11,8 @@ import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { orphanedNode } from './node/index.ts';
 import { isAlive, stopProcess } from './proc.ts';
+import { isS3Server, S3_SERVERS, type S3Server } from './s3.ts';
+import { failover as failOver, STANDBY_MODES, type StandbyMode } from './standby.ts';
 import {
   repoRoot,
   SERVICE_NAMES,
@@ -116,13 +118,58 @@ async function reconcileServices(existing: StackInfo): Promise<number> {
   return 0;
 }
 
-async function up(args: readonly string[]): Promise<number> {
-  const unknown = args.filter((a) => a !== '--node');
-  if (unknown.length) {
-    console.error(`usage: npm run stack -- up [--node] (unknown: ${unknown.join(' ')})`);
-    return 2;
+/** The servers `up` was asked for. */
+interface Shape {
+  readonly standby?: StandbyMode;
+  readonly s3: S3Server;
+  /** A real node with the chart on it (hack/stack/node) in place of the host controller and sidecar. */
+  readonly node: boolean;
+}
+
+class UsageError extends Error {}
+
+function parseUp(args: readonly string[]): Shape {
+  let standby: StandbyMode | undefined;
+  let s3: S3Server = 'minio';
+  let node = false;
+  for (let i = 0; i < args.length; i++) {
+    const [flag, value] = [args[i], args[i + 1]];
+    if (flag === '--node') {
+      node = true;
+    } else if (flag === '--standby') {
+      if (!(STANDBY_MODES as readonly string[]).includes(value ?? '')) {
+        throw new UsageError(
+          `--standby takes ${STANDBY_MODES.join(' or ')}, got ${JSON.stringify(value ?? '')}`,
+        );
+      }
+      standby = value as StandbyMode;
+      i++;
+    } else if (flag === '--s3') {
+      if (value === undefined || !isS3Server(value)) {
+        throw new UsageError(`--s3 takes ${S3_SERVERS.join(' or ')}, got ${JSON.stringify(value ?? '')}`);
+      }
+      s3 = value;
+      i++;
+    } else {
+      throw new UsageError(`up: unknown argument ${JSON.stringify(flag)}`);
+    }
   }
-  const withNode = args.includes('--node');
+  return { ...(standby !== undefined ? { standby } : {}), s3, node };
+}
+
+/** What differs between the servers the stack was started with and the ones asked for. */
+function shapeDiff(info: StackInfo, want: Shape): string[] {
+  const had = info.servers ?? { standby: 'none', s3: 'minio' };
+  const out: string[] = [];
+  if (had.standby !== (want.standby ?? 'none'))
+    out.push(`standby: ${had.standby} → ${want.standby ?? 'none'}`);
+  if (had.s3 !== want.s3) out.push(`s3: ${had.s3} → ${want.s3}`);
+  return out;
+}
+
+async function up(args: readonly string[]): Promise<number> {
+  const shape = parseUp(args);
+  const withNode = shape.node;
   const existing = await readState();
   if (existing && !!existing.node !== withNode) {
     console.error(
@@ -133,17 +180,27 @@ async function up(args: readonly string[]): Promise<number> {
     return 1;
   }
   if (existing?.node) {
-    if (existing.procs.every((p) => isAlive(p.pid))) {
+    const diff = shapeDiff(existing, shape);
+    if (diff.length === 0 && existing.procs.every((p) => isAlive(p.pid))) {
       console.log(`stack with the node already running (started from ${existing.root}); source .stack/env`);
       return 0;
     }
-    console.log('found a partly dead stack with the node; stopping what is left of it first');
+    console.log(
+      diff.length > 0
+        ? `stack with the node running with other servers (${diff.join(', ')}); stopping it and starting a new one`
+        : 'found a partly dead stack with the node; stopping what is left of it first',
+    );
     reportLeft(await stopStack(existing));
     await rm(stateFile, { force: true });
   } else if (existing) {
     const servers = existing.procs.filter((p) => !(SERVICE_NAMES as readonly string[]).includes(p.name));
-    if (servers.every((p) => isAlive(p.pid))) return reconcileServices(existing);
-    console.log('found a partly dead stack; stopping what is left of it first');
+    const diff = shapeDiff(existing, shape);
+    if (diff.length === 0 && servers.every((p) => isAlive(p.pid))) return reconcileServices(existing);
+    console.log(
+      diff.length > 0
+        ? `stack running with other servers (${diff.join(', ')}); stopping it and starting a new one`
+        : 'found a partly dead stack; stopping what is left of it first',
+    );
     await stopStack(existing);
     await rm(stateFile, { force: true });
   }
@@ -163,6 +220,8 @@ async function up(args: readonly string[]): Promise<number> {
       node: withNode,
       log: (l) => console.log(`  ${l}`),
       signal: interrupted.signal,
+      ...(shape.standby !== undefined ? { standby: shape.standby } : {}),
+      s3: shape.s3,
     });
   } finally {
     process.off('SIGINT', onSignal);
@@ -230,6 +289,17 @@ async function status(): Promise<number> {
       `${p.name.padEnd(24)} pid ${String(p.pid).padEnd(8)} ${alive ? 'running' : 'DEAD'}  log ${p.logFile}`,
     );
   }
+  const rep = info.replication;
+  if (rep !== undefined) {
+    console.log(
+      `${'postgres'.padEnd(24)} primary 127.0.0.1:${rep.primary.port} (pid ${rep.primary.pid}), ` +
+        (rep.standby !== null
+          ? `${rep.mode} standby 127.0.0.1:${rep.standby.port} (pid ${rep.standby.pid})`
+          : 'no standby (failed over)') +
+        `, clients through 127.0.0.1:${rep.proxy.listen}`,
+    );
+  }
+  if (info.servers) console.log(`${'s3'.padEnd(24)} ${info.servers.s3}`);
   for (const k of [
     'KUBECONFIG',
     'DATABASE_URL',
@@ -244,17 +314,61 @@ async function status(): Promise<number> {
   return dead === 0 ? 0 : 1;
 }
 
-const commands: Record<string, (args: readonly string[]) => Promise<number>> = { up, down, status };
+/**
+ * SIGKILL of the primary, promotion of the standby, the proxy moved: what a managed service's
+ * failover does, timed. The stack then runs on the promoted server alone.
+ */
+async function failover(): Promise<number> {
+  const info = await readState();
+  if (!info) {
+    console.error('no stack running: npm run stack -- up --standby sync|async');
+    return 1;
+  }
+  const rep = info.replication;
+  if (rep === undefined || rep.standby === null) {
+    console.error(
+      rep === undefined
+        ? 'this stack has no standby: start it with npm run stack -- up --standby sync|async'
+        : 'this stack has failed over already and runs without a standby: npm run stack -- up --standby sync|async after down',
+    );
+    return 1;
+  }
+  const report = await failOver(rep);
+  // The killed primary leaves the stack: what is left runs as started, minus the standby.
+  await saveState({
+    ...info,
+    procs: info.procs.filter((p) => p.pid !== report.killedPid),
+    replication: report.replication,
+  });
+  console.log(
+    `failover (${rep.mode}): primary pid ${report.killedPid} killed (SIGKILL) at ${report.killedMs} ms, ` +
+      `standby promoted at ${report.promotedMs} ms, proxy 127.0.0.1:${rep.proxy.listen} moved to ` +
+      `127.0.0.1:${report.promotedPort} at ${report.movedMs} ms`,
+  );
+  console.log(
+    `failover took ${report.movedMs} ms; the stack now runs on the promoted server without a standby`,
+  );
+  return 0;
+}
+
+const USAGE =
+  'usage: npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover | down | status';
+const commands: Record<string, (args: readonly string[]) => Promise<number>> = {
+  up,
+  failover,
+  down,
+  status,
+};
 const cmd = process.argv[2] ?? '';
 const fn = commands[cmd];
 if (!fn) {
-  console.error(`usage: npm run stack -- up [--node]|down|status (got "${cmd}")`);
+  console.error(`${USAGE} (got "${cmd}")`);
   process.exitCode = 2;
 } else {
   try {
     process.exitCode = await fn(process.argv.slice(3));
   } catch (err) {
-    console.error((err as Error).message);
-    process.exitCode = 1;
+    console.error(err instanceof UsageError ? `${err.message}\n${USAGE}` : (err as Error).message);
+    process.exitCode = err instanceof UsageError ? 2 : 1;
   }
 }

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { get as httpsGet } from 'node:https';
 import { join } from 'node:path';
-import { Client } from 'minio';
+import { S3Client } from '../../src/blob/store.ts';
 import { freePort, startProcess, waitReady, type Launch, type Proc } from './proc.ts';
 
 export interface Minio {
@@ -23,9 +24,17 @@ export async function runMinioServer(
   accessKey: string,
   secretKey: string,
   launch: Launch = {},
+  /** PEM certificate and key: the server speaks https only; `ca` is what the probe trusts. */
+  tls?: { readonly cert: string; readonly key: string; readonly ca: string },
 ): Promise<Proc> {
   const data = join(root, 'minio');
   await mkdir(data, { recursive: true });
+  const certsDir = join(root, 'minio-certs');
+  if (tls) {
+    await mkdir(certsDir, { recursive: true, mode: 0o700 });
+    await writeFile(join(certsDir, 'public.crt'), tls.cert);
+    await writeFile(join(certsDir, 'private.key'), tls.key, { mode: 0o600 });
+  }
   const consolePort = await freePort();
   const proc = await startProcess({
     name: 'minio',
@@ -38,6 +47,7 @@ export async function runMinioServer(
       '--console-address',
       `127.0.0.1:${consolePort}`,
       '--quiet',
+      ...(tls ? ['--certs-dir', certsDir] : []),
     ],
     logFile: join(root, 'minio.log'),
     env: {
@@ -51,13 +61,26 @@ export async function runMinioServer(
     },
     ...(launch.onSpawn ? { onSpawn: launch.onSpawn } : {}),
   });
+  const ready = `${tls ? 'https' : 'http'}://127.0.0.1:${port}/minio/health/ready`;
   await waitReady(
     proc,
-    async () => (await fetch(`http://127.0.0.1:${port}/minio/health/ready`)).ok,
+    async () => (tls ? (await httpsStatus(ready, tls.ca)) === 200 : (await fetch(ready)).ok),
     60_000,
     launch.signal,
   );
   return proc;
+}
+
+/** The status of a GET over https trusting `ca` only. */
+function httpsStatus(url: string, ca: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = httpsGet(url, { ca, timeout: 5_000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+  });
 }
 
 export async function startMinio(
@@ -65,13 +88,28 @@ export async function startMinio(
   binary: string,
   bucket: string,
   launch: Launch = {},
+  tls?: { readonly cert: string; readonly key: string; readonly ca: string },
 ): Promise<Minio> {
   const port = await freePort();
   const accessKey = `stack-${randomBytes(4).toString('hex')}`;
   const secretKey = randomBytes(24).toString('base64url');
-  const proc = await runMinioServer(root, binary, port, accessKey, secretKey, launch);
-  const endpoint = `http://127.0.0.1:${port}`;
-  const client = new Client({ endPoint: '127.0.0.1', port, useSSL: false, accessKey, secretKey });
-  if (!(await client.bucketExists(bucket))) await client.makeBucket(bucket);
+  const proc = await runMinioServer(root, binary, port, accessKey, secretKey, launch, tls);
+  const endpoint = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const client = new S3Client({ endpoint, accessKey, secretKey, ...(tls ? { ca: tls.ca } : {}) });
+  try {
+    // Ready by its health endpoint, MinIO may still answer 503 XMinioServerNotInitialized for a
+    // moment: the bucket is created once it takes requests.
+    await waitReady(
+      proc,
+      async () => {
+        await client.createBucket(bucket);
+        return true;
+      },
+      60_000,
+      launch.signal,
+    );
+  } finally {
+    client.close();
+  }
   return { proc, endpoint, accessKey, secretKey, bucket };
 }

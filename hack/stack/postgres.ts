@@ -95,7 +95,7 @@ export interface ServerUser {
  * /root) hides node_modules from it: the binaries are copied once per package version into a
  * root-owned, world-traversable cache under the system temp dir, and run from there.
  */
-async function binaries(user: ServerUser | undefined): Promise<Binaries> {
+export async function binaries(user: ServerUser | undefined): Promise<Binaries> {
   const { bin, native, version } = await packageBinaries();
   if (!user) return bin;
   const cache = join(tmpdir(), `aibom-vault-postgres-${version}`);
@@ -147,7 +147,7 @@ export async function assertTraversable(path: string, user: ServerUser): Promise
 }
 
 /** initdb and postgres refuse to run as root: run them as `postgres` (or `nobody`) when we are root. */
-async function serverUser(): Promise<ServerUser | undefined> {
+export async function serverUser(): Promise<ServerUser | undefined> {
   if (userInfo().uid !== 0) return undefined;
   for (const name of ['postgres', 'nobody']) {
     try {
@@ -161,6 +161,14 @@ async function serverUser(): Promise<ServerUser | undefined> {
   throw new StartError('postgres', 'running as root and neither a postgres nor a nobody user exists', '');
 }
 
+/** How one server runs besides its data dir and port (a standby pair: hack/stack/standby.ts). */
+export interface ServerOptions {
+  /** Process name in the stack (default `postgres`). */
+  readonly name?: string;
+  /** `-c key=value` after the defaults below (later ones win). */
+  readonly settings?: Readonly<Record<string, string>>;
+}
+
 /**
  * Starts the server on the cluster initdb made under `<root>/postgres` (also used to restart it on
  * the same data dir and port, e.g. in outage tests) and waits until `readyUrl` answers.
@@ -172,12 +180,13 @@ export async function runPostgresServer(
   timeoutMs = 60_000,
   launch: Launch = {},
   override?: Binaries,
+  server: ServerOptions = {},
 ): Promise<Proc> {
   const dir = join(root, 'postgres');
   const user = await serverUser();
   const bin = override ?? (await binaries(user));
   const proc = await startProcess({
-    name: 'postgres',
+    name: server.name ?? 'postgres',
     command: bin.postgres,
     // fsync off: throwaway test data; durability is not what the stack is for.
     args: [
@@ -197,8 +206,9 @@ export async function runPostgresServer(
       'full_page_writes=off',
       '-c',
       'max_connections=200',
+      ...Object.entries(server.settings ?? {}).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
     ],
-    logFile: join(root, 'postgres.log'),
+    logFile: join(root, `${server.name ?? 'postgres'}.log`),
     // Its own dir as the working directory: the server user may not be able to enter ours.
     cwd: dir,
     ...(user ? { uid: user.uid, gid: user.gid } : {}),
@@ -226,6 +236,7 @@ export async function startPostgres(
   root: string,
   launch: Launch = {},
   override?: Binaries,
+  server: ServerOptions = {},
 ): Promise<Postgres> {
   const dir = join(root, 'postgres');
   const data = join(dir, 'data');
@@ -270,7 +281,7 @@ export async function startPostgres(
   }
   const port = await freePort();
   const admin = `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
-  const proc = await runPostgresServer(root, port, `${admin}/postgres`, 60_000, launch, override);
+  const proc = await runPostgresServer(root, port, `${admin}/postgres`, 60_000, launch, override, server);
   const [ownerPassword, runtimePassword] = [crypto.randomUUID(), crypto.randomUUID()];
   const c = new pg.Client({ connectionString: `${admin}/postgres` });
   await c.connect();

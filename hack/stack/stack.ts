@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startKube, type StackUser } from './kube.ts';
-import { startMinio } from './minio.ts';
 import { startPostgres } from './postgres.ts';
+import { S3_TOOLS, startS3, type S3Server } from './s3.ts';
+import { startReplicatedPostgres, type Replication, type StandbyMode } from './standby.ts';
 import { freePort, startProcess, stopProcess, waitReady, type Launch, type Proc } from './proc.ts';
 import { schema } from '../../src/config/schema.ts';
 import { createSignerSecret } from './signer.ts';
@@ -35,6 +36,10 @@ export interface StackOptions<T extends Tool = StackTool> {
   readonly tmpParent?: string;
   /** PostgreSQL binaries to use instead of the npm package's (tests make a start fail with this). */
   readonly postgresBinaries?: { readonly initdb: string; readonly postgres: string };
+  /** PostgreSQL with a streaming standby behind a proxy (hack/stack/standby.ts); default none. */
+  readonly standby?: StandbyMode;
+  /** The S3-compatible store (hack/stack/s3.ts); default MinIO. */
+  readonly s3?: S3Server;
   readonly log?: (line: string) => void;
   /** Aborts the start (Ctrl-C of `up`): what started is stopped and the temp dir removed. */
   readonly signal?: AbortSignal;
@@ -67,6 +72,10 @@ export interface StackInfo<T extends Tool = StackTool> {
   readonly timings: Record<string, number>;
   /** The node (StackOptions.node): its dirs, release, namespace, image, the API's Service URL. */
   readonly node?: NodeInfo;
+  /** Which servers run: the standby mode (`none` after a failover) and the S3 store. */
+  readonly servers?: { readonly standby: StandbyMode | 'none'; readonly s3: S3Server };
+  /** The primary, standby and proxy of `--standby` (what `failover` acts on). */
+  readonly replication?: Replication;
   /** The stack's tlog witness (litewitness), which the services push their checkpoints to. */
   readonly witness?: {
     readonly url: string;
@@ -116,8 +125,9 @@ export function serviceSettings(env: NodeJS.ProcessEnv = process.env): Record<st
 }
 
 /**
- * Starts etcd + kube-apiserver + kube-controller-manager (CRDs applied), PostgreSQL, MinIO and the
- * RFC 3161 time-stamping authority, each on a random loopback port under one temp dir, and
+ * Starts etcd + kube-apiserver + kube-controller-manager (CRDs applied), PostgreSQL (alone, or
+ * with a standby behind a proxy: `standby`), an S3-compatible store (MinIO or SeaweedFS: `s3`) and
+ * the RFC 3161 time-stamping authority, each on a random loopback port under one temp dir, and
  * optionally the controller and sidecar.
  *
  * Invariant: when it throws, nothing it started is left. Every process is recorded the moment it
@@ -145,12 +155,16 @@ export async function startStack<T extends Tool = StackTool>(
   const settings = opts.settings ?? serviceSettings();
   let node: NodeInfo | undefined;
   try {
-    const tools = await timed('tools', () => ensureTools([...STACK_TOOLS, ...(opts.tools ?? [])]));
+    const s3Server = opts.s3 ?? 'minio';
+    // SeaweedFS is not among the stack's own tools (the everyday stack runs MinIO): asked for here.
+    const tools = await timed('tools', () =>
+      ensureTools([...STACK_TOOLS, ...S3_TOOLS[s3Server], ...(opts.tools ?? [])]),
+    );
     const prepared = opts.node ? await timed('node network', () => prepareNode(root, procs)) : undefined;
     node = prepared?.node;
     const bucket = process.env.S3_BUCKET ?? 'aibom-vault';
     // The three servers are independent: start them concurrently; the first failure stops the rest.
-    const [kube, postgres, minio, tsa] = await settleAll(
+    const [kube, postgres, s3, tsa] = await settleAll(
       [
         timed('kubernetes', () =>
           startKube(
@@ -162,8 +176,12 @@ export async function startStack<T extends Tool = StackTool>(
             prepared?.kube,
           ),
         ),
-        timed('postgres', () => startPostgres(root, launch, opts.postgresBinaries)),
-        timed('minio', () => startMinio(root, tools.minio, bucket, launch)),
+        timed('postgres', () =>
+          opts.standby !== undefined
+            ? startReplicatedPostgres(root, opts.standby, launch, opts.postgresBinaries)
+            : startPostgres(root, launch, opts.postgresBinaries),
+        ),
+        timed(s3Server, () => startS3(s3Server, root, tools, bucket, launch)),
         timed('tsa', () => startTsa(root, tools['timestamp-authority'], launch)),
       ],
       abort,
@@ -185,10 +203,10 @@ export async function startStack<T extends Tool = StackTool>(
       KUBECONFIG: kube.kubeconfig,
       DATABASE_URL: postgres.runtimeUrl,
       DATABASE_MIGRATION_URL: postgres.ownerUrl,
-      S3_ENDPOINT: minio.endpoint,
-      S3_ACCESS_KEY: minio.accessKey,
-      S3_SECRET_KEY: minio.secretKey,
-      S3_BUCKET: minio.bucket,
+      S3_ENDPOINT: s3.endpoint,
+      S3_ACCESS_KEY: s3.accessKey,
+      S3_SECRET_KEY: s3.secretKey,
+      S3_BUCKET: s3.bucket,
       SERVICE_TOKEN: kube.tokens.admin,
       TSA_URL: tsa.url,
       TSA_TRUST_ANCHORS: tsa.trustAnchor,
@@ -203,6 +221,10 @@ export async function startStack<T extends Tool = StackTool>(
       kube: { server: kube.server, caFile: kube.caFile, kubeconfigs: kube.kubeconfigs, tokens: kube.tokens },
       timings,
       ...(node ? { node } : {}),
+      servers: { standby: opts.standby ?? 'none', s3: s3Server },
+      ...('replication' in postgres
+        ? { replication: (postgres as { replication: Replication }).replication }
+        : {}),
       witness: {
         url: witnessed.witness.url,
         vkey: witnessed.witness.vkey,
@@ -221,15 +243,15 @@ export async function startStack<T extends Tool = StackTool>(
             procs,
             tools,
             kube: { server: kube.server, kubeconfig: kube.kubeconfig, nodeKubeconfigs: kube.nodeKubeconfigs },
-            forward: [port(kube.server), postgres.port, port(minio.endpoint), port(tsa.url)],
+            forward: [port(kube.server), postgres.port, port(s3.endpoint), port(tsa.url)],
             wiring: {
               databaseUrl: postgres.runtimeUrl,
               migrationUrl: postgres.ownerUrl,
               s3: {
-                endpoint: minio.endpoint,
-                accessKey: minio.accessKey,
-                secretKey: minio.secretKey,
-                bucket: minio.bucket,
+                endpoint: s3.endpoint,
+                accessKey: s3.accessKey,
+                secretKey: s3.secretKey,
+                bucket: s3.bucket,
               },
               tsa: { url: tsa.url, caFile: tsa.trustAnchor },
             },

@@ -15,6 +15,7 @@ export const TOOL_NAMES = [
   'cosign',
   'crane',
   'timestamp-authority',
+  'weed',
   'containerd',
   'ctr',
   'containerd-shim-runc-v2',
@@ -29,7 +30,9 @@ export type Tool = (typeof TOOL_NAMES)[number];
 /**
  * The sets of hack/ensure-tools.sh (@stack, @test, @node): what `npm run stack -- up` (and so the
  * demo) runs, what the test suite adds, what the node of `up --node` and the e2e suite adds.
- * The demo builds only the first; the test command builds all three.
+ * The demo builds only the first; the test command builds all three. SeaweedFS (`weed`) is in
+ * @test: the everyday stack runs MinIO, the integration-seaweedfs project and `up --s3 seaweedfs`
+ * (which asks for it on its own) run SeaweedFS.
  */
 export const STACK_TOOLS = [
   'kube-apiserver',
@@ -46,6 +49,7 @@ export const TEST_TOOLS = [
   'helm',
   'cosign',
   'crane',
+  'weed',
   'tlog-tiles-check',
   'tlog-cosign-check',
 ] as const satisfies readonly Tool[];

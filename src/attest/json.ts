@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
+import { BaseError } from '../errors.ts';
 import { AttestError } from './errors.ts';
 
 export type JsonPrimitive = string | number | boolean | null;
@@ -71,9 +72,12 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
   }
 }
 
-/** Thrown by sortedCopy for anything it cannot take; canonicalJson then takes pass 3. */
-class NotCopyable extends Error {}
-const NOT_COPYABLE = new NotCopyable('not copyable in JCS member order');
+/**
+ * Thrown by sortedCopy for anything it cannot take; canonicalJson then takes pass 3. Control flow
+ * only: it never leaves this module.
+ */
+class NotCopyable extends BaseError<'NOT_COPYABLE'> {}
+const NOT_COPYABLE = new NotCopyable('NOT_COPYABLE', 'not copyable in JCS member order');
 
 /** A copy whose objects hold their members in JCS order; throws NOT_COPYABLE (see above). */
 function sortedCopy(value: unknown, depth: number): unknown {

@@ -1,5 +1,5 @@
 import { createPublicKey, type KeyObject, type X509Certificate } from 'node:crypto';
-import { validateChain } from '../signing/chain.ts';
+import { chainFailureCode, validateChain } from '../signing/chain.ts';
 import { algorithmOf, keyIdOf, verifyWith } from '../signing/signer.ts';
 import { TimestampError } from '../timestamp/errors.ts';
 import { verifyTimestamp } from '../timestamp/rfc3161.ts';
@@ -120,13 +120,7 @@ function trustedKeys(
           message: `the signature was time-stamped at ${at.toISOString()} by ${stamp.tsa}: ${chain.message}`,
         });
       } else {
-        const code =
-          chain.failure === 'EXPIRED'
-            ? 'CERTIFICATE_EXPIRED'
-            : chain.failure === 'NOT_YET_VALID'
-              ? 'CERTIFICATE_NOT_YET_VALID'
-              : 'UNTRUSTED_KEY';
-        problems.push({ code, message: chain.message });
+        problems.push({ code: chainFailureCode(chain.failure, 'UNTRUSTED_KEY'), message: chain.message });
       }
     }
     // The leaf key is still checked against the signature, so that a result lists a bad

@@ -1,4 +1,5 @@
 import { createPrivateKey, type KeyObject, type X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
@@ -17,7 +18,7 @@ import { s3BlobStore, type BlobStore } from '../blob/store.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { setupTransparency, type Transparency } from '../transparency/setup.ts';
-import { connectVault, migrate, VaultError, type Vault } from '../vault/index.ts';
+import { connectVault, migrate, VaultError, withTls, type Vault } from '../vault/index.ts';
 
 /** Loads configuration or exits 2 with the whole list of problems on stderr (no stack trace). */
 export function fatalConfig<T>(load: () => T): T {
@@ -51,8 +52,12 @@ export function kubeConfigFrom(config: Config): KubeConfig {
 export async function openVaultFrom(config: Config, logger: Logger, appName: string): Promise<Vault> {
   const url = config.DATABASE_URL;
   if (url === undefined) throw new ConfigError(['DATABASE_URL: required']);
-  await migrate(config.DATABASE_MIGRATION_URL ?? url, { logger });
+  const tls = config.DATABASE_CA_FILE !== undefined ? { caFile: config.DATABASE_CA_FILE } : undefined;
+  const owner = config.DATABASE_MIGRATION_URL ?? url;
+  await migrate(tls ? withTls(owner, tls) : owner, { logger });
   const vault = await connectVault(url, {
+    ...(tls ? { tls } : {}),
+    max: config.PG_POOL_MAX,
     applicationName: appName,
     capabilityTokens: config.SERVICE_CAPABILITY_TOKENS,
     connectTimeoutMs: config.PG_CONNECT_TIMEOUT_MS,
@@ -282,5 +287,6 @@ export function blobStoreFrom(config: Config): BlobStore {
     bucket: config.S3_BUCKET,
     region: config.S3_REGION,
     timeoutMs: config.S3_TIMEOUT_MS,
+    ...(config.S3_CA_FILE !== undefined ? { ca: readFileSync(config.S3_CA_FILE, 'utf8') } : {}),
   });
 }

@@ -82,7 +82,10 @@ await runUntilSignal(logger, async () => {
     registry,
     namespace: config.POD_NAMESPACE,
     leaseName: config.LEADER_ELECTION_LEASE,
-    checkpoints: { intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000 },
+    checkpoints: {
+      intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000,
+      ...(config.VAULT_ACCEPT_LOST_CHECKPOINT ? { acceptLost: config.VAULT_ACCEPT_LOST_CHECKPOINT } : {}),
+    },
     ...(noteKey
       ? {
           witnessing: {

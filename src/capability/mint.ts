@@ -49,6 +49,7 @@ export async function mintGrants(
   const out: NewCapabilityGrant[] = [];
   for (const { record, predicate } of capabilities) {
     const root = predicate.root;
+    // Invariant: a stored capability predicate always has a root (a plain Error, issue 23).
     if (root === undefined) throw new Error(`capability ${record.id} has no root`);
     const capabilityId = `capability:${predicate.runId}:${predicate.stepId}:${predicate.index}`;
     const stepSubject = `step:${predicate.runId}:${predicate.stepId}`;

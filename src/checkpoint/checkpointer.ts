@@ -3,7 +3,9 @@ import type { Logger } from '../log/index.ts';
 import type { Loop } from '../queue/loop.ts';
 import type { Publisher } from '../transparency/publisher.ts';
 import { CHECKPOINT_REQUEST_CHANNEL, type Vault } from '../vault/index.ts';
+import { CheckpointError } from './errors.ts';
 import { makeCheckpoint, type CheckpointerSigning } from './tree.ts';
+import type { CheckpointWitness } from './witness.ts';
 
 /**
  * The controller's checkpointer (the leader runs one): signs a checkpoint of the vault whenever
@@ -25,6 +27,16 @@ export interface CheckpointerDeps extends CheckpointerSigning {
   readonly publisher?: Publisher;
   readonly logger: Logger;
   readonly registry?: Registry;
+  /**
+   * The newest checkpoint kept outside the database (witness.ts): checked before each round, kept
+   * after. Without it a database that lost acknowledged records goes on signing the new history.
+   */
+  readonly witness?: CheckpointWitness;
+  /**
+   * VAULT_ACCEPT_LOST_CHECKPOINT: the kept checkpoint an operator has accepted as lost (its size and
+   * root, hex): the checkpointer then signs the new history (the loss stays in vault_losses).
+   */
+  readonly acceptLost?: { readonly treeSize: number; readonly rootHash: string };
 }
 
 /** Unpublished checkpoints registered per round. */
@@ -57,6 +69,27 @@ export async function runCheckpointer(deps: CheckpointerDeps, signal: AbortSigna
       }))
     : undefined;
 
+  const historyLost = deps.registry
+    ? ((deps.registry.getSingleMetric('aibom_vault_checkpoint_history_lost') as Gauge | undefined) ??
+      new Gauge({
+        name: 'aibom_vault_checkpoint_history_lost',
+        help:
+          '1 while the checkpointer refuses to sign: a checkpoint kept in the object store covers records ' +
+          'the vault no longer holds (docs/failover.md); 0 otherwise',
+        registers: [deps.registry],
+      }))
+    : undefined;
+  historyLost?.set(0);
+  const lossCounters = (): {
+    losses: Counter<'source'> | undefined;
+    records: Counter<'source'> | undefined;
+  } => ({
+    losses: deps.registry?.getSingleMetric('aibom_vault_losses_recorded_total') as
+      Counter<'source'> | undefined,
+    records: deps.registry?.getSingleMetric('aibom_vault_lost_records_total') as
+      Counter<'source'> | undefined,
+  });
+
   let wanted = true; // a round at the start of the term
   let wake: (() => void) | undefined;
   const poke = (): void => {
@@ -70,9 +103,79 @@ export async function runCheckpointer(deps: CheckpointerDeps, signal: AbortSigna
   const onAbort = (): void => wake?.();
   signal.addEventListener('abort', onAbort);
 
+  /** Writes down (once) that the kept checkpoint covers records the vault lost. */
+  const recordLostHistory = async (
+    witnessed: NonNullable<Awaited<ReturnType<CheckpointWitness['latest']>>>,
+    err: CheckpointError,
+  ): Promise<void> => {
+    historyLost?.set(1);
+    const head = await deps.vault.checkpoints.head();
+    const { loss, created } = await deps.vault.losses.record({
+      scope: 'checkpoint',
+      missingIds: [],
+      identity: {
+        source: 'checkpoint',
+        tree_size: witnessed.treeSize,
+        root_hash: witnessed.rootHash.toString('hex'),
+      },
+      details: {
+        source: 'checkpoint',
+        witnessed: {
+          tree_size: witnessed.treeSize,
+          root_hash: witnessed.rootHash.toString('hex'),
+          last_id: witnessed.lastId,
+          issued_at: witnessed.issuedAt,
+          statement: witnessed.statement.toString('base64'),
+        },
+        vault_head: head.seq,
+        reason: err.message,
+      },
+      detectedBy: 'checkpointer',
+    });
+    if (created) {
+      const { losses, records } = lossCounters();
+      losses?.inc({ source: 'checkpoint' });
+      records?.inc({ source: 'checkpoint' }, Math.max(0, witnessed.treeSize - head.seq));
+    }
+    log.error(
+      { loss: loss.id, treeSize: witnessed.treeSize, vaultHead: head.seq },
+      'the vault lost records a signed checkpoint covers: no checkpoint is signed over the new history ' +
+        `until VAULT_ACCEPT_LOST_CHECKPOINT=${witnessed.treeSize}:${witnessed.rootHash.toString('hex')} accepts the loss`,
+    );
+  };
+
   const round = async (): Promise<void> => {
-    const { checkpoint, created } = await makeCheckpoint(deps.vault.checkpoints, deps);
+    const witnessed = deps.witness ? await deps.witness.latest() : null;
+    const accepted =
+      witnessed !== null &&
+      deps.acceptLost?.treeSize === witnessed.treeSize &&
+      deps.acceptLost.rootHash === witnessed.rootHash.toString('hex');
+    let made: Awaited<ReturnType<typeof makeCheckpoint>>;
+    try {
+      made = await makeCheckpoint(
+        deps.vault.checkpoints,
+        deps,
+        undefined,
+        accepted ? undefined : (witnessed ?? undefined),
+      );
+    } catch (err) {
+      if (err instanceof CheckpointError && err.code === 'HISTORY_LOST' && witnessed !== null) {
+        await recordLostHistory(witnessed, err);
+      }
+      throw err;
+    }
+    historyLost?.set(0);
+    const { checkpoint, created } = made;
     if (checkpoint !== null) size?.set(checkpoint.treeSize);
+    if (
+      deps.witness !== undefined &&
+      checkpoint !== null &&
+      (witnessed === null ||
+        checkpoint.treeSize > witnessed.treeSize ||
+        (accepted && !checkpoint.rootHash.equals(witnessed.rootHash)))
+    ) {
+      await deps.witness.keep(checkpoint);
+    }
     if (created && checkpoint !== null) {
       log.info(
         { treeSize: checkpoint.treeSize, root: checkpoint.rootHash.toString('hex') },
@@ -104,7 +207,7 @@ export async function runCheckpointer(deps: CheckpointerDeps, signal: AbortSigna
         } catch (err) {
           const code = (err as { code?: string }).code ?? 'ERROR';
           failures?.inc({ code });
-          log[code === 'TREE_DIVERGED' || code === 'CHAIN_GAP' ? 'error' : 'warn'](
+          log[code === 'TREE_DIVERGED' || code === 'CHAIN_GAP' || code === 'HISTORY_LOST' ? 'error' : 'warn'](
             { err, code },
             'vault checkpoint round failed; retrying on the next round',
           );

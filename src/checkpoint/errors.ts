@@ -23,6 +23,13 @@ export type CheckpointErrorCode =
    */
   | 'NOT_COVERED'
   /**
+   * A signed checkpoint kept outside the database (checkpoint/witness.ts) covers records the vault
+   * no longer holds, or a tree the vault's differs from: the database lost acknowledged writes. The
+   * checkpointer signs nothing over the new history until an operator accepts the loss
+   * (VAULT_ACCEPT_LOST_CHECKPOINT, docs/failover.md).
+   */
+  | 'HISTORY_LOST'
+  /**
    * `verify --chain --fresh` did not get a checkpoint signed for the request (the service answered
    * anything but 200): a replayed or cached answer cannot stand in for one.
    */

@@ -8,6 +8,7 @@ import {
   hashRanges,
   inclusionRanges,
   nodeKey,
+  type Range,
 } from '../transparency/merkle.ts';
 import type { CheckpointRepository, LeafRecord, StoredCheckpoint, TreeNode } from '../vault/index.ts';
 import { CheckpointError } from './errors.ts';
@@ -72,12 +73,18 @@ async function storedNodes(
   return found;
 }
 
+/** The proof made of the hashes of `ranges`, from the stored subtrees (TREE_DIVERGED when one is missing). */
+async function proofOf(repo: CheckpointRepository, ranges: readonly Range[]): Promise<Buffer[]> {
+  const found = await storedNodes(
+    repo,
+    ranges.flatMap((r) => perfectNodes(r)),
+  );
+  return hashRanges(ranges, (x) => found.get(nodeKey(x))!);
+}
+
 /** RFC 9162 consistency proof from `m` to `n` records, from the stored subtrees. */
 export async function consistencyProof(repo: CheckpointRepository, m: number, n: number): Promise<Buffer[]> {
-  const ranges = consistencyRanges(m, n);
-  const nodes = ranges.flatMap((r) => perfectNodes(r));
-  const found = await storedNodes(repo, nodes);
-  return hashRanges(ranges, (x) => found.get(nodeKey(x))!);
+  return proofOf(repo, consistencyRanges(m, n));
 }
 
 /** RFC 9162 inclusion proof of the record at `seq` in the tree of `size` records. */
@@ -86,10 +93,7 @@ export async function inclusionProof(
   seq: number,
   size: number,
 ): Promise<Buffer[]> {
-  const ranges = inclusionRanges(seq - 1, size);
-  const nodes = ranges.flatMap((r) => perfectNodes(r));
-  const found = await storedNodes(repo, nodes);
-  return hashRanges(ranges, (x) => found.get(nodeKey(x))!);
+  return proofOf(repo, inclusionRanges(seq - 1, size));
 }
 
 /**
@@ -102,12 +106,34 @@ export async function makeCheckpoint(
   repo: CheckpointRepository,
   signing: CheckpointerSigning,
   now: () => Date = () => new Date(),
+  /**
+   * A checkpoint signed earlier and kept outside the database (witness.ts): the tree must still
+   * hold it (the same root at its size), or nothing is signed (HISTORY_LOST).
+   */
+  witnessed?: { readonly treeSize: number; readonly rootHash: Buffer },
 ): Promise<{ checkpoint: StoredCheckpoint | null; created: boolean }> {
   const signer = typeof signing.signer === 'function' ? signing.signer() : signing.signer;
   const cas =
     typeof signing.caCertificates === 'function' ? signing.caCertificates() : (signing.caCertificates ?? []);
   const [last, head] = await Promise.all([repo.get(), repo.head()]);
   const m = last?.treeSize ?? 0;
+  const lost = (why: string): never => {
+    throw new CheckpointError(
+      'HISTORY_LOST',
+      `a checkpoint of ${witnessed?.treeSize ?? 0} records was signed and kept outside the database, and ${why}: ` +
+        'the database lost acknowledged records (docs/failover.md)',
+    );
+  };
+  if (witnessed !== undefined) {
+    if (witnessed.treeSize > head.seq) lost(`the vault holds ${head.seq}`);
+    if (witnessed.treeSize <= m) {
+      const nodes = perfectNodes({ start: 0, end: witnessed.treeSize });
+      const found = await storedNodes(repo, nodes);
+      if (!foldPerfect(nodes.map((x) => found.get(nodeKey(x))!)).equals(witnessed.rootHash)) {
+        lost(`the vault's first ${witnessed.treeSize} records fold to another root`);
+      }
+    }
+  }
   if (head.seq <= m) return { checkpoint: last, created: false };
 
   // The frontier of the last checkpoint: its perfect subtrees, which must fold to its signed root.
@@ -155,6 +181,11 @@ export async function makeCheckpoint(
       stack.push(node);
       after = r.seq;
       lastId = r.id;
+      if (witnessed !== undefined && r.seq === witnessed.treeSize) {
+        if (!foldPerfect(stack.map((x) => x.hash)).equals(witnessed.rootHash)) {
+          lost(`the vault's first ${witnessed.treeSize} records fold to another root`);
+        }
+      }
     }
     if (pending.length >= WRITE_BATCH) {
       await repo.addNodes(pending);

@@ -93,7 +93,11 @@ export const aibomGenerateCommand = {
     const config = loadConfig('cli');
     if (config.DATABASE_URL === undefined)
       throw new CliError('DATABASE_URL is required to read the vault', 2);
-    const vault = await connectVault(config.DATABASE_URL, { max: 2, applicationName: 'service-ctl' });
+    const vault = await connectVault(config.DATABASE_URL, {
+      max: 2,
+      applicationName: 'service-ctl',
+      ...(config.DATABASE_CA_FILE !== undefined ? { tls: { caFile: config.DATABASE_CA_FILE } } : {}),
+    });
     try {
       const run =
         'id' in ref ? await vault.runs.get(ref.id) : await vault.runs.latest(ref.namespace, ref.name);

@@ -55,6 +55,12 @@ const oneOf =
     throw new Error(`must be one of ${values.join(', ')}, got "${raw}"`);
   };
 
+const lostCheckpoint: Parser<{ treeSize: number; rootHash: string }> = (raw) => {
+  const m = /^([1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(raw.trim());
+  if (m === null) throw new Error('must be <tree size>:<64 hex digits of the root hash>');
+  return { treeSize: Number(m[1]), rootHash: m[2]! };
+};
+
 /**
  * TLOG_WITNESSES: entries separated by commas or newlines, each `<submission URL> <verifier key>`
  * (the key a c2sp.org/signed-note vkey of signature type 0x04, cosignature/v1).
@@ -119,7 +125,8 @@ export const schema = {
     secret: true,
   },
   S3_ENDPOINT: {
-    description: 'S3/MinIO endpoint URL for artifacts (AIBOM blobs and C2PA sidecars)',
+    description:
+      'endpoint URL of the S3-compatible store for artifacts (AIBOM blobs and C2PA sidecars), path-style (docs/storage.md)',
     requiredBy: ['controller', 'sidecar'],
     parse: url,
   },
@@ -137,6 +144,11 @@ export const schema = {
   },
   S3_BUCKET: { description: 'bucket holding artifacts', default: 'aibom-vault', parse: str },
   S3_REGION: { description: 'S3 region', default: 'us-east-1', parse: str },
+  S3_CA_FILE: {
+    description:
+      'PEM file of the CA(s) the certificate of an https S3_ENDPOINT must chain to (a Secret mounted by the chart: s3.tls.caSecret), instead of the system CAs; the host name is checked too',
+    parse: str,
+  },
   S3_TIMEOUT_MS: {
     description:
       'deadline of one request to the object store, from sending it to the last byte of the answer; a store that does not answer in time fails the call (the request is aborted): the Run shows ObjectStoreUnavailable, the API answers 503',
@@ -148,6 +160,17 @@ export const schema = {
       'deadline of opening a PostgreSQL connection (and of waiting for a free pooled one); past it the call fails: the Run shows VaultUnavailable, the API answers 503',
     default: '5000',
     parse: intIn(100, 600_000),
+  },
+  DATABASE_CA_FILE: {
+    description:
+      "PEM file of the CA(s) PostgreSQL's certificate must chain to (a Secret mounted by the chart: database.tls.caSecret). Set: every connection (runtime pool, LISTEN, migrations, service-ctl aibom generate) uses TLS and checks the certificate and the host name of the URL, and sslmode/sslrootcert in the URLs are ignored. Unset: the URLs' own sslmode applies",
+    parse: str,
+  },
+  PG_POOL_MAX: {
+    description:
+      'PostgreSQL connections of the runtime pool per process (each process also holds one LISTEN connection, and one more while it migrates at start): size max_connections for replicas × (PG_POOL_MAX + 1)',
+    default: '10',
+    parse: intIn(1, 1000),
   },
   PG_QUERY_TIMEOUT_MS: {
     description:
@@ -234,6 +257,11 @@ export const schema = {
       'the controller signs a checkpoint of the vault (Merkle tree head over all records, docs/chain.md) this often when records were added; also on request and at leader start',
     default: '60',
     parse: intIn(1, 86_400),
+  },
+  VAULT_ACCEPT_LOST_CHECKPOINT: {
+    description:
+      'after the database lost acknowledged records (docs/failover.md), the checkpointer signs nothing over the new history while the checkpoint kept in the object store covers what was lost; `<tree size>:<root hash hex>` of that checkpoint (the controller logs it, vault_losses holds it) accepts the loss and lets it sign again',
+    parse: lostCheckpoint,
   },
   TLOG_NOTE_SECRET: {
     description:

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import type { BlobStore } from '../blob/store.ts';
 import { checkpointerLoop } from '../checkpoint/checkpointer.ts';
+import { bucketWitness, witnessKey } from '../checkpoint/witness.ts';
 import type { Run } from '../crd/run.ts';
 import type { DependencyHealth } from '../health/dependencies.ts';
 import {
@@ -70,7 +71,11 @@ export interface ControllerDeps {
    * the head moved, when asked (POST /v1/chain/checkpoint) and at the start of its term, with the
    * runtime signer; registered in the transparency log when `transparency` is set.
    */
-  readonly checkpoints?: { readonly intervalMs: number };
+  readonly checkpoints?: {
+    readonly intervalMs: number;
+    /** VAULT_ACCEPT_LOST_CHECKPOINT: a kept checkpoint accepted as lost (docs/failover.md). */
+    readonly acceptLost?: { readonly treeSize: number; readonly rootHash: string };
+  };
   /**
    * Witnessed logs (src/witness, TLOG_NOTE_SECRET): the leader signs C2SP checkpoints of both trees
    * and pushes them to the configured witnesses; an alarm is a Warning Event on the Lease.
@@ -218,6 +223,15 @@ function leaderLoops(deps: ControllerDeps, shared: Shared): LeaderLoop[] {
       ...(publisher ? { publisher } : {}),
       logger: log,
       registry,
+      // The newest checkpoint is also kept in the object store: a database that lost acknowledged
+      // records is seen before anything is signed over the new history (docs/failover.md).
+      witness: bucketWitness(
+        deps.blobs,
+        () => shared.currentRuntimeSigner().caCertificates ?? [],
+        log,
+        witnessKey(vault.deriveKey('checkpoint-witness').subarray(0, 16).toString('hex')),
+      ),
+      ...(deps.checkpoints.acceptLost ? { acceptLost: deps.checkpoints.acceptLost } : {}),
     });
     loops.push(whileLeading(checkpointer));
   }

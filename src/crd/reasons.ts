@@ -14,6 +14,12 @@ export const ConditionTypes = {
   Attested: 'Attested',
   /** The AIBOM is built, signed, has its C2PA manifest and is stored. */
   AIBOMReady: 'AIBOMReady',
+  /**
+   * Only on a Run whose records the vault lost (the database lost acknowledged writes, e.g. an
+   * asynchronous failover): True, for good, saying what was lost, that it was recorded again from
+   * the Run, and what cannot be repaired (docs/failover.md).
+   */
+  RecordsLost: 'RecordsLost',
 } as const;
 
 export const Reasons = {
@@ -43,6 +49,8 @@ export const Reasons = {
    * vault records, src/controller/run/recordable.ts): never retried; the message names the field.
    */
   RunNotRecordable: 'RunNotRecordable',
+  /** RecordsLost: the lost records were recorded again from the Run (the lost ids stay dangling). */
+  RecordedAgain: 'RecordedAgain',
 } as const;
 
 /** Reasons of a failed recording: which dependency it failed on, or none of them. */
@@ -62,4 +70,10 @@ export const EventReasons = {
   ManifestRepairFailed: 'ManifestRepairFailed',
   /** The Run has no room left for the controller's status (the API server's size limit). */
   StatusTooLarge: 'StatusTooLarge',
+  /** The vault lost records the Run's status showed (Warning; docs/failover.md). */
+  RecordsLost: 'RecordsLost',
+  /** A new AIBOM replaces one whose record the vault lost (Warning). */
+  AIBOMSuperseded: 'AIBOMSuperseded',
+  /** Attestation resources of records the vault lost were deleted. */
+  DanglingResourcesDeleted: 'DanglingResourcesDeleted',
 } as const;

@@ -1,4 +1,4 @@
-import type { X509Certificate } from 'node:crypto';
+import { createHash, type X509Certificate } from 'node:crypto';
 import type { BlobStore } from '../blob/store.ts';
 import { verifyManifest } from '../c2pa/index.ts';
 import { currentMetadata } from '../recorder/index.ts';
@@ -73,11 +73,43 @@ export async function loadGuardedArtifact(
     /** Roots of trusted TSAs: a manifest time-stamped by one is judged at that time, not now. */
     tsaTrustAnchors?: readonly X509Certificate[];
     repair?: RequestRepair;
+    /**
+     * The digest the vault recorded for the bytes: bytes that are gone or differ (deleted or replaced
+     * behind the service's back) never leave; a repair is asked for (the controller puts the recorded
+     * bytes back when it can rebuild them from the vault) and the answer is 409
+     * ARTIFACT_NOT_AS_RECORDED.
+     */
+    digest?: string;
   },
 ): Promise<GuardedArtifact> {
   const bytes = await blobs.get(meta.key);
-  if (!bytes) throw new ProblemError(404, 'NOT_FOUND', `object ${meta.key} is missing from the object store`);
   const manifestKey = meta.c2pa_manifest?.key;
+  const found = bytes === null ? null : `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+  if (bytes === null || (opts.digest !== undefined && found !== opts.digest)) {
+    const why =
+      bytes === null
+        ? `the artifact's bytes (${meta.key}) are missing from the object store`
+        : `the bytes at ${meta.key} hash to ${found}, not to the ${opts.digest} the vault recorded`;
+    const repair = await opts.repair?.({
+      reason: bytes === null ? 'missing' : 'invalid',
+      detail: why,
+      key: manifestKey ?? null,
+      digest: meta.c2pa_manifest?.digest ?? null,
+    });
+    const retryAfter = repair !== undefined ? repairRetryAfter(repair) : null;
+    const asked =
+      repair === undefined
+        ? ''
+        : repair.state === 'failed'
+          ? ` (repair ${repair.id} failed: ${repair.lastError ?? 'they cannot be restored'})`
+          : ` (restoring them from the vault: repair ${repair.id})`;
+    throw new ProblemError(
+      409,
+      'ARTIFACT_NOT_AS_RECORDED',
+      `download refused: ${why}${asked}`,
+      retryAfter !== null ? { headers: { 'retry-after': String(retryAfter) } } : {},
+    );
+  }
   const manifest = manifestKey ? await blobs.get(manifestKey) : null;
   let problems: string[] = manifest ? [] : ['no C2PA manifest is stored for it'];
   let attestationIds: string[] = [];
@@ -170,6 +202,7 @@ export function guardStoredArtifact(
   };
   return loadGuardedArtifact(deps.blobs, meta, {
     required,
+    digest: record.digest,
     trustAnchors: deps.trustAnchors,
     tsaTrustAnchors: deps.tsaTrustAnchors ?? [],
     repair: async (problem) => {

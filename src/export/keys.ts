@@ -28,7 +28,16 @@ export function signerEntry(
   };
 }
 
-const remembered = new WeakMap<Signer, Map<string, Promise<void>>>();
+let remembered = new WeakMap<Signer, Map<string, Promise<void>>>();
+
+/**
+ * Forgets which signers were recorded: the next record of each records it again (`ON CONFLICT DO
+ * NOTHING`). After the database lost acknowledged writes (docs/failover.md) a certificate this
+ * process recorded may be gone with them.
+ */
+export function forgetRememberedSigners(): void {
+  remembered = new WeakMap();
+}
 
 /**
  * Records `signer` once per process and scope (the table is insert-once anyway; this saves the

@@ -170,12 +170,12 @@ function readString(h: Buffer, offset: number, width: number): string {
 
 /** Parses a header block; null for a zero block (end of archive); throws on a broken header. */
 export function parseTarHeader(h: Buffer): ParsedHeader | null {
-  if (h.length !== BLOCK) throw new Error('short tar header');
+  if (h.length !== BLOCK) throw new TarHeaderError('', 'short tar header');
   if (h.every((b) => b === 0)) return null;
   let sum = 0;
   for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 0x20 : h[i]!;
   const stored = Number.parseInt(readString(h, 148, 8).trim(), 8);
-  if (stored !== sum) throw new Error('tar header checksum mismatch');
+  if (stored !== sum) throw new TarHeaderError('', 'tar header checksum mismatch');
   let size: number;
   if ((h[124]! & 0x80) !== 0) {
     let v = 0n;
@@ -184,7 +184,8 @@ export function parseTarHeader(h: Buffer): ParsedHeader | null {
   } else {
     size = Number.parseInt(readString(h, 124, 12).trim() || '0', 8);
   }
-  if (!Number.isSafeInteger(size) || size < 0) throw new Error('tar header size is not a number');
+  if (!Number.isSafeInteger(size) || size < 0)
+    throw new TarHeaderError('', 'tar header size is not a number');
   const name = readString(h, 0, 100);
   const prefix = h.toString('ascii', 257, 262) === 'ustar' ? readString(h, 345, 155) : '';
   return { path: prefix === '' ? name : `${prefix}/${name}`, size, type: String.fromCharCode(h[156]!) };

@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { BaseError } from '../errors.ts';
 
 /**
  * What a process knows about the services it depends on, for `/readyz` and `/metrics`. Each
@@ -96,11 +97,10 @@ export class DependencyHealth {
  * anyone, unauthenticated /readyz included: they say what is down, never where it is (the
  * addresses and the underlying errors go to the log only).
  */
-export class DependenciesUnavailable extends Error {
+export class DependenciesUnavailable extends BaseError<'DEPENDENCIES_UNAVAILABLE'> {
   readonly dependencies: readonly string[];
   constructor(dependencies: readonly string[]) {
-    super(`unavailable: ${dependencies.join(', ')}`);
-    this.name = 'DependenciesUnavailable';
+    super('DEPENDENCIES_UNAVAILABLE', `unavailable: ${dependencies.join(', ')}`);
     this.dependencies = dependencies;
   }
 }

@@ -121,17 +121,10 @@ function installApiHeaders(app: FastifyInstance): void {
   });
 }
 
-/**
- * Builds the sidecar's Fastify application without listening, so tests drive it with `inject()`
- * and the entry point alone decides the address.
- */
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+/** The Fastify instance with the service's limits, timeouts, strict validation and error shapes. */
+function createFastify(deps: AppDeps, timeouts: HttpTimeouts): FastifyInstance {
   const loggerInstance: FastifyBaseLogger = deps.logger;
-  const timeouts = { ...DEFAULT_HTTP_TIMEOUTS, ...deps.timeouts };
-  if (timeouts.headersMs > timeouts.requestMs) {
-    throw new RangeError('the headers timeout must not exceed the request timeout');
-  }
-  const app = Fastify({
+  return Fastify({
     loggerInstance,
     bodyLimit: deps.bodyLimit ?? 64 * 1024,
     // A client that never finishes its headers or body (a content-length it never sends) is cut
@@ -155,16 +148,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Fastify's two lines per request are replaced by one (the onResponse hook below).
     logController: new LogController({ disableRequestLogging: true }),
   });
-  const requests = deps.registry
+}
+
+/**
+ * One log line per request, and the request metrics (`http_request_duration_seconds`, the export
+ * counters) when a registry is given.
+ */
+function installRequestLog(app: FastifyInstance, registry: Registry | undefined): void {
+  const requests = registry
     ? new Histogram({
         name: 'http_request_duration_seconds',
         help: 'Sidecar API request latency by route and status code',
         labelNames: ['method', 'route', 'code'],
         buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-        registers: [deps.registry],
+        registers: [registry],
       })
     : undefined;
-  const exportCounters = deps.registry ? exportMetrics(deps.registry) : undefined;
+  const exportCounters = registry ? exportMetrics(registry) : undefined;
   app.addHook('onResponse', (req, reply, done) => {
     const status = reply.statusCode;
     const code = problemCodeOf(req);
@@ -191,6 +191,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
     done();
   });
+}
+
+/**
+ * Builds the sidecar's Fastify application without listening, so tests drive it with `inject()`
+ * and the entry point alone decides the address.
+ */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const timeouts = { ...DEFAULT_HTTP_TIMEOUTS, ...deps.timeouts };
+  if (timeouts.headersMs > timeouts.requestMs) {
+    throw new RangeError('the headers timeout must not exceed the request timeout');
+  }
+  const app = createFastify(deps, timeouts);
+  installRequestLog(app, deps.registry);
   installErrorHandling(app);
   installApiHeaders(app);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.

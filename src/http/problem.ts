@@ -23,6 +23,7 @@ export type ProblemCode =
   | 'INVALID_TIME_WINDOW'
   | 'UNSIGNED_EXPORT_BLOCKED'
   | 'VIEW_NOT_RECORDED'
+  | 'ARTIFACT_NOT_AS_RECORDED'
   | 'EMPTY_SELECTION'
   | 'EXPORT_TOO_LARGE'
   | 'EXPORT_BUSY'
@@ -66,6 +67,7 @@ const TITLES: Record<ProblemCode, string> = {
   INVALID_TIME_WINDOW: 'Invalid time window',
   UNSIGNED_EXPORT_BLOCKED: 'Export blocked: no signed C2PA manifest',
   VIEW_NOT_RECORDED: 'No such view was recorded for this AIBOM',
+  ARTIFACT_NOT_AS_RECORDED: 'Refused: the stored artifact is not the one the vault recorded',
   EMPTY_SELECTION: 'Nothing to export',
   EXPORT_TOO_LARGE: 'Export selection too large',
   EXPORT_BUSY: 'Too many exports at once',

@@ -1,5 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log/index.ts';
+import { BaseError } from '../errors.ts';
 import { KubeApiError, isGone } from './client.ts';
 import type { KubeObject, ListerWatcher, WatchEvent } from './listwatch.ts';
 import { informerMetrics } from '../metrics/runtime.ts';
@@ -55,8 +56,10 @@ export interface InformerOptions<T> {
 type RestartReason = 'closed' | 'watchdog' | 'error' | 'expired';
 
 /** Raised on the watch's own signal when the watchdog fires; never escapes the informer. */
-class WatchdogTimeout extends Error {
-  override readonly name = 'WatchdogTimeout';
+class WatchdogTimeout extends BaseError<'WATCHDOG_TIMEOUT'> {
+  constructor() {
+    super('WATCHDOG_TIMEOUT', 'no watch event within the watchdog interval');
+  }
 }
 
 /**

@@ -13,6 +13,7 @@ import { ATTESTATION_KINDS } from '../vault/index.ts';
 
 export const AIBOM_STATUSES = ['succeeded', 'failed'] as const;
 export const JOB_STATES = ['queued', 'published', 'failed'] as const;
+export const LOSS_SOURCES = ['run-status', 'bucket', 'checkpoint'] as const;
 
 /** The controller's counters of what it recorded, and the AIBOM latency histogram. */
 export function recordingMetrics(registry: Registry): RecordingObserver & {
@@ -38,10 +39,33 @@ export function recordingMetrics(registry: Registry): RecordingObserver & {
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
     registers: [registry],
   });
+  const losses = new Counter({
+    name: 'aibom_vault_losses_recorded_total',
+    help:
+      'Losses of acknowledged records the controller found and wrote down in the vault (docs/failover.md), ' +
+      'by where they showed: run-status (a Run status claims records the vault lacks), bucket (an AIBOM ' +
+      'whose record is gone), checkpoint (a signed checkpoint the vault tree no longer matches)',
+    labelNames: ['source'],
+    registers: [registry],
+  });
+  const lostRecords = new Counter({
+    name: 'aibom_vault_lost_records_total',
+    help: 'Records named by those losses that the vault no longer holds (recorded again from the Run where it exists)',
+    labelNames: ['source'],
+    registers: [registry],
+  });
+  for (const source of LOSS_SOURCES) {
+    losses.inc({ source }, 0);
+    lostRecords.inc({ source }, 0);
+  }
   return {
     recorded: (kind, count) => attestations.inc({ kind }, count),
     aibomRecorded: (status) => aiboms.inc({ status }),
     observeAibomSeconds: (seconds) => aibomSeconds.observe(seconds),
+    lossRecorded: (source, records) => {
+      losses.inc({ source });
+      lostRecords.inc({ source }, records);
+    },
   };
 }
 

@@ -1,7 +1,12 @@
+import { BaseError } from '../errors.ts';
 import type { ReconcileResult } from './workers.ts';
 
 /** A reconcile that did not return within its deadline; its key is retried with backoff. */
-export class ReconcileTimeoutError extends Error {}
+export class ReconcileTimeoutError extends BaseError<'RECONCILE_TIMEOUT'> {
+  constructor(message: string) {
+    super('RECONCILE_TIMEOUT', message);
+  }
+}
 
 /**
  * Wraps a reconciler so that no key holds a worker longer than `timeoutMs`. A reconcile past its

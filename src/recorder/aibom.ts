@@ -26,6 +26,7 @@ import type {
   ArtifactRepository,
   AttestationRepository,
   ClaimRepository,
+  LossRepository,
   ManifestRepair,
   ManifestRepairRepository,
   TransparencyJobRepository,
@@ -33,6 +34,7 @@ import type {
 import { because, RecordError } from './errors.ts';
 import { aibomKey } from './extract.ts';
 import { currentMetadata } from './metadata.ts';
+import { viewRecordIds } from './losses.ts';
 import { appendOnce } from './once.ts';
 import { sealRecord } from './seal.ts';
 import { sealViews, viewMetadata, viewsOf, type ViewMetadata } from './views.ts';
@@ -50,6 +52,8 @@ export interface AibomStore {
   /** The AIBOM attestation's SCITT job, for the metadata's `transparency` entry. */
   readonly transparencyJobs: Pick<TransparencyJobRepository, 'get'>;
   readonly manifestRepairs: Pick<ManifestRepairRepository, 'complete' | 'fail'>;
+  /** Where an AIBOM found in the bucket without its record is written down (docs/failover.md). */
+  readonly losses: Pick<LossRepository, 'record'>;
 }
 
 /** Who the audit log names for what the controller does on its own (manifest repairs). */
@@ -130,6 +134,25 @@ export interface AibomMetadata {
    * record and digest. Absent on AIBOMs recorded before views existed.
    */
   views?: Partial<Record<ViewFormat, ViewMetadata>>;
+  /**
+   * An earlier AIBOM of the run whose record the vault lost (found in the bucket when this one was
+   * recorded): it is kept where it was, this one replaces it, and the loss is in `vault_losses`.
+   */
+  supersedes?: SupersededAibom;
+}
+
+/** The AIBOM a new one replaces after the vault lost its record (docs/failover.md). */
+export interface SupersededAibom {
+  digest: string;
+  key: string;
+  /** The copy of its metadata record, kept beside the blob. */
+  metadata_key: string;
+  aibom_attestation_id: string | null;
+  /** The ids it names that the vault no longer holds (dangling references). */
+  lost_attestation_ids: string[];
+  /** The `vault_losses` row. */
+  loss_id: string;
+  detected_at: string;
 }
 
 export function timestampMetadata(t: VerifiedTimestamp): TimestampMetadata {
@@ -174,13 +197,19 @@ async function signedManifest(
   }
 }
 
-/** Object keys of a run's artifacts; the sidecar is content-addressed (see recordAibom). */
+/**
+ * Object keys of a run's artifacts; the sidecar is content-addressed (see recordAibom). An AIBOM
+ * that supersedes one the vault lost is content-addressed too (`superseding`): bytes in the bucket
+ * are never overwritten with other bytes.
+ */
 export function aibomKeys(namespace: string, runId: string) {
   const base = `runs/${namespace}/${runId}`;
   return {
     blob: `${base}/aibom.json`,
     meta: `${base}/aibom.meta.json`,
     sidecar: (manifestDigest: string) => `${base}/aibom.${manifestDigest.slice(7, 23)}.c2pa`,
+    superseding: (digest: string) => `${base}/aibom.${digest.slice(7, 23)}.json`,
+    supersededMeta: (digest: string) => `${base}/aibom.${digest.slice(7, 23)}.meta.json`,
   };
 }
 
@@ -223,6 +252,105 @@ function aibomOf(
   const bom = buildAibom({ run, attestationIds, ...(override ? { policyPackOverride: override } : {}) });
   const bytes = serializeAibom(bom);
   return { bom, bytes, digest: aibomDigest(bytes) };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Where a new AIBOM goes, and the lost one it replaces (if the bucket holds one). */
+interface Placement {
+  readonly blobKey: string;
+  readonly supersedes?: SupersededAibom;
+}
+
+/**
+ * What the bucket holds at a run's AIBOM keys while the vault has no AIBOM record of the run. The
+ * metadata copy (`aibom.meta.json`) is only ever written after the record committed, so one that
+ * exists now is the copy of an AIBOM whose record the vault lost (docs/failover.md): it is written
+ * down in `vault_losses` (with the ids it names that the vault no longer holds) and kept beside the
+ * blob under its own digest, and the new AIBOM supersedes it. Blob bytes are never overwritten with
+ * other bytes: when `aibom.json` holds another AIBOM, the new one is stored content-addressed.
+ * Bytes equal to ours are a crash's leftover (put before the record's transaction): written again.
+ */
+async function placeAibom(
+  deps: AibomDeps,
+  run: AibomRun,
+  digest: string,
+  held: readonly string[],
+): Promise<Placement | { readonly raced: ArtifactRecord }> {
+  const keys = aibomKeys(run.namespace, run.id);
+  const [metaBytes, blob] = await because('ObjectStoreUnavailable', () =>
+    Promise.all([deps.blobs.get(keys.meta), deps.blobs.get(keys.blob)]),
+  );
+  const blobKey = blob !== null && aibomDigest(blob) !== digest ? keys.superseding(digest) : keys.blob;
+  if (metaBytes === null) return { blobKey };
+  // Another replica may have recorded the AIBOM (and written the copy) since we looked.
+  const now = await because('VaultUnavailable', () => deps.vault.artifacts.get(run.id, 'aibom'));
+  if (now !== null) return { raced: now };
+  let prior: Partial<AibomMetadata> = {};
+  try {
+    prior = JSON.parse(metaBytes.toString('utf8')) as Partial<AibomMetadata>;
+  } catch {
+    // not JSON: described by its digest below
+  }
+  const priorDigest = typeof prior.digest === 'string' ? prior.digest : aibomDigest(metaBytes);
+  const named = [
+    ...(Array.isArray(prior.attestation_ids) ? prior.attestation_ids : []),
+    ...(typeof prior.aibom_attestation_id === 'string' ? [prior.aibom_attestation_id] : []),
+    ...viewRecordIds(prior.views),
+  ]
+    .filter((id) => typeof id === 'string')
+    .map((id) => id.toLowerCase())
+    .filter((id) => UUID.test(id));
+  const holds = new Set(held.map((id) => id.toLowerCase()));
+  const lost = [...new Set(named.filter((id) => !holds.has(id)))];
+  const metadataKey = keys.supersededMeta(priorDigest);
+  await because('ObjectStoreUnavailable', () =>
+    deps.blobs.put(metadataKey, metaBytes, 'application/json', {
+      kind: 'aibom-metadata',
+      'run-id': run.id,
+      superseded: 'true',
+    }),
+  );
+  const { loss, created } = await because('VaultUnavailable', () =>
+    deps.vault.losses.record({
+      scope: 'run',
+      namespace: run.namespace,
+      runId: run.id,
+      missingIds: lost,
+      identity: {
+        source: 'bucket',
+        run: run.id,
+        digest: priorDigest,
+        aibom: prior.aibom_attestation_id ?? null,
+      },
+      details: {
+        source: 'bucket',
+        claimed: { aibom: prior as Record<string, unknown> },
+        metadata_key: metadataKey,
+        held: held.length,
+      },
+      detectedBy: CONTROLLER_ACTOR,
+    }),
+  );
+  if (created) {
+    deps.logger.error(
+      { runId: run.id, lostDigest: priorDigest, lostIds: lost.length, loss: loss.id },
+      'the bucket holds an AIBOM whose record the vault lost; recording a new AIBOM that supersedes it',
+    );
+  }
+  return {
+    blobKey,
+    supersedes: {
+      digest: priorDigest,
+      key: typeof prior.key === 'string' ? prior.key : keys.blob,
+      metadata_key: metadataKey,
+      aibom_attestation_id:
+        typeof prior.aibom_attestation_id === 'string' ? prior.aibom_attestation_id : null,
+      lost_attestation_ids: lost,
+      loss_id: loss.id,
+      detected_at: loss.detectedAt.toISOString(),
+    },
+  };
 }
 
 /** Builds the AIBOM of a run from the vault: the same bytes for the controller and the CLI. */
@@ -285,6 +413,8 @@ export async function recordAibom(
   // Only the read is the vault's: a run the builder rejects is not a vault outage.
   const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
   const { bom, bytes, digest } = aibomOf(run, inputs);
+  const placement = await placeAibom(deps, run, digest, inputs);
+  if ('raced' in placement) return { artifact: placement.raced, created: false };
   const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs));
   const views = viewsOf(run, bom, digest, listed);
   const sha256 = digest.slice('sha256:'.length);
@@ -309,7 +439,7 @@ export async function recordAibom(
   // Together: neither is visible before the record below names them, so their order is free.
   await because('ObjectStoreUnavailable', () =>
     Promise.all([
-      deps.blobs.put(keys.blob, bytes, AIBOM_MEDIA_TYPE, small),
+      deps.blobs.put(placement.blobKey, bytes, AIBOM_MEDIA_TYPE, small),
       deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
         ...small,
         'manifest-digest': manifest.digest,
@@ -358,7 +488,7 @@ export async function recordAibom(
       ...(signatureTimestamp ? { timestamp: timestampMetadata(signatureTimestamp) } : {}),
     },
     bucket: deps.blobs.bucket,
-    key: keys.blob,
+    key: placement.blobKey,
     digest,
     size: bytes.length,
     media_type: AIBOM_MEDIA_TYPE,
@@ -366,6 +496,7 @@ export async function recordAibom(
     namespace: run.namespace,
     run_name: run.name,
     views: viewMetadata(views, viewIds),
+    ...(placement.supersedes ? { supersedes: placement.supersedes } : {}),
   });
   // The AIBOM attestation, its claim and the metadata record commit together: after any crash
   // either all three exist (and name the same sidecar) or none does and the retry starts over.
@@ -379,7 +510,7 @@ export async function recordAibom(
         runId: run.id,
         kind: 'aibom',
         namespace: run.namespace,
-        objectKey: keys.blob,
+        objectKey: placement.blobKey,
         digest,
         metadata: metadataFor(
           inserted[0]!.id,
@@ -407,10 +538,37 @@ const REPAIR_RETRY_MS = 1_000;
 const REPAIR_RETRY_MAX_MS = 30_000;
 
 /**
+ * The recorded AIBOM bytes put back where the record says, when they are gone or were replaced:
+ * the AIBOM is rebuilt from the vault (the same inputs give the same bytes, computeAibom) and put
+ * back only if it hashes to the recorded digest. Null when it does not (the vault's records of the
+ * run no longer give those bytes): then nothing is written.
+ */
+async function restoreBytes(deps: AibomDeps, record: ArtifactRecord, run: AibomRun): Promise<Buffer | null> {
+  const meta = record.metadata as unknown as AibomMetadata;
+  const rebuilt = await because('VaultUnavailable', () => computeAibom(deps.vault.attestations, run));
+  if (rebuilt.digest !== record.digest) return null;
+  await because('ObjectStoreUnavailable', () =>
+    deps.blobs.put(meta.key, rebuilt.bytes, AIBOM_MEDIA_TYPE, {
+      kind: 'aibom',
+      'run-id': record.runId,
+      status: meta.status,
+      digest: record.digest,
+      restored: 'true',
+    }),
+  );
+  deps.logger.warn(
+    { runId: record.runId, key: meta.key, digest: record.digest },
+    'AIBOM bytes were missing or replaced in the object store: the recorded bytes are back (rebuilt from the vault)',
+  );
+  return rebuilt.bytes;
+}
+
+/**
  * Serves a manifest repair (vault/manifest-repairs.ts): a new C2PA manifest over the SAME bytes the
  * record names, stored under its own content-addressed key (the earlier object is left as it is),
  * then the request is closed with the new manifest (and audited) and the metadata beside the blob
- * shows it. Bytes that are gone or no longer hash to the record's digest are never signed: the
+ * shows it. Bytes that are gone or no longer hash to the record's digest are first rebuilt from the
+ * vault and put back (`run`, restoreBytes); bytes that cannot be rebuilt are never signed: the
  * request fails for good and says why. An attempt that fails on a dependency leaves the request open,
  * due again after a backoff (what the API's Retry-After tells clients), and rethrows.
  */
@@ -418,16 +576,22 @@ export async function repairManifest(
   deps: AibomDeps,
   record: ArtifactRecord,
   repair: ManifestRepair,
+  run?: AibomRun,
 ): Promise<{ repair: ManifestRepair; outcome: 'done' | 'failed' }> {
   const meta = record.metadata as unknown as AibomMetadata;
   try {
-    const bytes = await because('ObjectStoreUnavailable', () => deps.blobs.get(meta.key));
-    const digest = bytes === null ? null : aibomDigest(bytes);
+    let bytes = await because('ObjectStoreUnavailable', () => deps.blobs.get(meta.key));
+    let digest = bytes === null ? null : aibomDigest(bytes);
+    if ((bytes === null || digest !== record.digest) && run !== undefined) {
+      const restored = await restoreBytes(deps, record, run);
+      if (restored !== null) [bytes, digest] = [restored, record.digest];
+    }
     if (bytes === null || digest !== record.digest) {
       const why =
-        bytes === null
+        (bytes === null
           ? `the AIBOM bytes (${meta.key}) are missing`
-          : `the AIBOM bytes (${meta.key}) hash to ${digest}, the record says ${record.digest}`;
+          : `the AIBOM bytes (${meta.key}) hash to ${digest}, the record says ${record.digest}`) +
+        (run !== undefined ? ' and the vault no longer rebuilds them' : '');
       const failed = await because('VaultUnavailable', () =>
         deps.vault.manifestRepairs.fail(repair.id, {
           error: `${why}: a manifest is only ever signed over the recorded bytes`,

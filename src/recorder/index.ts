@@ -6,15 +6,17 @@ import { mintGrants, rootOf } from '../capability/mint.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
-import { rememberSigner } from '../export/keys.ts';
+import { forgetRememberedSigners, rememberSigner } from '../export/keys.ts';
 import type { TransparencyView } from '../transparency/jobs.ts';
 import type {
   ArtifactRecord,
   AttestationKind,
+  Loss,
   ManifestRepair,
   SignerCertificateRepository,
 } from '../vault/index.ts';
 import {
+  CONTROLLER_ACTOR,
   recordAibom,
   refreshAibomMetadata,
   repairManifest,
@@ -24,6 +26,7 @@ import {
 import { because, RecordError } from './errors.ts';
 import type { Timestamper } from '../timestamp/index.ts';
 import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
+import { lossRow, type RecordLoss } from './losses.ts';
 import { appendOnce } from './once.ts';
 import { sealBatch } from './seal.ts';
 
@@ -51,6 +54,7 @@ export {
   type TimestampMetadata,
 } from './aibom.ts';
 export { currentMetadata, latestRepair, pendingRepair } from './metadata.ts';
+export { claimOf, lossMessage, lossRow, lostRecords, type RecordLoss, type RunClaim } from './losses.ts';
 export { RecordError, type RecordErrorCode } from './errors.ts';
 export { aibomKey, finishedSteps, stepKey, terminalKey } from './extract.ts';
 export { sealRecord, type RecordMeta } from './seal.ts';
@@ -72,6 +76,12 @@ export interface Recorder {
   recordTerminal(run: Run): Promise<Recorded>;
   /** At a terminal phase, after recordTerminal: the AIBOM, once; returns its metadata record. */
   recordAibom(run: Run): Promise<{ artifact: ArtifactRecord; created: boolean }>;
+  /**
+   * Writes down in the vault that it lost records the Run's status shows (losses.ts), once per
+   * loss; before anything is recorded again in their place. Whatever this process remembers as
+   * stored (the signer certificates) is forgotten: the vault may have lost that too.
+   */
+  recordLoss(run: Run, loss: RecordLoss): Promise<{ loss: Loss; created: boolean }>;
   /** Serves an open manifest repair of the Run's AIBOM: a new manifest over the same bytes. */
   repairManifest(
     run: Run,
@@ -88,6 +98,8 @@ export interface RecordingObserver {
   recorded(kind: AttestationKind, count: number): void;
   /** The AIBOM of a run that ended `status` (`succeeded`, `failed`) was stored by this call. */
   aibomRecorded(status: string): void;
+  /** A loss was written down (`source`: the Run's status or the bucket), naming `records` lost records. */
+  lossRecorded?(source: 'run-status' | 'bucket', records: number): void;
 }
 
 export interface RecorderDeps {
@@ -232,14 +244,42 @@ export function createRecorder(deps: RecorderDeps): Recorder {
       if (result.created) {
         deps.observer?.recorded('aibom', 1);
         deps.observer?.aibomRecorded(String(result.artifact.metadata.status));
+        const superseded = (result.artifact.metadata as { supersedes?: { lost_attestation_ids?: unknown[] } })
+          .supersedes;
+        if (superseded) deps.observer?.lossRecorded?.('bucket', superseded.lost_attestation_ids?.length ?? 0);
       }
       return result;
+    },
+
+    recordLoss: async (run, loss) => {
+      forgetRememberedSigners();
+      const out = await because('VaultUnavailable', () =>
+        deps.vault.losses.record(lossRow(loss, CONTROLLER_ACTOR)),
+      );
+      if (out.created) {
+        deps.observer?.lossRecorded?.(
+          'run-status',
+          Math.max(loss.claim.count - loss.held, loss.missingIds.length),
+        );
+        deps.logger.error(
+          {
+            run: `${run.metadata.namespace}/${run.metadata.name}`,
+            runId: run.metadata.uid,
+            loss: out.loss.id,
+            claimed: loss.claim.count,
+            held: loss.held,
+            missing: loss.missingIds.length,
+          },
+          'the vault lost records the Run status shows; recording them again from the Run',
+        );
+      }
+      return out;
     },
 
     repairManifest: async (run, artifact, repair) => {
       const signer = await because('SignerUnavailable', () => Promise.resolve(service()));
       await remember(signer, run.metadata.namespace);
-      return repairManifest(aibomDeps(run, signer), artifact, repair);
+      return repairManifest(aibomDeps(run, signer), artifact, repair, aibomRunOf(run));
     },
 
     refreshAibomMetadata: (runId, transparency) =>

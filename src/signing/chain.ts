@@ -6,6 +6,19 @@ export type ChainFailure = 'BROKEN' | 'UNTRUSTED' | 'EXPIRED' | 'NOT_YET_VALID';
 export type ChainResult =
   { ok: true; anchor: X509Certificate } | { ok: false; failure: ChainFailure; message: string };
 
+/**
+ * The code of a chain failure the signer loader and the record verifier share: a certificate out of
+ * its validity period has its own code; any other failure is `otherwise` (each caller's own).
+ */
+export function chainFailureCode<Otherwise extends string>(
+  failure: ChainFailure,
+  otherwise: Otherwise,
+): 'CERTIFICATE_EXPIRED' | 'CERTIFICATE_NOT_YET_VALID' | Otherwise {
+  if (failure === 'EXPIRED') return 'CERTIFICATE_EXPIRED';
+  if (failure === 'NOT_YET_VALID') return 'CERTIFICATE_NOT_YET_VALID';
+  return otherwise;
+}
+
 /** Far beyond any real PKI; bounds the work an attacker-supplied chain can cause. */
 const MAX_CHAIN_LENGTH = 8;
 

@@ -6,7 +6,7 @@ import {
   type X509Certificate,
 } from 'node:crypto';
 import { p256 } from '@noble/curves/nist.js';
-import { validateChain } from './chain.ts';
+import { chainFailureCode, validateChain } from './chain.ts';
 import { SigningError } from './errors.ts';
 import { algorithmOf, digestOf, keyIdOf, type SignatureEncoding, type Signer } from './signer.ts';
 
@@ -75,13 +75,7 @@ export function createKeySigner(options: KeySignerOptions): KeySigner {
   if (leaf !== undefined && caCertificates.length > 0) {
     const result = validateChain(certificateChain, caCertificates, options.at ?? new Date());
     if (!result.ok) {
-      const code =
-        result.failure === 'EXPIRED'
-          ? 'CERTIFICATE_EXPIRED'
-          : result.failure === 'NOT_YET_VALID'
-            ? 'CERTIFICATE_NOT_YET_VALID'
-            : 'CHAIN_INVALID';
-      throw new SigningError(code, result.message);
+      throw new SigningError(chainFailureCode(result.failure, 'CHAIN_INVALID'), result.message);
     }
   }
   // Hoisted so the hot path is exactly one crypto.sign call on a pre-parsed KeyObject.

@@ -221,6 +221,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       }
       const jobId = queued[0]!.id;
       let job = await jobs.get({ id: jobId });
+      // Invariant: jobs are never deleted (a plain Error, issue 23).
       if (job === null) throw new Error(`transparency job ${jobId} vanished`);
       if (job.state === 'published') return job;
       if (job.state === 'failed') job = (await jobs.requeue(job.id)) ?? job;

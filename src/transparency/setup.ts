@@ -1,4 +1,5 @@
 import type { X509Certificate } from 'node:crypto';
+import { ConfigError } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { Signer } from '../signing/index.ts';
 import type { Vault } from '../vault/index.ts';
@@ -40,7 +41,7 @@ export function setupTransparency(cfg: TransparencyConfig): Transparency {
   const log = createLocalLog({ storage: cfg.vault.scittLog, signer: cfg.logSigner, issuer: cfg.issuer });
   let backend: PublishBackend;
   if (cfg.backend === 'scrapi') {
-    if (cfg.scittUrl === undefined) throw new Error('SCITT_BACKEND=scrapi needs SCITT_URL');
+    if (cfg.scittUrl === undefined) throw new ConfigError(['SCITT_BACKEND=scrapi needs SCITT_URL']);
     const token = cfg.scittToken;
     backend = {
       kind: 'scrapi',

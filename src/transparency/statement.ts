@@ -113,6 +113,27 @@ function issuerOf(
 }
 
 /**
+ * The protected header both statements start with, in this order (the signed bytes depend on it):
+ * alg, the content type when given, the CWT claims (did:x509 `iss`, `sub`, `iat`: default now) and
+ * the x5chain with its root. Callers append their own entries after these.
+ */
+function issuerHeader(
+  input: Pick<PayloadStatementInput, 'signer' | 'caCertificates' | 'issuerPolicy' | 'issuedAt'>,
+  subject: string,
+  contentType?: string,
+): { issuer: string; protectedHeader: HeaderMap } {
+  const { chain, issuer } = issuerOf(input.signer, input.caCertificates, input.issuerPolicy);
+  const claims = cwtClaimsMap({ issuer, subject, issuedAt: input.issuedAt ?? Math.floor(Date.now() / 1000) });
+  const protectedHeader: HeaderMap = new Map<number, unknown>([
+    [Header.alg, coseAlgorithmOf(input.signer.algorithm)],
+  ]);
+  if (contentType !== undefined) protectedHeader.set(Header.contentType, contentType);
+  protectedHeader.set(Header.cwtClaims, claims);
+  protectedHeader.set(Header.x5chain, encodeX5chain(chain));
+  return { issuer, protectedHeader };
+}
+
+/**
  * Builds the SCITT signed statement for one attestation: a COSE Hash Envelope (RFC 9995) whose
  * payload is the 32-byte SHA-256 of the DSSE envelope's RFC 8785 JSON, i.e. exactly the vault's
  * `digest` of that attestation. Protected header:
@@ -137,19 +158,9 @@ export function buildSignedStatement(input: StatementInput): SignedStatement {
     );
   }
   const payloadHash = Buffer.from(digest.slice('sha256:'.length), 'hex');
-  const { chain, issuer } = issuerOf(input.signer, input.caCertificates, input.issuerPolicy);
-  const claims = cwtClaimsMap({
-    issuer,
-    subject: input.attestationId,
-    issuedAt: input.issuedAt ?? Math.floor(Date.now() / 1000),
-  });
-  const protectedHeader: HeaderMap = new Map<number, unknown>([
-    [Header.alg, coseAlgorithmOf(input.signer.algorithm)],
-    [Header.cwtClaims, claims],
-    [Header.x5chain, encodeX5chain(chain)],
-    [Header.payloadHashAlg, CoseAlg.SHA256],
-    [Header.preimageContentType, MediaType.dsseEnvelope],
-  ]);
+  const { issuer, protectedHeader } = issuerHeader(input, input.attestationId);
+  protectedHeader.set(Header.payloadHashAlg, CoseAlg.SHA256);
+  protectedHeader.set(Header.preimageContentType, MediaType.dsseEnvelope);
   if (input.payloadLocation !== undefined) protectedHeader.set(Header.payloadLocation, input.payloadLocation);
   const bytes = signSign1(input.signer, { protectedHeader, payload: payloadHash });
   return { bytes, issuer, subject: input.attestationId, payloadHash };
@@ -180,18 +191,7 @@ export function buildPayloadStatement(input: PayloadStatementInput): {
   readonly bytes: Buffer;
   readonly issuer: string;
 } {
-  const { chain, issuer } = issuerOf(input.signer, input.caCertificates, input.issuerPolicy);
-  const claims = cwtClaimsMap({
-    issuer,
-    subject: input.subject,
-    issuedAt: input.issuedAt ?? Math.floor(Date.now() / 1000),
-  });
-  const protectedHeader: HeaderMap = new Map<number, unknown>([
-    [Header.alg, coseAlgorithmOf(input.signer.algorithm)],
-    [Header.contentType, input.contentType],
-    [Header.cwtClaims, claims],
-    [Header.x5chain, encodeX5chain(chain)],
-  ]);
+  const { issuer, protectedHeader } = issuerHeader(input, input.subject, input.contentType);
   return { bytes: signSign1(input.signer, { protectedHeader, payload: input.payload }), issuer };
 }
 

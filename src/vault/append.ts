@@ -85,6 +85,7 @@ async function appendLocked(
     text: 'SELECT last_seq, last_id, last_digest, last_created_at FROM vault_lock_head()',
   });
   const head = headResult.rows[0];
+  // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
   if (head === undefined) throw new Error('vault_head row is missing: was migration 0001 applied?');
 
   // A new statement after the lock: its snapshot sees the commit of the writer we waited for.
@@ -169,6 +170,7 @@ async function copyLines(client: pg.PoolClient, lines: readonly string[]): Promi
   }
   stream.end(buf);
   await finished(stream);
+  // Invariant, not a caller's error: COPY stores every row or fails (a plain Error, issue 23).
   if (stream.rowCount !== lines.length) {
     throw new Error(`COPY stored ${stream.rowCount} rows, expected ${lines.length}`);
   }

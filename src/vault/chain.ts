@@ -50,6 +50,7 @@ export async function verifyChain(pool: pg.Pool, options: VerifyChainOptions): P
     'SELECT last_seq, last_id, last_digest FROM vault_head',
   );
   const head = headResult.rows[0];
+  // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
   if (head === undefined) throw new Error('vault_head row is missing: was migration 0001 applied?');
   const headSeq = Number(head.last_seq);
 

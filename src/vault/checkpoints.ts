@@ -131,6 +131,7 @@ export function checkpointRepository(pool: pg.Pool): CheckpointRepository {
         text: 'SELECT last_seq, last_id FROM vault_head',
       });
       const h = rows[0];
+      // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
       if (h === undefined) throw new Error('vault_head row is missing: was migration 0001 applied?');
       return { seq: Number(h.last_seq), id: h.last_id };
     },

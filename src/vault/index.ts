@@ -8,6 +8,7 @@ import { capabilityGrantRepository, type CapabilityGrantRepository } from './cap
 import { claimRepository, type ClaimRepository } from './claims.ts';
 import { CursorCodec, loadCursorKey } from './cursor.ts';
 import { createListener, type VaultListener } from './listener.ts';
+import { lossRepository, type LossRepository } from './losses.ts';
 import { manifestRepairRepository, type ManifestRepairRepository } from './manifest-repairs.ts';
 import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './pool.ts';
 import { runRepository, type RunRepository } from './runs.ts';
@@ -52,6 +53,7 @@ export {
   type VaultErrorCode,
 } from './errors.ts';
 export { type Subscription, type VaultListener } from './listener.ts';
+export { lossFingerprint, type Loss, type LossRepository, type LossScope, type NewLoss } from './losses.ts';
 export {
   REPAIR_CHANNEL,
   type ManifestRepair,
@@ -75,7 +77,9 @@ export {
   DEFAULT_QUERY_TIMEOUT_MS,
   runtimeRoleProblems,
   VAULT_WRITER_ROLE,
+  withTls,
   type VaultPoolOptions,
+  type VaultTls,
 } from './pool.ts';
 export {
   DEFAULT_LIMIT,
@@ -166,6 +170,8 @@ export interface Vault {
   readonly manifestRepairs: ManifestRepairRepository;
   /** RFC 3161 time-stamps of the records' signatures, and their queue. */
   readonly timestamps: TimestampRepository;
+  /** What the vault found it lost after the database lost acknowledged writes (docs/failover.md). */
+  readonly losses: LossRepository;
   /**
    * A 32-byte key for `purpose`, the same on every replica: HKDF-SHA256 of the vault's shared
    * secret (the cursor key of migration 0001), so no replica needs a key of its own and purposes
@@ -218,6 +224,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     signers: signerCertificateRepository(pool),
     manifestRepairs: manifestRepairRepository(pool),
     timestamps: timestampRepository(pool),
+    losses: lossRepository(pool),
     deriveKey: (purpose) => Buffer.from(hkdfSync('sha256', secret, 'aibom-vault/v1', purpose, 32)),
     get listener() {
       return listenerOf();

@@ -214,6 +214,7 @@ export function manifestRepairRepository(pool: pg.Pool): ManifestRepairRepositor
       // for nothing, and put a second manifest in force; the completed repair is the answer.
       const replaced = await replacedBy(input.runId, input.kind, input.replacesDigest);
       if (replaced) return { repair: replaced, created: false };
+      // Invariant: the insert opened a request or one was open or done (a plain Error, issue 23).
       throw new Error(`manifest repair of ${input.runId}/${input.kind} neither opened nor open`);
     },
 

@@ -69,6 +69,9 @@ export async function migrate(
   const client = new pg.Client(
     typeof connection === 'string' ? { connectionString: connection } : connection,
   );
+  // A connection lost between statements emits `error` with nothing waiting: heard here (the
+  // statement that follows fails instead of the process).
+  client.on('error', () => undefined);
   await client.connect();
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { checkServerIdentity, type ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 
 /** NOLOGIN role created by migration 0001: SELECT/INSERT on the vault tables, nothing else. */
@@ -25,6 +27,47 @@ export interface VaultPoolOptions {
    * destroyed, not returned to the pool.
    */
   readonly queryTimeoutMs?: number;
+  /** TLS with a CA of its own (DATABASE_CA_FILE): see {@link withTls}. */
+  readonly tls?: VaultTls;
+}
+
+/** TLS to PostgreSQL with a CA of its own: a PEM file of the CA(s) its certificate must chain to. */
+export interface VaultTls {
+  readonly caFile: string;
+}
+
+/** Parameters of a connection string that would override the `ssl` option (pg lets the URL win). */
+const URL_SSL_PARAMS = [
+  'ssl',
+  'sslmode',
+  'sslrootcert',
+  'sslcert',
+  'sslkey',
+  'sslpassword',
+  'uselibpqcompat',
+];
+
+/**
+ * A connection to `connectionString` over TLS verified against the CA of `tls`: the certificate
+ * must chain to it and name the URL's host (also when the host is an IP address, where node-postgres
+ * would otherwise check the name `localhost`). The URL's own ssl parameters are dropped: they would
+ * replace these options.
+ */
+export function withTls(
+  connectionString: string,
+  tls: VaultTls,
+): { connectionString: string; ssl: ConnectionOptions } {
+  const url = new URL(connectionString);
+  for (const p of URL_SSL_PARAMS) url.searchParams.delete(p);
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return {
+    connectionString: url.toString(),
+    ssl: {
+      ca: readFileSync(tls.caFile, 'utf8'),
+      rejectUnauthorized: true,
+      checkServerIdentity: (_servername, cert) => checkServerIdentity(host, cert),
+    },
+  };
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
@@ -75,8 +118,9 @@ export function createVaultPool(connectionString: string, options: VaultPoolOpti
     startup.push(`-c role=${role}`);
   }
   url.searchParams.delete('options');
+  const target = options.tls ? withTls(url.toString(), options.tls) : { connectionString: url.toString() };
   const pool = new pg.Pool({
-    connectionString: url.toString(),
+    ...target,
     options: startup.filter((s) => s !== '').join(' '),
     max: options.max ?? 10,
     idleTimeoutMillis: options.idleTimeoutMillis ?? 30_000,

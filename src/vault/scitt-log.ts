@@ -141,6 +141,7 @@ async function readHead(q: Queryable, lock: boolean): Promise<LogHead> {
       : 'SELECT tree_size, root_hash FROM scitt_log_head',
   );
   const head = rows[0];
+  // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
   if (head === undefined) throw new Error('scitt_log_head row is missing: was migration 0005 applied?');
   return { size: Number(head.tree_size), root: head.root_hash };
 }
@@ -220,6 +221,7 @@ function appendTransaction(client: pg.PoolClient, head: LogHead): ScittLogAppend
         async end(expected) {
           copy.end(COPY_BINARY_TRAILER);
           await copied;
+          // Invariant, not a caller's error: COPY stores every row or fails (a plain Error, issue 23).
           if (copy.rowCount !== expected) {
             throw new Error(`SCITT log COPY stored ${copy.rowCount} entries, expected ${expected}`);
           }

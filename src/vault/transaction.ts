@@ -6,10 +6,19 @@ import { isVaultUnavailable } from './errors.ts';
  * throws. A server that stopped answering would make the ROLLBACK wait out another deadline, so a
  * connection that failed as unavailable is dropped instead (the server rolls back a transaction
  * whose session ends), and so is one whose ROLLBACK failed.
+ *
+ * While the connection is checked out, its `error` event has a listener: a connection that dies
+ * between two statements of the transaction (the server killed, a failover moving the address)
+ * emits it with no query waiting, and an unheard `error` event would end the process. The next
+ * statement fails then anyway; the connection is discarded.
  */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let discard: Error | undefined;
+  const lost = (err: Error): void => {
+    discard = err;
+  };
+  client.on('error', lost);
   try {
     await client.query('BEGIN');
     try {
@@ -25,6 +34,7 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient
       throw err;
     }
   } finally {
+    client.off('error', lost);
     client.release(discard);
   }
 }

@@ -1,7 +1,7 @@
 import { s3BlobStore, type BlobStore } from '../../src/blob/store.ts';
 import { stack } from './stack.ts';
 
-/** The stack's MinIO bucket behind the BlobStore interface. */
+/** The stack's S3-compatible bucket (MinIO or SeaweedFS) behind the BlobStore interface. */
 export function stackBlobs(): BlobStore {
   const e = stack().env;
   return s3BlobStore({

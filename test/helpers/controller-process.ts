@@ -865,7 +865,7 @@ export async function testEnv(prefix: string, dbPrefix: string | null, logDir: s
   return { namespace, signerSecret, pki, lease, databaseUrl, opts };
 }
 
-/** The stack's own MinIO, as S3 options. */
+/** The stack's own S3-compatible store, as S3 options. */
 export function stackS3(): { endpoint: string; accessKey: string; secretKey: string; bucket: string } {
   const e = stack().env;
   return {

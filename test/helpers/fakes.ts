@@ -12,12 +12,15 @@ import type { BlobStore, StoredObject } from '../../src/blob/store.ts';
 import type { RunApi } from '../../src/controller/run/reconciler.ts';
 import type { ProjectionApi } from '../../src/controller/transparency/projection.ts';
 import {
+  lossFingerprint,
   mirroredStatus,
   VaultError,
   type ArtifactRecord,
   type AttestationSummary,
   type ClaimedAppendOptions,
+  type Loss,
   type ManifestRepair,
+  type NewLoss,
   type NewAttestation,
   type RepairedManifest,
   type RepairReason,
@@ -177,6 +180,32 @@ export class FakeVault {
       return Promise.resolve(
         new Map(this.rows.filter((r) => wanted.has(r.id)).map((r) => [r.id, r] as const)),
       );
+    },
+  };
+
+  /** vault_losses rows, by fingerprint (src/vault/losses.ts). */
+  readonly lossRows = new Map<string, Loss>();
+
+  readonly losses = {
+    record: async (loss: NewLoss): Promise<{ loss: Loss; created: boolean }> => {
+      this.check();
+      const fingerprint = lossFingerprint(loss.identity);
+      const stored = this.lossRows.get(fingerprint);
+      if (stored) return Promise.resolve({ loss: stored, created: false });
+      this.writes.bump('losses.record');
+      const row: Loss = {
+        id: randomUUID(),
+        scope: loss.scope,
+        fingerprint,
+        namespace: loss.namespace ?? null,
+        runId: loss.runId ?? null,
+        missingIds: [...loss.missingIds],
+        details: loss.details,
+        detectedBy: loss.detectedBy,
+        detectedAt: new Date(),
+      };
+      this.lossRows.set(fingerprint, row);
+      return Promise.resolve({ loss: row, created: true });
     },
   };
 
@@ -428,6 +457,10 @@ export class FakeKube {
   runApi(): RunApi {
     return {
       cached: (ns, name) => this.run(ns, name) ?? null,
+      live: (ns, name) => {
+        this.requests.bump('GET run');
+        return Promise.resolve(this.run(ns, name) ?? null);
+      },
       addFinalizer: (run) => {
         const current = this.runs.get(this.key(run.metadata.namespace, run.metadata.name))!;
         if ((current.metadata.finalizers ?? []).includes('vault.service.dev/aibom'))
@@ -462,6 +495,11 @@ export class FakeKube {
             [...this.attestations].filter(([, a]) => a.runName === run.metadata.name).map(([id]) => id),
           ),
         );
+      },
+      deleteAttestation: (_run, id) => {
+        this.requests.bump('DELETE attestations');
+        this.attestations.delete(id);
+        return Promise.resolve();
       },
       createAttestation: (run, summary) => {
         this.requests.bump('POST attestations');

@@ -173,6 +173,16 @@ the same configuration; only the listen ports differ (set per container).
   value: {{ .Values.s3.bucket | quote }}
 - name: S3_REGION
   value: {{ .Values.s3.region | quote }}
+{{- if .Values.s3.tls.caSecret }}
+- name: S3_CA_FILE
+  value: /etc/aibom-vault/s3-ca/ca.crt
+{{- end }}
+{{- if .Values.database.tls.caSecret }}
+- name: DATABASE_CA_FILE
+  value: /etc/aibom-vault/database-ca/ca.crt
+{{- end }}
+- name: PG_POOL_MAX
+  value: {{ .Values.database.poolMax | quote }}
 - name: SIGNER_SECRET
   value: {{ include "aibom-vault.signerSecretName" . | quote }}
 - name: CUSTOMER_SIGNER_SECRET
@@ -242,6 +252,16 @@ the same configuration; only the listen ports differ (set per container).
 {{- if .Values.tsa.url }}
 - name: tsa-trust-anchors
   mountPath: /etc/aibom-vault/tsa
+  readOnly: true
+{{- end }}
+{{- if .Values.database.tls.caSecret }}
+- name: database-ca
+  mountPath: /etc/aibom-vault/database-ca
+  readOnly: true
+{{- end }}
+{{- if .Values.s3.tls.caSecret }}
+- name: s3-ca
+  mountPath: /etc/aibom-vault/s3-ca
   readOnly: true
 {{- end }}
 {{- end }}

@@ -17,6 +17,7 @@ import type { LeaderLoop, Term } from '../term.ts';
 import { kubeRunApi } from './kube-api.ts';
 import type { Written } from './plan.ts';
 import { reconcileRun } from './reconciler.ts';
+import { runsMissingRecords } from './sweep.ts';
 
 /** Longest wait between retries of one Run (see the work queue below). */
 export const RUN_MAX_BACKOFF_MS = 30_000;
@@ -56,7 +57,7 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
   return {
     name: 'run controller',
     run: async ({ signal, runs }: Term) => {
-      // Failures here are mostly a dependency being down (PostgreSQL, MinIO): once it is back, a
+      // Failures here are mostly a dependency being down (PostgreSQL, the object store): once it is back, a
       // Run should not sit out client-go's 1000 s maximum backoff, so per-key retries cap at 30 s.
       const queue = new WorkQueue({
         name: 'runs',
@@ -72,12 +73,30 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
         onUpdate: (_o, n) => enqueue(n),
         onDelete: enqueue,
       });
-      const unsubscribeRepairs = await subscribeRepairs(deps, (key) => {
+      const requested = (key: string): void => {
         // Not a change of the Run: its entry in `written` goes, or the reconcile would take the Run
         // for the echo of its own status write and skip the repair.
         written.delete(key);
         queue.add(key);
-      });
+      };
+      // Runs whose status shows records the vault no longer holds (docs/failover.md): reconciled
+      // now, at the start of the term (the cache is synced) and after every reconnect to the vault.
+      const sweep = (): void => {
+        runsMissingRecords(runs.list(), (ids) => deps.vault.losses.recordCounts(ids)).then(
+          (missing) => {
+            if (missing.length === 0) return;
+            log.error(
+              { runs: missing.length, sample: missing.slice(0, 5).map(objectKey) },
+              'Runs show records the vault does not hold: reconciling them to record what was lost again',
+            );
+            for (const r of missing) requested(objectKey(r));
+          },
+          (err: unknown) =>
+            log.warn({ err }, 'could not compare the Runs with the vault; retried on the next reconnect'),
+        );
+      };
+      const unsubscribeRepairs = await subscribeRepairs(deps, requested, sweep);
+      sweep();
       const api = kubeRunApi(deps.client, deps.events, (ns, name) => runs.get(`${ns}/${name}`));
       const reconcile = async (key: string): Promise<ReconcileResult | undefined> => {
         const { namespace, name } = splitKey(key);
@@ -124,6 +143,7 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
 function subscribeRepairs(
   deps: Pick<RunControllerDeps, 'vault' | 'logger' | 'watchNamespace'>,
   requested: (key: string) => void,
+  reconnected: () => void,
 ): Promise<() => void> {
   const repairRequested = (key: string): void => {
     if (!key.includes('/')) return;
@@ -138,6 +158,7 @@ function subscribeRepairs(
         (err: unknown) =>
           deps.logger.warn({ err }, 'could not list open manifest repairs; retried on the next reconnect'),
       );
+      reconnected();
     },
   });
 }

@@ -104,6 +104,7 @@ export function kubeRunApi(
 ): RunApi {
   return {
     cached: (namespace, name) => cache(namespace, name) ?? null,
+    live: (namespace, name) => getRun(client, namespace, name),
     async addFinalizer(run) {
       return (await withFreshRun(client, run, (r) => addFinalizer(client, RUN_TYPE, r, FINALIZER))) ?? run;
     },
@@ -154,6 +155,16 @@ export function kubeRunApi(
         });
       } catch (err) {
         if (!isAlreadyExists(err)) throw err;
+      }
+    },
+    async deleteAttestation(run, id) {
+      try {
+        await client.request({
+          method: 'DELETE',
+          path: resourcePath(ATTESTATION_TYPE, { namespace: run.metadata.namespace, name: id }),
+        });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
       }
     },
     event: (run, type, reason, note) => events.event(run, type, reason, note),

@@ -264,6 +264,30 @@ export function refusedStatus(run: Run, why: string, now: Date): RunStatus {
   };
 }
 
+/**
+ * `status` with the RecordsLost condition (True, for good): the vault lost records this Run's
+ * status showed; `message` says what, and what could not be repaired (recorder/losses.ts).
+ */
+export function withLoss(
+  status: RunStatus,
+  message: string,
+  generation: number | undefined,
+  now: Date,
+): RunStatus {
+  return {
+    ...status,
+    conditions: withCondition(
+      status.conditions,
+      ConditionTypes.RecordsLost,
+      'True',
+      Reasons.RecordedAgain,
+      message,
+      generation,
+      now,
+    ),
+  };
+}
+
 /** `status.artifacts` without the transparency entries, which the projection owns (its own field manager). */
 function ownArtifacts(artifacts: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};

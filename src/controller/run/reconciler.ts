@@ -1,7 +1,7 @@
 import { EventReasons, FINALIZER, Reasons, type FailureReason } from '../../crd/reasons.ts';
 import { isTerminal, type Run, type RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
-import { RecordError, type Recorder } from '../../recorder/index.ts';
+import { lossMessage, lostRecords, RecordError, type Recorder } from '../../recorder/index.ts';
 import { because } from '../../recorder/errors.ts';
 import { ObjectStoreError } from '../../blob/store.ts';
 import {
@@ -25,6 +25,7 @@ import {
   RECONCILE_LIMITS,
   runView,
   statusChanged,
+  withLoss,
   type Observed,
   type Plan,
   type ReconcileLimits,
@@ -39,6 +40,11 @@ export interface RunApi {
    * made from: once the phase is terminal, admission keeps everything they read final (ADR 0017).
    */
   cached(namespace: string, name: string): Run | null;
+  /**
+   * A live GET of the Run (null when gone): only when its cached status claims records the vault
+   * lacks, so that a loss is judged (and written down) on the newest status, not a stale copy.
+   */
+  live(namespace: string, name: string): Promise<Run | null>;
   addFinalizer(run: Run): Promise<Run>;
   removeFinalizer(run: Run): Promise<void>;
   /** Server-side apply of the controller-owned status fields. */
@@ -47,6 +53,8 @@ export interface RunApi {
   attestationIds(run: Run): Promise<Set<string>>;
   /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
   createAttestation(run: Run, record: AttestationSummary): Promise<void>;
+  /** Deletes the Attestation resource `id` (of a record the vault lost); absent = success. */
+  deleteAttestation(run: Run, id: string): Promise<void>;
   event(run: Run, type: 'Normal' | 'Warning', reason: string, note: string): Promise<void>;
 }
 
@@ -146,6 +154,10 @@ export async function reconcileRun(
   let observed: Observed;
   let todo: Plan;
   let resourcesLeft: boolean;
+  // The vault lost records this Run's status shows (recorder/losses.ts): said on the Run for good.
+  let lost: string | undefined;
+  const noted = (status: RunStatus): RunStatus =>
+    lost === undefined ? status : withLoss(status, lost, run?.metadata.generation, now());
   // What this reconcile recorded, told in one Event (not one per batch).
   const notes: string[] = [];
   let reason: string = EventReasons.Attested;
@@ -154,6 +166,20 @@ export async function reconcileRun(
   };
   try {
     observed = await gather(deps.vault, run);
+    // Costs nothing: both sides were just read. Written down before anything is recorded again,
+    // judged on the live Run (the cache may hold an older status claiming less).
+    let loss = lostRecords(run, observed);
+    if (loss !== null) {
+      const live = await deps.api.live(namespace, name);
+      if (live === null || live.metadata.uid !== run.metadata.uid) return undefined;
+      run = live;
+      loss = lostRecords(run, observed);
+    }
+    if (loss !== null) {
+      const { loss: row, created } = await deps.recorder.recordLoss(run, loss);
+      lost = lossMessage(loss, row.id);
+      if (created) await deps.api.event(run, 'Warning', EventReasons.RecordsLost, lost);
+    }
     // A terminal Run is final by admission (its spec and phase cannot change: the CRD's rules), so
     // the cached copy is the Run the terminal records and the AIBOM are made from; no live GET.
     todo = plan(run, observed, limits);
@@ -174,6 +200,17 @@ export async function reconcileRun(
           deps.observeAibom?.((performance.now() - t0) / 1000);
           reason = EventReasons.AIBOMRecorded;
           notes.push(`AIBOM ${artifact.digest} stored at ${artifact.objectKey}`);
+          const superseded = (artifact.metadata as { supersedes?: { digest: string; loss_id: string } })
+            .supersedes;
+          if (superseded) {
+            await deps.api.event(
+              current,
+              'Warning',
+              EventReasons.AIBOMSuperseded,
+              `AIBOM ${artifact.digest} supersedes AIBOM ${superseded.digest}, whose record the vault lost ` +
+                `(loss ${superseded.loss_id}); the earlier one is kept in the bucket and is no longer served`,
+            );
+          }
         }
       }
       if (todo.repair !== null && observed.aibom !== null) {
@@ -202,7 +239,18 @@ export async function reconcileRun(
     // whose resources or status cannot be written (a label or a size the API server refuses) can
     // still go once its records and AIBOM are stored.
     let missing = deleting ? [] : observed.attestations.slice(run.status?.attestations?.count ?? 0);
-    if (missing.length > limits.resources) {
+    if (lost !== undefined && !deleting) {
+      // The status count no longer tells which records have a resource, and resources of lost
+      // records name ids the vault does not hold: they go (the loss row keeps the ids).
+      const existing = await deps.api.attestationIds(current);
+      const held = new Set(observed.attestations.map((a) => a.id));
+      const dangling = [...existing].filter((id) => !held.has(id));
+      for (const id of dangling) await deps.api.deleteAttestation(current, id);
+      if (dangling.length > 0) {
+        notes.push(`deleted ${dangling.length} Attestation resource(s) of records the vault lost`);
+      }
+      missing = observed.attestations.filter((a) => !existing.has(a.id));
+    } else if (missing.length > limits.resources) {
       // More than one batch behind (a large Run, or resources deleted): one LIST, so that batches
       // after the first do not repeat the creates of the earlier ones as AlreadyExists answers.
       const existing = await deps.api.attestationIds(current);
@@ -233,7 +281,7 @@ export async function reconcileRun(
     log.warn({ err, reason: failure }, 'reconcile failed; will retry');
     // What was recorded before the failure is told still: a retry finds it claimed and stays silent.
     await tell(run);
-    const failed = failedStatus(run, failure, message, now());
+    const failed = noted(failedStatus(run, failure, message, now()));
     if (statusChanged(run.status, failed)) await writeStatus(deps, run, failed);
     await deps.api.event(run, 'Warning', failure, message);
     throw err;
@@ -244,7 +292,7 @@ export async function reconcileRun(
   // most expensive requests the API server serves (server-side apply and the CEL rules over every
   // step), and the count it holds must only ever cover records whose resources exist.
   if (todo.more || resourcesLeft) return { more: true };
-  const status = desiredStatus(run, observed, now());
+  const status = noted(desiredStatus(run, observed, now()));
   if (!deleting && statusChanged(run.status, status)) {
     // No room for the status: told, and not retried (the evidence is stored; nothing will make it fit).
     if (!(await writeStatus(deps, run, status))) return undefined;

@@ -4,6 +4,7 @@ import type { LocalLog } from '../../transparency/local-log.ts';
 import { MediaType } from '../../transparency/media-types.ts';
 import { createScrapiServer, type RegistrationMode } from '../../transparency/scrapi-server.ts';
 import { ProblemError } from '../problem.ts';
+import { typed } from '../typed.ts';
 
 export type { RegistrationMode } from '../../transparency/scrapi-server.ts';
 
@@ -100,7 +101,7 @@ export async function registerScrapiRoutes(app: FastifyInstance, deps: ScrapiRou
       },
     );
 
-    scope.get<{ Params: { id: string } }>(
+    typed(scope).get(
       `${prefix}/entries/:id`,
       {
         config,

@@ -186,6 +186,35 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
     );
   }
 
+  sessionRoutes(app, deps, checkForm);
+  pageRoutes(app, deps, { viewerOf, api, checkForm });
+
+  // Anything else under /ui/: an HTML 404, not problem+json.
+  app.get('/ui/*', { config: publicConfig, schema: { hide: true } }, (_req, reply) =>
+    html(
+      reply,
+      404,
+      errorPage(undefined, {
+        status: 404,
+        code: 'NOT_FOUND',
+        title: 'Not found',
+        detail: 'There is no such page.',
+      }),
+    ),
+  );
+  done();
+}
+
+/** What the page routes share: who is looking, /v1 calls as them, and the form check. */
+interface UiPage {
+  readonly viewerOf: (req: FastifyRequest) => Viewer | undefined;
+  readonly api: <T>(req: FastifyRequest, method: 'GET' | 'POST', url: string, body?: object) => Promise<T>;
+  readonly checkForm: (req: FastifyRequest, form: Form) => void;
+}
+
+/** Sign-in (the token form, a session cookie) and sign-out. */
+function sessionRoutes(app: FastifyInstance, deps: UiDeps, checkForm: UiPage['checkForm']): void {
+  const { sessions } = deps;
   app.get<{ Querystring: { next?: string } }>(
     '/ui/sign-in',
     { config: publicConfig, schema: { hide: true } },
@@ -262,7 +291,10 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
       .header('cache-control', 'no-store')
       .redirect('/ui/sign-in', 303);
   });
+}
 
+/** The run list, a run's page, its verification and its export dialog. */
+function pageRoutes(app: FastifyInstance, deps: UiDeps, { viewerOf, api, checkForm }: UiPage): void {
   app.get<{ Querystring: RunsFilter }>(
     '/ui/runs',
     {
@@ -392,19 +424,4 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
     const run = await visibleRun(deps.exports, req, runId);
     return exportSelection(deps.exports, req, reply, { ids: [...new Set(ids)], namespaces: [run.namespace] });
   });
-
-  // Anything else under /ui/: an HTML 404, not problem+json.
-  app.get('/ui/*', { config: publicConfig, schema: { hide: true } }, (_req, reply) =>
-    html(
-      reply,
-      404,
-      errorPage(undefined, {
-        status: 404,
-        code: 'NOT_FOUND',
-        title: 'Not found',
-        detail: 'There is no such page.',
-      }),
-    ),
-  );
-  done();
 }

@@ -147,7 +147,7 @@ describe('a Run driven to Succeeded', () => {
     expect(done.status?.conditions?.find((c) => c.type === 'Attested')).toMatchObject({ status: 'True' });
   });
 
-  it('stored the AIBOM, its C2PA sidecar and the metadata beside it in MinIO, and the record in Postgres', async () => {
+  it('stored the AIBOM, its C2PA sidecar and the metadata beside it in the S3-compatible store, and the record in Postgres', async () => {
     const meta = done.status?.artifacts?.aibom as {
       key: string;
       digest: string;

@@ -16,7 +16,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import { Client } from 'minio';
 import pg from 'pg';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
@@ -32,6 +31,7 @@ import type { AibomMetadata } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
+import { S3Client } from '../../../src/blob/store.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import {
   conditionOf,
@@ -57,16 +57,9 @@ let app: FastifyInstance;
 let apiUrl: string;
 const token = () => stack().kube.tokens.admin;
 
-function minio(): Client {
+function s3(): S3Client {
   const e = stack().env;
-  const url = new URL(e.S3_ENDPOINT!);
-  return new Client({
-    endPoint: url.hostname,
-    port: Number(url.port),
-    useSSL: false,
-    accessKey: e.S3_ACCESS_KEY!,
-    secretKey: e.S3_SECRET_KEY!,
-  });
+  return new S3Client({ endpoint: e.S3_ENDPOINT!, accessKey: e.S3_ACCESS_KEY!, secretKey: e.S3_SECRET_KEY! });
 }
 const bucket = () => stack().env.S3_BUCKET!;
 
@@ -196,7 +189,7 @@ describe('a deleted C2PA manifest', () => {
     const run = await recorded('deleted');
     const meta = run.status!.artifacts!.aibom as AibomMetadata;
     const oldManifest = meta.c2pa_manifest;
-    await minio().removeObject(bucket(), oldManifest.key);
+    await s3().deleteObject(bucket(), oldManifest.key);
 
     const watch = watchAibomReady('deleted');
     // Concurrent downloads open one request.
@@ -292,28 +285,42 @@ describe('a byte-flipped C2PA manifest', () => {
 });
 
 describe('AIBOM bytes that no longer match the record', () => {
-  it('are never re-signed: the repair fails, the Run says so, downloads stay blocked without a Retry-After', async () => {
+  it('are never served nor re-signed: refused (ARTIFACT_NOT_AS_RECORDED) until the recorded bytes, rebuilt from the vault, are back', async () => {
     const run = await recorded('altered');
     const meta = run.status!.artifacts!.aibom as AibomMetadata;
     const blobs = stackBlobs();
     const bytes = (await blobs.get(meta.key))!;
     const altered = Buffer.from(bytes.toString('utf8').replace('"succeeded"', '"succeedeD"'));
     await blobs.put(meta.key, altered, 'application/json');
+    const manifestBefore = meta.c2pa_manifest.digest;
 
-    const first = await expectBlocked(await api(`/v1/runs/${run.metadata.uid}/artifacts/aibom`));
-    expect(first.retryAfter).toBeGreaterThanOrEqual(1);
-    const failed = await poll(async () => {
+    const first = await api(`/v1/runs/${run.metadata.uid}/artifacts/aibom`);
+    expect(first.status).toBe(409);
+    const body = (await first.json()) as { code: string; detail: string };
+    expect(body.code).toBe('ARTIFACT_NOT_AS_RECORDED');
+    expect(body.detail).toMatch(/hash to sha256:.* not to the sha256:.* the vault recorded/);
+    expect(Number(first.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const restored = await poll(async () => {
+      const res = await api(`/v1/runs/${run.metadata.uid}/artifacts/aibom`);
+      return res.status === 200 ? Buffer.from(await res.arrayBuffer()) : undefined;
+    }, 'the download once the recorded bytes are back');
+    expect(sha256Digest(restored)).toBe(meta.digest);
+    expect(sha256Digest((await blobs.get(meta.key))!)).toBe(meta.digest);
+    // The altered bytes were never signed: the manifest in force covers the recorded bytes.
+    // The bytes are put back before the new manifest and the status are written: wait for the status.
+    const now = await poll(async () => {
       const r = await getRun(ns, 'altered');
-      return conditionOf(r, 'AIBOMReady')?.reason === 'ManifestRepairFailed' ? r : undefined;
-    }, 'AIBOMReady=False ManifestRepairFailed');
-    expect(conditionOf(failed, 'AIBOMReady')).toMatchObject({ status: 'False' });
-    expect(conditionOf(failed, 'AIBOMReady')!.message).toMatch(/hash to sha256:.*the record says/);
-    const again = await expectBlocked(await api(`/v1/runs/${run.metadata.uid}/artifacts/aibom`));
-    expect(again.retryAfter).toBeNull();
-    expect(again.detail).toMatch(/failed: .*only ever signed over the recorded bytes/);
+      const m = r.status?.artifacts?.aibom as AibomMetadata | undefined;
+      return ready(conditionOf(r, 'AIBOMReady')) && m?.c2pa_manifest.digest !== manifestBefore
+        ? r
+        : undefined;
+    }, 'AIBOMReady=True with a manifest signed again after the repair');
+    const current = now.status!.artifacts!.aibom as AibomMetadata;
+    expect(current.digest).toBe(meta.digest);
+    expect(current.c2pa_manifest.digest).not.toBe(manifestBefore);
     const rows = await db.query<{ state: string }>('SELECT state FROM manifest_repairs WHERE run_id = $1', [
       run.metadata.uid,
     ]);
-    expect(rows.rows).toEqual([{ state: 'failed' }]);
+    expect(rows.rows).toEqual([{ state: 'done' }]);
   });
 });

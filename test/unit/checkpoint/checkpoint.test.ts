@@ -246,3 +246,57 @@ describe('the checkpointer extending the stored tree', () => {
     expect((await makeCheckpoint(repo, { signer })).created).toBe(false);
   });
 });
+
+describe('the checkpointer against a checkpoint kept outside the database (docs/failover.md)', () => {
+  const signing = () => ({ signer, caCertificates: signer.caCertificates });
+
+  it('signs on while the vault still holds the kept checkpoint: behind, at or beyond its size', async () => {
+    const repo = memoryCheckpoints();
+    for (let i = 0; i < 9; i++) repo.appendRecord();
+    const kept = (await makeCheckpoint(repo, signing())).checkpoint!;
+    // Its row lost, the records kept (only the checkpoint's own transaction was lost): the tree
+    // folds to the same root at its size, so the next checkpoint extends it.
+    for (let i = 0; i < 4; i++) repo.appendRecord();
+    const next = await makeCheckpoint(repo, signing(), undefined, kept);
+    expect(next.created).toBe(true);
+    expect(next.checkpoint!.treeSize).toBe(13);
+    // The kept one at or behind the vault's newest checkpoint: checked against the stored subtrees.
+    expect((await makeCheckpoint(repo, signing(), undefined, kept)).created).toBe(false);
+    expect((await makeCheckpoint(repo, signing(), undefined, next.checkpoint!)).created).toBe(false);
+  });
+
+  it('refuses (HISTORY_LOST) when the vault holds fewer records than the kept checkpoint covers', async () => {
+    const primary = memoryCheckpoints();
+    for (let i = 0; i < 10; i++) primary.appendRecord();
+    const kept = (await makeCheckpoint(primary, signing())).checkpoint!;
+    // The promoted standby had 6 of the 10 records, and new ones arrive after the failover.
+    const standby = memoryCheckpoints();
+    for (let i = 0; i < 6; i++) standby.appendRecord();
+    await expect(makeCheckpoint(standby, signing(), undefined, kept)).rejects.toMatchObject({
+      code: 'HISTORY_LOST',
+      message: expect.stringMatching(/10 records .* the vault holds 6/) as unknown,
+    });
+    // New records past the kept size give another tree of that size: still refused, nothing signed.
+    for (let i = 0; i < 7; i++) standby.appendRecord();
+    await expect(makeCheckpoint(standby, signing(), undefined, kept)).rejects.toMatchObject({
+      code: 'HISTORY_LOST',
+      message: expect.stringMatching(/first 10 records fold to another root/) as unknown,
+    });
+    expect(await standby.get()).toBeNull();
+    // Without the kept checkpoint (an operator accepted the loss) the new history is signed.
+    expect((await makeCheckpoint(standby, signing())).checkpoint!.treeSize).toBe(13);
+  });
+
+  it('refuses when the vault already signed another history past the kept size', async () => {
+    const primary = memoryCheckpoints();
+    for (let i = 0; i < 5; i++) primary.appendRecord();
+    const kept = (await makeCheckpoint(primary, signing())).checkpoint!;
+    const other = memoryCheckpoints();
+    for (let i = 0; i < 8; i++) other.appendRecord();
+    await makeCheckpoint(other, signing());
+    other.appendRecord();
+    await expect(makeCheckpoint(other, signing(), undefined, kept)).rejects.toMatchObject({
+      code: 'HISTORY_LOST',
+    });
+  });
+});

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AttestationFilter, AttestationKind, Vault } from '../../../vault/index.ts';
+import type { AttestationFilter, Vault } from '../../../vault/index.ts';
 import { StreamDigest } from '../../../attest/index.ts';
 import { isAllowed, requireVisible } from '../../auth/plugin.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
@@ -26,6 +26,7 @@ import {
   queryPageSchema,
   UUID_V7_PATTERN,
 } from '../../schemas.ts';
+import { typed, type FromSchema, type TypedApp } from '../../typed.ts';
 
 export interface AttestationRouteDeps {
   readonly vault: Vault;
@@ -35,20 +36,8 @@ export interface AttestationRouteDeps {
   readonly listNamespaces: () => Promise<string[]>;
 }
 
-export interface QueryBody {
-  subject?: string;
-  run_id?: string;
-  step_id?: string;
-  artifact_digest?: string;
-  policy_pack?: { name: string; version?: string };
-  capability_token?: string;
-  kind?: AttestationKind;
-  from?: string;
-  to?: string;
-  namespaces?: string[];
-  limit?: number;
-  cursor?: string;
-}
+/** The body of POST /v1/attestations/query, as its schema (queryBodySchema) admits it. */
+export type QueryBody = FromSchema<typeof queryBodySchema>;
 
 /**
  * The vault filter of a query body. `capability` is the capability filter already resolved by
@@ -98,7 +87,8 @@ interface LoadedRecord {
 
 const UUID_V7 = new RegExp(UUID_V7_PATTERN);
 
-export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDeps): void {
+export function attestationRoutes(fastify: FastifyInstance, deps: AttestationRouteDeps): void {
+  const app = typed(fastify);
   // Concurrent GETs share their reads: one query for the records, one for their jobs, per batch.
   const records = createBatchLoader<LoadedRecord>(async (ids) => {
     // Both by the requested ids (the route's schema admits UUIDv7 only), so the two queries run
@@ -112,7 +102,7 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     return new Map([...found].map(([id, record]) => [id, { record, job: jobs.get(id) }]));
   });
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v1/attestations/:id',
     {
       schema: {
@@ -141,7 +131,13 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
     },
   );
 
-  app.post<{ Body: QueryBody }>(
+  queryRoute(app, deps);
+  scittRoute(app, deps);
+}
+
+/** POST /v1/attestations/query: the records matching a filter, in keyset pages (or NDJSON). */
+function queryRoute(app: TypedApp, deps: AttestationRouteDeps): void {
+  app.post(
     '/v1/attestations/query',
     {
       schema: {
@@ -221,8 +217,11 @@ export function attestationRoutes(app: FastifyInstance, deps: AttestationRouteDe
       );
     },
   );
+}
 
-  app.post<{ Body: { id: string } }>(
+/** POST /v1/attestations/scitt: one record pushed to the transparency backend now. */
+function scittRoute(app: TypedApp, deps: AttestationRouteDeps): void {
+  app.post(
     '/v1/attestations/scitt',
     {
       schema: {

@@ -5,6 +5,7 @@ import { MAX_QUERY_NAMESPACES, listableNamespaces, nameNamespaces } from '../../
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { NO_CONTROL_PATTERN, problemResponses } from '../../schemas.ts';
+import { typed, type FromSchema } from '../../typed.ts';
 
 /**
  * The audit log for auditors: `list` on the virtual resource `auditlogs` (group vault.service.dev)
@@ -16,15 +17,6 @@ export interface AuditRouteDeps {
   readonly vault: Vault;
   readonly authorizer: Authorizer;
   readonly listNamespaces: () => Promise<string[]>;
-}
-
-interface AuditQuery {
-  namespace?: string;
-  action?: string;
-  from?: string;
-  to?: string;
-  after?: string;
-  limit?: string;
 }
 
 export const auditPageSchema = {
@@ -92,6 +84,31 @@ async function readableAudit(
   return allowed;
 }
 
+const auditQuerySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    namespace: {
+      type: 'string',
+      maxLength: MAX_QUERY_NAMESPACES * 64,
+      pattern: `^${LABEL}(,${LABEL}){0,${MAX_QUERY_NAMESPACES - 1}}$`,
+      description: `comma-separated namespaces, at most ${MAX_QUERY_NAMESPACES}; default: every namespace the caller may read (a caller without a cluster-wide grant must name them once more than ${MAX_QUERY_NAMESPACES} namespaces hold records)`,
+    },
+    action: { type: 'string', minLength: 1, maxLength: 100, pattern: NO_CONTROL_PATTERN },
+    from: { type: 'string', format: 'date-time' },
+    to: { type: 'string', format: 'date-time' },
+    // Query strings are not coerced (the app validates strictly): digits, checked below.
+    after: {
+      type: 'string',
+      pattern: '^[0-9]{1,15}$',
+      description: 'next_after of the previous page',
+    },
+    limit: { type: 'string', pattern: '^[0-9]{1,4}$', description: '1–1000, default 100' },
+  },
+} as const;
+
+type AuditQuery = FromSchema<typeof auditQuerySchema>;
+
 /** Input checks that need no review: the page size and the time window. */
 function checkInput(q: AuditQuery): { limit: number; from?: Date; to?: Date } {
   const limit = q.limit !== undefined ? Number(q.limit) : 100;
@@ -110,35 +127,15 @@ function checkInput(q: AuditQuery): { limit: number; from?: Date; to?: Date } {
   return { limit, ...(from ? { from } : {}), ...(to ? { to } : {}) };
 }
 
-export function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): void {
-  app.get<{ Querystring: AuditQuery }>(
+export function auditRoutes(fastify: FastifyInstance, deps: AuditRouteDeps): void {
+  const app = typed(fastify);
+  app.get(
     '/v1/audit',
     {
       schema: {
         summary:
           'The audit log (downloads and exports, with manifest digests and attestation ids), for auditors',
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            namespace: {
-              type: 'string',
-              maxLength: MAX_QUERY_NAMESPACES * 64,
-              pattern: `^${LABEL}(,${LABEL}){0,${MAX_QUERY_NAMESPACES - 1}}$`,
-              description: `comma-separated namespaces, at most ${MAX_QUERY_NAMESPACES}; default: every namespace the caller may read (a caller without a cluster-wide grant must name them once more than ${MAX_QUERY_NAMESPACES} namespaces hold records)`,
-            },
-            action: { type: 'string', minLength: 1, maxLength: 100, pattern: NO_CONTROL_PATTERN },
-            from: { type: 'string', format: 'date-time' },
-            to: { type: 'string', format: 'date-time' },
-            // Query strings are not coerced (the app validates strictly): digits, checked below.
-            after: {
-              type: 'string',
-              pattern: '^[0-9]{1,15}$',
-              description: 'next_after of the previous page',
-            },
-            limit: { type: 'string', pattern: '^[0-9]{1,4}$', description: '1–1000, default 100' },
-          },
-        },
+        querystring: auditQuerySchema,
         response: { 200: { $ref: 'AuditPage#' }, ...problemResponses },
       },
     },

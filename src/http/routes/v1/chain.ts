@@ -7,6 +7,7 @@ import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { problemResponses } from '../../schemas.ts';
+import { typed, type TypedApp } from '../../typed.ts';
 
 /**
  * The vault's chain, for verifiers (docs/chain.md, ADR 0008): signed checkpoints of the Merkle tree
@@ -128,8 +129,45 @@ async function proof<T>(make: () => Promise<T>): Promise<T> {
 const bad = (pointer: string, message: string): ProblemError =>
   new ProblemError(400, 'VALIDATION_FAILED', message, { errors: [{ pointer, message }] });
 
-export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
-  app.get<{ Querystring: { tree_size?: string } }>(
+/** The answer of a proof route: its two tree positions (named `lower`, `upper`) and the proof. */
+function proofAnswer(lower: string, upper: string) {
+  return {
+    type: 'object',
+    required: [lower, upper, 'proof'],
+    properties: {
+      [lower]: { type: 'integer' },
+      [upper]: { type: 'integer' },
+      proof: { type: 'array', items: hex32 },
+    },
+  } as const;
+}
+
+/**
+ * What both proof routes do: authorise, bound `upper` (default: the newest checkpoint's size) by the
+ * newest checkpoint and `lower` (default 0) by `upper`, each refusal naming its query parameter,
+ * and prove. Each bound is a [name, raw value] pair.
+ */
+async function checkedProof(
+  deps: ChainRouteDeps,
+  req: FastifyRequest,
+  lowerParam: readonly [string, string | undefined],
+  upperParam: readonly [string, string | undefined],
+  prove: (lower: number, upper: number) => Promise<Buffer[]>,
+): Promise<{ lower: number; upper: number; proof: string[] }> {
+  await authorize(deps, req, 'get');
+  const newest = await latest(deps);
+  const upper = int(upperParam[1], newest.treeSize);
+  const lower = int(lowerParam[1], 0);
+  if (upper > newest.treeSize)
+    throw bad(`/querystring/${upperParam[0]}`, `must be at most ${newest.treeSize}, the newest checkpoint`);
+  if (lower > upper) throw bad(`/querystring/${lowerParam[0]}`, `must not be above ${upperParam[0]}`);
+  const hashes = await proof(() => prove(lower, upper));
+  return { lower, upper, proof: hashes.map((h) => h.toString('hex')) };
+}
+
+export function chainRoutes(fastify: FastifyInstance, deps: ChainRouteDeps): void {
+  const app = typed(fastify);
+  app.get(
     '/v1/chain/checkpoint',
     {
       schema: {
@@ -148,7 +186,7 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
     },
   );
 
-  app.post<{ Querystring: { wait?: string } }>(
+  app.post(
     '/v1/chain/checkpoint',
     {
       schema: {
@@ -212,8 +250,13 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
       return reply.code(202).send({ status: 'requested', tree_size: head.seq });
     },
   );
+  proofRoutes(app, deps);
+  leavesRoute(app, deps);
+}
 
-  app.get<{ Querystring: { from: string; to?: string } }>(
+/** GET /v1/chain/consistency and /v1/chain/inclusion: RFC 9162 proofs over checkpointed trees. */
+function proofRoutes(app: TypedApp, deps: ChainRouteDeps): void {
+  app.get(
     '/v1/chain/consistency',
     {
       schema: {
@@ -225,34 +268,21 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
           properties: { from: size, to: size },
         },
         response: {
-          200: {
-            type: 'object',
-            required: ['from', 'to', 'proof'],
-            properties: {
-              from: { type: 'integer' },
-              to: { type: 'integer' },
-              proof: { type: 'array', items: hex32 },
-            },
-          },
+          200: proofAnswer('from', 'to'),
           ...problemResponses,
           500: { $ref: 'Problem#' },
         },
       },
     },
     async (req) => {
-      await authorize(deps, req, 'get');
-      const newest = await latest(deps);
-      const to = int(req.query.to, newest.treeSize);
-      const from = int(req.query.from, 0);
-      if (to > newest.treeSize)
-        throw bad('/querystring/to', `must be at most ${newest.treeSize}, the newest checkpoint`);
-      if (from > to) throw bad('/querystring/from', 'must not be above to');
-      const hashes = await proof(() => consistencyProof(deps.vault.checkpoints, from, to));
-      return { from, to, proof: hashes.map((h) => h.toString('hex')) };
+      const p = await checkedProof(deps, req, ['from', req.query.from], ['to', req.query.to], (from, to) =>
+        consistencyProof(deps.vault.checkpoints, from, to),
+      );
+      return { from: p.lower, to: p.upper, proof: p.proof };
     },
   );
 
-  app.get<{ Querystring: { seq: string; tree_size?: string } }>(
+  app.get(
     '/v1/chain/inclusion',
     {
       schema: {
@@ -265,34 +295,28 @@ export function chainRoutes(app: FastifyInstance, deps: ChainRouteDeps): void {
           properties: { seq: size, tree_size: size },
         },
         response: {
-          200: {
-            type: 'object',
-            required: ['seq', 'tree_size', 'proof'],
-            properties: {
-              seq: { type: 'integer' },
-              tree_size: { type: 'integer' },
-              proof: { type: 'array', items: hex32 },
-            },
-          },
+          200: proofAnswer('seq', 'tree_size'),
           ...problemResponses,
           500: { $ref: 'Problem#' },
         },
       },
     },
     async (req) => {
-      await authorize(deps, req, 'get');
-      const newest = await latest(deps);
-      const treeSize = int(req.query.tree_size, newest.treeSize);
-      const seq = int(req.query.seq, 0);
-      if (treeSize > newest.treeSize)
-        throw bad('/querystring/tree_size', `must be at most ${newest.treeSize}, the newest checkpoint`);
-      if (seq > treeSize) throw bad('/querystring/seq', 'must not be above tree_size');
-      const hashes = await proof(() => inclusionProof(deps.vault.checkpoints, seq, treeSize));
-      return { seq, tree_size: treeSize, proof: hashes.map((h) => h.toString('hex')) };
+      const p = await checkedProof(
+        deps,
+        req,
+        ['seq', req.query.seq],
+        ['tree_size', req.query.tree_size],
+        (seq, treeSize) => inclusionProof(deps.vault.checkpoints, seq, treeSize),
+      );
+      return { seq: p.lower, tree_size: p.upper, proof: p.proof };
     },
   );
+}
 
-  app.get<{ Querystring: { after_seq?: string; limit?: string } }>(
+/** GET /v1/chain/leaves: the leaf hash of every record in seq order, in pages. */
+function leavesRoute(app: TypedApp, deps: ChainRouteDeps): void {
+  app.get(
     '/v1/chain/leaves',
     {
       schema: {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { TAR_MEDIA_TYPE } from '../../../export/layout.ts';
 import { exportEvidence, exportSelection, type ExportDeps } from '../../../export/service.ts';
 import { problemResponses, queryBodySchema, UUID_PATTERN } from '../../schemas.ts';
-import type { QueryBody } from './attestations.ts';
+import { typed, type FromSchema } from '../../typed.ts';
 
 /**
  * The export routes: their schemas and registration. What an export does (who may export what,
@@ -11,12 +11,6 @@ import type { QueryBody } from './attestations.ts';
 
 /** Explicit ids one request may name. */
 export const MAX_EXPORT_IDS = 1000;
-
-export interface ExportBody extends Omit<QueryBody, 'limit' | 'cursor'> {
-  ids?: string[];
-  gzip?: boolean;
-  scitt?: boolean;
-}
 
 const { limit: _limit, cursor: _cursor, ...filterProperties } = queryBodySchema.properties;
 
@@ -45,6 +39,9 @@ export const exportBodySchema = {
   },
 } as const;
 
+/** The body of POST /v1/attestations/export, as its schema admits it. */
+export type ExportBody = FromSchema<typeof exportBodySchema>;
+
 const tarResponse = {
   200: {
     description:
@@ -53,8 +50,9 @@ const tarResponse = {
   },
 } as const;
 
-export function exportRoutes(app: FastifyInstance, deps: ExportDeps): void {
-  app.post<{ Body: ExportBody }>(
+export function exportRoutes(fastify: FastifyInstance, deps: ExportDeps): void {
+  const app = typed(fastify);
+  app.post(
     '/v1/attestations/export',
     {
       schema: {
@@ -74,7 +72,7 @@ export function exportRoutes(app: FastifyInstance, deps: ExportDeps): void {
     async (req, reply) => exportSelection(deps, req, reply, req.body ?? {}),
   );
 
-  app.get<{ Params: { id: string; kind: string }; Querystring: { gzip?: 'true' | 'false' } }>(
+  app.get(
     '/v1/runs/:id/artifacts/:kind/evidence',
     {
       schema: {

@@ -7,6 +7,7 @@ import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { problemResponses } from '../../schemas.ts';
+import { typed } from '../../typed.ts';
 
 /**
  * Key distribution: what a verifier needs, to any authenticated caller, without Secrets. The
@@ -125,7 +126,8 @@ function anchorsOf(deps: KeyRouteDeps, entries: readonly SignerCertificate[]): X
   return [...out.values()];
 }
 
-export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
+export function keyRoutes(fastify: FastifyInstance, deps: KeyRouteDeps): void {
+  const app = typed(fastify);
   app.get(
     '/v1/keys',
     {
@@ -187,7 +189,7 @@ export function keyRoutes(app: FastifyInstance, deps: KeyRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { ref: string } }>(
+  app.get(
     '/v1/keys/:ref',
     {
       schema: {

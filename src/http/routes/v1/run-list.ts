@@ -14,6 +14,7 @@ import { MAX_QUERY_NAMESPACES, listableNamespaces, nameNamespaces } from '../../
 import { isAllowed } from '../../auth/plugin.ts';
 import { ProblemError } from '../../problem.ts';
 import { NO_CONTROL_PATTERN, problemResponses } from '../../schemas.ts';
+import { typed } from '../../typed.ts';
 
 /**
  * GET /v1/runs: the runs of the namespaces the caller may list, newest first, in keyset pages, with
@@ -24,14 +25,6 @@ import { NO_CONTROL_PATTERN, problemResponses } from '../../schemas.ts';
 export interface RunListRouteDeps {
   readonly vault: Vault;
   readonly authorizer: Authorizer;
-}
-
-export interface RunListQuery {
-  namespace?: string;
-  phase?: 'Pending' | 'Running' | 'Succeeded' | 'Failed';
-  name_prefix?: string;
-  limit?: string;
-  cursor?: string;
 }
 
 const LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
@@ -151,8 +144,9 @@ export function runListItem(r: RunSummary) {
   };
 }
 
-export function runListRoutes(app: FastifyInstance, deps: RunListRouteDeps): void {
-  app.get<{ Querystring: RunListQuery }>(
+export function runListRoutes(fastify: FastifyInstance, deps: RunListRouteDeps): void {
+  const app = typed(fastify);
+  app.get(
     '/v1/runs',
     {
       schema: {

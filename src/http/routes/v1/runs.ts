@@ -14,6 +14,7 @@ import { runPolicyPack } from '../../../policy/index.ts';
 import { isViewFormat, VIEW_FORMAT_NAMES } from '../../../aibom/views/index.ts';
 import { recordedView } from '../../views/aibom-views.ts';
 import type { PolicyPackSource } from '../../sources/policy-packs.ts';
+import { typed } from '../../typed.ts';
 
 export interface RunRouteDeps {
   readonly vault: Vault;
@@ -175,7 +176,8 @@ const downloadQuery = {
   },
 } as const;
 
-export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
+export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
+  const app = typed(fastify);
   const artifactOf = async (req: FastifyRequest, params: { id: string; kind: string }) => {
     const run = await visibleRun(deps, req, params.id);
     const record = await deps.vault.artifacts.get(run.id, params.kind);
@@ -184,7 +186,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     return { run, record, artifact };
   };
 
-  app.get<{ Params: { id: string; kind: string }; Querystring: { format?: (typeof FORMATS)[number] } }>(
+  app.get(
     '/v1/runs/:id/artifacts/:kind',
     {
       schema: {
@@ -237,7 +239,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { id: string; kind: string } }>(
+  app.get(
     '/v1/runs/:id/artifacts/:kind/manifest',
     {
       schema: {
@@ -254,7 +256,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v1/runs/:id',
     {
       schema: {
@@ -270,7 +272,7 @@ export function runRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
     async (req) => runDetail(deps, await visibleRun(deps, req, req.params.id)),
   );
 
-  app.get<{ Params: { namespace: string; name: string } }>(
+  app.get(
     '/v1/namespaces/:namespace/runs/:name',
     {
       schema: {

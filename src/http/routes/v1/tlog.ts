@@ -296,6 +296,11 @@ export function tlogRoutes(app: FastifyInstance, deps: TlogRouteDeps): void {
     },
   );
 
+  witnessesRoute(app, deps);
+}
+
+/** GET /v1/tlog/{log}/witnesses: each witness's Consistent condition for a log. */
+function witnessesRoute(app: FastifyInstance, deps: TlogRouteDeps): void {
   app.get<{ Params: { log: TlogName } }>(
     '/v1/tlog/:log/witnesses',
     {

@@ -1,0 +1,171 @@
+/**
+ * A vault that lost acknowledged records (docs/failover.md), against in-memory seams: the Run's
+ * status and the bucket still show what the database forgot. The reconciler must notice, write the
+ * loss down before recording anything again, record again from the Run (one record set, one AIBOM),
+ * never overwrite the lost AIBOM's bytes, delete the Attestation resources that name lost ids, and
+ * say on the Run what could not be repaired. The same against a real asynchronous failover:
+ * test/integration/failover/async.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { ConditionTypes, EventReasons, Reasons } from '../../../src/crd/reasons.ts';
+import type { Run } from '../../../src/crd/run.ts';
+import { aibomKeys, claimOf, lostRecords, type AibomMetadata } from '../../../src/recorder/index.ts';
+import type { FakeVault } from '../../helpers/fakes.ts';
+import { conditionOf, reconcileIn, runFixture, storedRun, succeeded, world, type World } from './fixtures.ts';
+
+/**
+ * The vault as a standby that missed everything after its first `keep` records has it: later rows,
+ * the claims naming them and the artifact records whose AIBOM attestation is gone are dropped.
+ */
+function loseAllBut(vault: FakeVault, keep: number): string[] {
+  const lost = vault.rows.splice(keep).map((r) => r.id);
+  const gone = new Set(lost);
+  for (const [key, ids] of [...vault.claimed]) if (ids.some((id) => gone.has(id))) vault.claimed.delete(key);
+  for (const [key, a] of [...vault.artifactRows]) {
+    if (gone.has(String(a.metadata.aibom_attestation_id))) vault.artifactRows.delete(key);
+  }
+  return lost;
+}
+
+async function recorded(w: World): Promise<Run> {
+  const run = w.kube.put(runFixture(succeeded));
+  await reconcileIn(w, run);
+  const now = storedRun(w, run);
+  expect(conditionOf(now, ConditionTypes.AIBOMReady)?.status).toBe('True');
+  return now;
+}
+
+describe('lost records (pure comparison)', () => {
+  it('a vault ahead of the status is no loss; fewer records, a missing id or another AIBOM is', async () => {
+    const w = await world();
+    const run = await recorded(w);
+    const held = {
+      attestations: await w.vault.attestations.ofRun(run.metadata.namespace, run.metadata.uid),
+      aibom: await w.vault.artifacts.get(run.metadata.uid, 'aibom'),
+    };
+    expect(lostRecords(run, held)).toBeNull();
+    // Records committed after the status was written: normal.
+    const behind = structuredClone(run);
+    behind.status!.attestations!.count = 2;
+    expect(lostRecords(behind, held)).toBeNull();
+    const more = structuredClone(run);
+    more.status!.attestations!.count = held.attestations.length + 1;
+    expect(lostRecords(more, held)).toMatchObject({ held: held.attestations.length, missingIds: [] });
+    const shorter = { ...held, attestations: held.attestations.slice(1) };
+    expect(lostRecords(run, shorter)?.missingIds).toEqual([held.attestations[0]!.id]);
+    expect(lostRecords(run, { ...held, aibom: null })).toMatchObject({ aibomLost: true });
+    expect(claimOf(run).ids.length).toBe(held.attestations.length);
+  });
+});
+
+describe('the reconciler after the vault lost a Run’s records', () => {
+  it('writes the loss down once, records again from the Run, supersedes the lost AIBOM and says what was lost', async () => {
+    const w = await world();
+    const before = await recorded(w);
+    const id = before.metadata.uid;
+    const oldMeta = before.status!.artifacts!.aibom as AibomMetadata;
+    const oldBlob = w.blobs.objects.get(oldMeta.key)!.body;
+    const oldResources = [...w.kube.attestations.keys()];
+    // The standby had the first two records (the capability and step of `retrieve`).
+    const lostIds = loseAllBut(w.vault, 2);
+    expect(lostIds.length).toBeGreaterThan(3);
+
+    await reconcileIn(w, before);
+    const after = storedRun(w, before);
+
+    // Written down: one row naming the ids the status showed that are gone.
+    const rows = [...w.vault.lossRows.values()];
+    expect(rows.map((r) => r.details.source).sort()).toEqual(['bucket', 'run-status']);
+    const fromStatus = rows.find((r) => r.details.source === 'run-status')!;
+    expect(new Set(fromStatus.missingIds)).toEqual(new Set(lostIds));
+    expect(fromStatus.runId).toBe(id);
+
+    // Recorded again: every claim back, one record per step, one AIBOM record.
+    const held = await w.vault.attestations.ofRun(before.metadata.namespace, id);
+    expect(held.filter((r) => r.kind === 'aibom')).toHaveLength(1);
+    expect(held.filter((r) => r.kind === 'run')).toHaveLength(1);
+    expect(held.filter((r) => r.kind === 'step')).toHaveLength(3);
+    const meta = after.status!.artifacts!.aibom as AibomMetadata;
+    expect(meta.supersedes).toMatchObject({
+      digest: oldMeta.digest,
+      key: oldMeta.key,
+      loss_id: expect.any(String) as unknown,
+    });
+    expect(new Set(meta.supersedes!.lost_attestation_ids)).toEqual(
+      new Set(
+        [
+          ...oldMeta.attestation_ids,
+          oldMeta.aibom_attestation_id,
+          ...Object.values(oldMeta.views ?? {}).map((v) => v.attestation_id),
+        ].filter((x) => lostIds.includes(x)),
+      ),
+    );
+    // The lost AIBOM's bytes are where they were; the new one (other ids: other bytes) beside them.
+    expect(meta.digest).not.toBe(oldMeta.digest);
+    expect(meta.key).toBe(aibomKeys(before.metadata.namespace, id).superseding(meta.digest));
+    expect(w.blobs.objects.get(oldMeta.key)!.body.equals(oldBlob)).toBe(true);
+    expect(w.blobs.objects.has(meta.supersedes!.metadata_key)).toBe(true);
+
+    // Kubernetes mirrors the vault again: resources of lost ids deleted, new ones created.
+    expect([...w.kube.attestations.keys()].sort()).toEqual(held.map((r) => r.id).sort());
+    expect(oldResources.filter((r) => w.kube.attestations.has(r))).toEqual(held.slice(0, 2).map((r) => r.id));
+    expect(after.status?.attestations?.count).toBe(held.length);
+
+    // Said on the Run, for good.
+    expect(conditionOf(after, ConditionTypes.RecordsLost)).toMatchObject({
+      status: 'True',
+      reason: Reasons.RecordedAgain,
+      message: expect.stringContaining(`loss ${fromStatus.id}`) as unknown,
+    });
+    expect(conditionOf(after, ConditionTypes.AIBOMReady)?.status).toBe('True');
+    const warnings = w.kube.events.filter((e) => e.type === 'Warning').map((e) => e.reason);
+    expect(warnings.sort()).toEqual([EventReasons.AIBOMSuperseded, EventReasons.RecordsLost]);
+
+    // Converged: another reconcile finds nothing lost, writes nothing, says nothing.
+    const lossCount = w.vault.lossRows.size;
+    const events = w.kube.events.length;
+    await reconcileIn(w, after);
+    expect(w.vault.lossRows.size).toBe(lossCount);
+    expect(w.kube.events.length).toBe(events);
+    expect(conditionOf(storedRun(w, after), ConditionTypes.RecordsLost)?.status).toBe('True');
+  });
+
+  it('a lost AIBOM record whose records survived: the same bytes again, the loss still written down', async () => {
+    const w = await world();
+    const before = await recorded(w);
+    const oldMeta = before.status!.artifacts!.aibom as AibomMetadata;
+    // Only the last transaction (the AIBOM's: its record, then its standard views' records) was lost.
+    const aibomTx = [
+      oldMeta.aibom_attestation_id,
+      ...Object.values(oldMeta.views ?? {}).map((v) => v.attestation_id),
+    ];
+    expect(aibomTx.length).toBeGreaterThan(1);
+    const lost = loseAllBut(w.vault, w.vault.rows.length - aibomTx.length);
+    expect(lost).toEqual(aibomTx);
+    await reconcileIn(w, before);
+    const meta = storedRun(w, before).status!.artifacts!.aibom as AibomMetadata;
+    expect(meta.digest).toBe(oldMeta.digest);
+    expect(meta.key).toBe(oldMeta.key);
+    expect(meta.aibom_attestation_id).not.toBe(oldMeta.aibom_attestation_id);
+    expect([...meta.supersedes!.lost_attestation_ids].sort()).toEqual([...aibomTx].sort());
+    expect(conditionOf(storedRun(w, before), ConditionTypes.RecordsLost)?.status).toBe('True');
+  });
+});
+
+describe('a loss judged on a stale cached Run', () => {
+  it('is written down from the live Run: one row naming every id the newest status shows', async () => {
+    const w = await world();
+    const before = await recorded(w);
+    const lostIds = loseAllBut(w.vault, 0);
+    // The informer still holds an older copy: only the first step counted, no AIBOM shown.
+    const stale = structuredClone(before);
+    stale.status = { ...stale.status, attestations: { count: 1 } };
+    delete stale.status.artifacts;
+    const api = { ...w.kube.runApi(), cached: () => structuredClone(stale) };
+    await reconcileIn(w, before, api);
+    const rows = [...w.vault.lossRows.values()].filter((r) => r.details.source === 'run-status');
+    expect(rows).toHaveLength(1);
+    expect(new Set(rows[0]!.missingIds)).toEqual(new Set(lostIds));
+    expect(w.kube.requests.calls.get('GET run')).toBe(1);
+  });
+});
