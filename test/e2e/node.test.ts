@@ -29,6 +29,7 @@ import { cgroupHierarchies, CGROUP_ROOT } from '../../hack/stack/node/kubelet.ts
 import { mountsUnder } from '../../hack/stack/node/mounts.ts';
 import { helm, imageRef, installChart, kubectl, waitRolledOut } from '../../hack/stack/node/chart.ts';
 import { importLayout } from '../../hack/stack/node/containerd.ts';
+import { orphanedNode } from '../../hack/stack/node/index.ts';
 import { GROUP, VERSION } from '../../src/crd/run.ts';
 import {
   adminConfig,
@@ -88,6 +89,22 @@ const rows: Row[] = [];
 const node = () => stack.node!;
 const ns = () => node().namespace;
 const log = (line: string): void => console.log(`[e2e] ${line}`);
+
+/**
+ * The node's owner file (what `npm run stack -- down` reads when the test run died) lists the
+ * restarted server under its new process id and no process under the old one.
+ */
+async function expectOwnerLists(name: string, newPid: number, oldPid: number): Promise<void> {
+  const listed = (await orphanedNode())?.procs ?? [];
+  expect(
+    listed.filter((p) => p.name === name).map((p) => p.pid),
+    `${name} in /run/aibom-vault-node.json`,
+  ).toEqual([newPid]);
+  expect(
+    listed.map((p) => p.pid),
+    'old pid in /run/aibom-vault-node.json',
+  ).not.toContain(oldPid);
+}
 
 async function kubectlOut(args: string[]): Promise<string> {
   return kubectl(node().chart!, args);
@@ -514,7 +531,8 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
       await round(
         'kube-apiserver restart (8 s)',
         async () => {
-          const { stoppedAt, startedAt } = await restartServer(stack.procs, 'kube-apiserver', 8000);
+          const { stoppedAt, startedAt, oldPid, newPid } = await restartServer(stack, 'kube-apiserver', 8000);
+          await expectOwnerLists('kube-apiserver', newPid, oldPid);
           await until(
             async () => (await kubectlOut(['get', '--raw', '/readyz']).catch(() => '')) === 'ok',
             180_000,
@@ -536,7 +554,8 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
       await round(
         'etcd restart (8 s)',
         async () => {
-          const { stoppedAt, startedAt } = await restartServer(stack.procs, 'etcd', 8000);
+          const { stoppedAt, startedAt, oldPid, newPid } = await restartServer(stack, 'etcd', 8000);
+          await expectOwnerLists('etcd', newPid, oldPid);
           await until(
             async () => (await kubectlOut(['get', '--raw', '/readyz']).catch(() => '')) === 'ok',
             180_000,

@@ -218,6 +218,16 @@ async function writeOwner(node: NodeInfo, root: string, procs: readonly Proc[]):
   await writeFile(OWNER_FILE, JSON.stringify(owner), { mode: 0o600 });
 }
 
+/**
+ * Writes the stack's process list into the owner file again after it changed while the node runs
+ * (the e2e suite restarts kube-apiserver and etcd under new process ids): `down` of an orphaned
+ * node stops the processes listed there, which must be the ones running now, not ids that are gone
+ * (or that the kernel has since handed to someone else's process).
+ */
+export async function recordProcs(node: NodeInfo, root: string, procs: readonly Proc[]): Promise<void> {
+  await writeOwner(node, root, procs);
+}
+
 /** The node of a stack that is gone without `down` (its `up` was killed), from the owner file. */
 export async function orphanedNode(): Promise<(Owner & { readonly node: NodeInfo }) | undefined> {
   const owner = await readFile(OWNER_FILE, 'utf8')

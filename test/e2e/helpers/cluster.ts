@@ -11,6 +11,7 @@ import {
 } from '@kubernetes/client-node';
 import { isAlive, startProcess, stopProcess, type Proc } from '../../../hack/stack/proc.ts';
 import { CGROUP_ROOT } from '../../../hack/stack/node/kubelet.ts';
+import { recordProcs, type NodeInfo } from '../../../hack/stack/node/index.ts';
 import { retrying } from './pipeline.ts';
 
 /** The admin's view of the cluster (the stack's static-token admin). */
@@ -149,13 +150,16 @@ export async function restartsAndLivenessKills(
 /**
  * Stops a stack server (its process group, SIGTERM then SIGKILL) for `downMs` and starts it again
  * exactly as it was: the same executable, arguments, environment, working directory and log
- * file. Replaces its entry in `procs` (the stack's, so `down` stops the new process).
+ * file. Replaces its entry in the stack's `procs` (so the test's own stopStack stops the new
+ * process) and writes the list into the node's owner file (so `npm run stack -- down` of a node
+ * whose test run died stops the new process too, and nothing under the old id).
  */
 export async function restartServer(
-  procs: Proc[],
+  stack: { readonly procs: Proc[]; readonly root: string; readonly node?: NodeInfo },
   name: string,
   downMs: number,
-): Promise<{ stoppedAt: number; startedAt: number }> {
+): Promise<{ stoppedAt: number; startedAt: number; oldPid: number; newPid: number }> {
+  const procs = stack.procs;
   const i = procs.findIndex((p) => p.name === name);
   if (i < 0) throw new Error(`no ${name} in the stack`);
   const old = procs[i]!;
@@ -180,8 +184,9 @@ export async function restartServer(
     logFile: old.logFile,
   });
   procs[i] = fresh;
+  if (stack.node) await recordProcs(stack.node, stack.root, procs);
   if (!isAlive(fresh.pid)) throw new Error(`${name} did not come back`);
-  return { stoppedAt, startedAt: Date.now() };
+  return { stoppedAt, startedAt: Date.now(), oldPid: old.pid, newPid: fresh.pid };
 }
 
 /** Lines of the pod logs the kubelet wrote for a pod (for a failure's message). */
