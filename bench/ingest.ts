@@ -18,7 +18,7 @@ import copyStreams from 'pg-copy-streams';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
-import { ATTESTATION_COLUMNS } from '../src/vault/rows.ts';
+import { ATTESTATION_TABLE_COLUMNS } from '../src/vault/rows.ts';
 import {
   adminClient,
   fmtCount,
@@ -52,7 +52,7 @@ const PACKS = [
 async function exportRows(client: pg.Client, fromSeq: number, toSeq: number): Promise<string[]> {
   const stream = client.query(
     copyStreams.to(
-      `COPY (SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE seq > ${fromSeq} AND seq <= ${toSeq} ` +
+      `COPY (SELECT ${ATTESTATION_TABLE_COLUMNS} FROM attestations WHERE seq > ${fromSeq} AND seq <= ${toSeq} ` +
         'ORDER BY seq) TO STDOUT',
     ),
   );
@@ -70,7 +70,9 @@ async function exportRows(client: pg.Client, fromSeq: number, toSeq: number): Pr
 }
 
 async function copyBatch(client: pg.PoolClient, text: string, rows: number): Promise<void> {
-  const stream = client.query(copyStreams.from(`COPY attestations (${ATTESTATION_COLUMNS}) FROM STDIN`));
+  const stream = client.query(
+    copyStreams.from(`COPY attestations (${ATTESTATION_TABLE_COLUMNS}) FROM STDIN`),
+  );
   stream.end(text);
   await finished(stream);
   if (stream.rowCount !== rows) throw new Error(`raw COPY stored ${stream.rowCount} rows, expected ${rows}`);

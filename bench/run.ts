@@ -20,6 +20,7 @@ import {
   type HttpClientKind,
   type SummaryRow,
 } from './common.ts';
+import { controllerMemoryBenchmark } from './controller-memory.ts';
 import { exportBenchmark } from './export.ts';
 import { formatsBenchmark } from './formats.ts';
 import { getBenchmark } from './get.ts';
@@ -42,6 +43,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   transparencyBenchmark,
   formatsBenchmark,
   exportBenchmark,
+  controllerMemoryBenchmark,
 ];
 
 function usage(): string {

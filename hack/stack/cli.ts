@@ -1,8 +1,9 @@
 /**
- * `npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover | down |
- * status`: the local stack in the background, described by .stack/env. `--node` adds a real node
- * (hack/stack/node) with the chart installed onto it: its pods are then the controller and the API,
- * SERVICE_API_URL is the API's Service, SERVICE_NAMESPACE the chart's namespace.
+ * `npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover |
+ * restart controller | down | status`: the local stack in the background, described by .stack/env.
+ * `--node` adds a real node (hack/stack/node) with the chart installed onto it: its pods are then
+ * the controller and the API, SERVICE_API_URL is the API's Service, SERVICE_NAMESPACE the chart's
+ * namespace.
  * State lives in .stack/state.json so `down` (another process) can stop exactly what `up` started.
  * STACK_STATE_DIR moves that directory (tests run a second stack beside a developer's own).
  */
@@ -11,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { orphanedNode } from './node/index.ts';
 import { isAlive, stopProcess } from './proc.ts';
+import { restartService } from './restart.ts';
 import { isS3Server, S3_SERVERS, type S3Server } from './s3.ts';
 import { failover as failOver, STANDBY_MODES, type StandbyMode } from './standby.ts';
 import {
@@ -351,11 +353,37 @@ async function failover(): Promise<number> {
   return 0;
 }
 
+/** `restart controller`: SIGTERM, then the same process again (hack/stack/restart.ts). */
+async function restart(args: readonly string[]): Promise<number> {
+  if (args.length !== 1 || args[0] !== 'controller')
+    throw new UsageError(`restart takes one service: controller (got "${args.join(' ')}")`);
+  const info = await readState();
+  if (!info) {
+    console.error('no stack running: `npm run stack -- up` starts one');
+    return 1;
+  }
+  if (info.node) {
+    console.error(
+      `the controller runs as pods on the node: kubectl -n ${info.node.namespace} delete pod <controller pod> restarts one`,
+    );
+    return 1;
+  }
+  const t0 = performance.now();
+  const procs = await restartService(info.procs, 'controller');
+  await saveState({ ...info, procs });
+  const pid = procs.find((p) => p.name === 'controller')?.pid;
+  console.log(
+    `controller restarted (pid ${pid}) and ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
+  return 0;
+}
+
 const USAGE =
-  'usage: npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover | down | status';
+  'usage: npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover | restart controller | down | status';
 const commands: Record<string, (args: readonly string[]) => Promise<number>> = {
   up,
   failover,
+  restart,
   down,
   status,
 };

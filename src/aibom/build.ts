@@ -140,10 +140,13 @@ export function buildAibom(input: AibomInput): Aibom {
     return normalized;
   });
 
+  // Only the steps that ran, in spec order: a step that never ran is no component of the run.
+  const ran = new Set(input.ranSteps);
+  const steps = spec.steps.filter((s) => ran.has(s.id));
   // Fields are copied one by one: extra keys on the caller's objects never reach the signed payload.
   const models: AibomModel[] = [];
   const tools: AibomTool[] = [];
-  for (const step of spec.steps) {
+  for (const step of steps) {
     if (step.model !== undefined) {
       models.push({
         id: step.id,
@@ -183,7 +186,7 @@ export function buildAibom(input: AibomInput): Aibom {
     },
     components: { models, tools, policies: policyComponents(spec, runPack) },
     trust: {
-      subjects: [subjectNames.run(runId), ...spec.steps.map((s) => subjectNames.step(runId, s.id))],
+      subjects: [subjectNames.run(runId), ...steps.map((s) => subjectNames.step(runId, s.id))],
       attestation_ids: attestationIds,
     },
   };

@@ -175,14 +175,16 @@ export function toCycloneDx(bom: Aibom, opts: CycloneDxOptions = {}): CycloneDxB
     ...bom.components.policies.map(policyComponent),
   ];
   const componentRefs = components.map((c) => c['bom-ref']).filter((r) => r !== undefined);
+  const ranIds = new Set([...bom.components.models, ...bom.components.tools].map((c) => c.id));
 
   // Without the run the DAG is unknown: only the run's own entry is stated. With it, every step
-  // gets an entry (an empty `dependsOn` states "none"); ids naming no step cannot be referenced
-  // and are left out here (dag_digest still covers them).
+  // that ran gets an entry (an empty `dependsOn` states "none"); ids naming no component (no step
+  // of the spec, or a step that never ran) cannot be referenced and are left out here
+  // (dag_digest still covers them).
   const stepDependencies: CdxDependency[] = [];
   if (run !== undefined) {
     for (const c of [...bom.components.models, ...bom.components.tools]) {
-      const deps = [...new Set(specSteps.get(c.id)?.dependsOn ?? [])].filter((d) => specSteps.has(d)).sort();
+      const deps = [...new Set(specSteps.get(c.id)?.dependsOn ?? [])].filter((d) => ranIds.has(d)).sort();
       stepDependencies.push({
         ref: subjectNames.step(runId, c.id),
         dependsOn: deps.map((d) => subjectNames.step(runId, d)),
@@ -212,6 +214,8 @@ export function toCycloneDx(bom: Aibom, opts: CycloneDxOptions = {}): CycloneDxB
         prop('dag_digest', bom.metadata.dag_digest),
         prop('input_digest', bom.metadata.input_digest),
         ...bom.trust.subjects.map((s) => prop('trust_subject', s)),
+        // The steps of the spec that never ran (a Failed run that stopped early): no component.
+        ...(run?.spec.steps ?? []).filter((s) => !ranIds.has(s.id)).map((s) => prop('step_not_run', s.id)),
       ],
     },
     components,

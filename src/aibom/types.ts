@@ -23,6 +23,14 @@ export interface AibomInput {
    * AIBOM's own attestation (which signs these bytes, so cannot be listed in them).
    */
   attestationIds: readonly string[];
+  /**
+   * Ids of the steps that ran: those with a step record (a step is recorded once the pipeline
+   * reports it Succeeded or Failed). Only these are components and trust subjects; a step of the
+   * spec that never ran (a Failed run that stopped early) is in neither, so the AIBOM never claims
+   * work that did not happen (docs/aibom.md "Steps that never ran"). Ids naming no step of the spec
+   * are ignored.
+   */
+  ranSteps: readonly string[];
   /** `service-ctl aibom generate --policy-pack`; wins over every pack recorded in the spec. */
   policyPackOverride?: PolicyPackOverride;
 }

@@ -1,6 +1,6 @@
 import type { Signer } from '../signing/signer.ts';
 import { canonicalJson } from './json.ts';
-import { preAuthEncoding } from './pae.ts';
+import { inTotoPreAuthEncodingOfText, preAuthEncoding } from './pae.ts';
 import type { Statement } from './statement.ts';
 
 export const IN_TOTO_PAYLOAD_TYPE = 'application/vnd.in-toto+json';
@@ -30,17 +30,29 @@ export function statementPayload(statement: Statement): Buffer {
 
 /** Signs `payload` under DSSE v1 with one signer. */
 export function signPayload(payload: Buffer, payloadType: string, signer: Signer): DsseEnvelope {
-  const sig = signer.sign(preAuthEncoding(payloadType, payload));
+  return envelopeOf(payload, payloadType, signer.keyId, signer.sign(preAuthEncoding(payloadType, payload)));
+}
+
+/**
+ * The envelope of one signature. Its member order is JCS order and `payload`/`sig` are standard
+ * base64 as Buffer#toString writes it: sealStatement relies on both (digest.ts, signedEnvelopeDigest).
+ */
+function envelopeOf(payload: Buffer, payloadType: string, keyid: string, sig: Buffer): DsseEnvelope {
   return {
     payload: payload.toString('base64'),
     payloadType,
-    signatures: [{ keyid: signer.keyId, sig: sig.toString('base64') }],
+    signatures: [{ keyid, sig: sig.toString('base64') }],
   };
 }
 
-/** Wraps an in-toto statement in a signed DSSE envelope. */
+/**
+ * Wraps an in-toto statement in a signed DSSE envelope: the same bytes as
+ * `signPayload(statementPayload(statement), IN_TOTO_PAYLOAD_TYPE, signer)`, with the canonical JSON
+ * written straight into the PAE buffer (one allocation, no copy of the payload).
+ */
 export function signStatement(statement: Statement, signer: Signer): DsseEnvelope {
-  return signPayload(statementPayload(statement), IN_TOTO_PAYLOAD_TYPE, signer);
+  const { pae, payload } = inTotoPreAuthEncodingOfText(canonicalJson(statement));
+  return envelopeOf(payload, IN_TOTO_PAYLOAD_TYPE, signer.keyId, signer.sign(pae));
 }
 
 const STD_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

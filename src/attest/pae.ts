@@ -22,3 +22,19 @@ export function preAuthEncoding(payloadType: string, payload: Buffer): Buffer {
   const length = Buffer.from(`${payload.length} `, 'ascii');
   return Buffer.concat([prefix, length, payload], prefix.length + length.length + payload.length);
 }
+
+/**
+ * PAE of the in-toto payload type over the UTF-8 bytes of `text`, written straight into one
+ * buffer (no separate payload buffer, no concatenation copy): `payload` is the tail of `pae`, the
+ * very bytes `Buffer.from(text, 'utf8')` would give. The signing path's shape (signStatement).
+ */
+export function inTotoPreAuthEncodingOfText(text: string): { pae: Buffer; payload: Buffer } {
+  const length = Buffer.byteLength(text, 'utf8');
+  const head = `${length} `;
+  const start = IN_TOTO_PREFIX.length + head.length;
+  const pae = Buffer.allocUnsafe(start + length);
+  IN_TOTO_PREFIX.copy(pae, 0);
+  pae.write(head, IN_TOTO_PREFIX.length, 'latin1');
+  pae.write(text, start, 'utf8');
+  return { pae, payload: pae.subarray(start) };
+}

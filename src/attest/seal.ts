@@ -1,5 +1,5 @@
 import { signatureMetadata, type SignatureMetadata, type Signer } from '../signing/signer.ts';
-import { envelopeDigest } from './digest.ts';
+import { signedEnvelopeDigest } from './digest.ts';
 import { signStatement, type DsseEnvelope } from './dsse.ts';
 import type { Statement } from './statement.ts';
 
@@ -11,8 +11,11 @@ export interface SealedAttestation {
   signature: SignatureMetadata;
 }
 
-/** statement → signed DSSE envelope → digest, in one pure call. */
+/**
+ * statement → signed DSSE envelope → digest, in one pure call. The digest is envelopeDigest's
+ * (docs/digest.md), computed on the fast path for an envelope signStatement just made.
+ */
 export function sealStatement(statement: Statement, signer: Signer): SealedAttestation {
   const envelope = signStatement(statement, signer);
-  return { envelope, digest: envelopeDigest(envelope), signature: signatureMetadata(signer) };
+  return { envelope, digest: signedEnvelopeDigest(envelope), signature: signatureMetadata(signer) };
 }

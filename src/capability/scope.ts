@@ -20,17 +20,18 @@
 export const SCOPE_MAX = 253;
 export const PRINCIPAL_MAX = 253;
 
-const SEGMENT = String.raw`[^:*\s\p{Z}\u{FEFF}\p{Cc}]+`;
+const SEGMENT = String.raw`[^:*\s\p{Z}\u{FEFF}\p{Cc}\p{Cf}]+`;
 /** The scope grammar (JavaScript `u` flag). The CRD spells `\u{FEFF}` as `\x{FEFF}` (RE2). */
 export const SCOPE_PATTERN = new RegExp(String.raw`^(?:\*|${SEGMENT}(?::${SEGMENT})*)$`, 'u');
 
 /**
  * A principal (granter or approver): `<type>:<name>`, the type lower-case ASCII letters, digits and
  * `-` starting with a letter (`user`, `team`, `group`, `serviceaccount`, `system`), the name any
- * characters but whitespace and control characters (`user:alice@example.com`,
+ * characters but whitespace, control and format characters (bidi overrides, zero-width: a name
+ * that reads as another) (`user:alice@example.com`,
  * `system:serviceaccount:ns:pipeline`). 3-253 characters.
  */
-export const PRINCIPAL_PATTERN = /^[a-z][a-z0-9-]*:[^\s\p{Z}\u{FEFF}\p{Cc}]+$/u;
+export const PRINCIPAL_PATTERN = /^[a-z][a-z0-9-]*:[^\s\p{Z}\u{FEFF}\p{Cc}\p{Cf}]+$/u;
 
 const length = (s: string): number => [...s].length;
 

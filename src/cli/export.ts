@@ -209,8 +209,12 @@ interface TrustBundle {
  * when the service time-stamps, tsa-ca.pem and trusted_root.json (a Sigstore trusted root naming
  * the TSA, for `cosign … --use-signed-timestamps --trusted-root`).
  */
-export async function fetchTrust(client: ApiClient, dir: string): Promise<TrustBundle> {
-  const bundle = await client.json<TrustBundle>('GET', '/v1/keys');
+export async function fetchTrust(
+  client: ApiClient,
+  dir: string,
+  namespaces: readonly string[] = [],
+): Promise<TrustBundle> {
+  const bundle = await client.json<TrustBundle>('GET', `/v1/keys${keysQuery(namespaces)}`);
   await mkdir(join(dir, 'certs'), { recursive: true });
   await mkdir(join(dir, 'keys'), { recursive: true });
   await writeFile(join(dir, 'ca.pem'), bundle.trust_anchors_pem);
@@ -234,6 +238,20 @@ export async function fetchTrust(client: ApiClient, dir: string): Promise<TrustB
   return bundle;
 }
 
+/** `?namespace=a,b` of the key routes (none: every namespace the caller may read, when few enough). */
+const keysQuery = (namespaces: readonly string[]): string =>
+  namespaces.length > 0 ? `?namespace=${encodeURIComponent([...new Set(namespaces)].join(','))}` : '';
+
+const keysNamespaceOption = {
+  namespace: {
+    type: 'string',
+    multiple: true,
+    value: 'NS',
+    description:
+      "include this namespace's customer-supplied keys (repeatable, at most 16; default: every namespace holding customer keys that you may list attestations in, which you must name once more than 16 hold them, unless you may list attestations cluster-wide)",
+  },
+} as const satisfies OptionSpecs;
+
 const keysFetchOptions = {
   out: {
     type: 'string',
@@ -241,13 +259,14 @@ const keysFetchOptions = {
     default: 'trust',
     description: 'directory to write the trust bundle into',
   },
+  ...keysNamespaceOption,
   ...apiOptions,
 } as const satisfies OptionSpecs;
 
 export const keysFetchCommand = {
   path: ['keys', 'fetch'],
   summary: 'save the trust bundle (CA, signer chains current and past, SCITT log keys) into a directory',
-  usage: '[--out DIR]',
+  usage: '[--out DIR] [--namespace NS]...',
   options: keysFetchOptions,
   details:
     'Writes ca.pem, log-keys.cbor, certs/<ref>.pem, keys/<key id>.pem (for cosign --key),\n' +
@@ -257,7 +276,7 @@ export const keysFetchCommand = {
     const dir = values.out;
     // An empty --out would write into the working directory while naming files `/ca.pem`.
     if (dir.trim() === '') throw new CliError('--out needs a directory name (default: trust)', 2);
-    const bundle = await fetchTrust(clientFrom(values), dir);
+    const bundle = await fetchTrust(clientFrom(values), dir, values.namespace ?? []);
     process.stdout.write(
       `wrote ${dir}/ca.pem, ${dir}/log-keys.cbor, ${bundle.signers.length} signer chain(s) in ${dir}/certs/, ${dir}/trust-bundle.json` +
         `${(bundle.tsa_trust_anchors_pem ?? '').includes('CERTIFICATE') ? `, ${dir}/tsa-ca.pem, ${dir}/trusted_root.json` : ''}\n`,
@@ -266,12 +285,12 @@ export const keysFetchCommand = {
   },
 } satisfies Command & { options: typeof keysFetchOptions };
 
-const keysGetOptions = { ...apiOptions } as const satisfies OptionSpecs;
+const keysGetOptions = { ...keysNamespaceOption, ...apiOptions } as const satisfies OptionSpecs;
 
 export const keysGetCommand = {
   path: ['keys', 'get'],
   summary: 'print the certificate chain (PEM) of a cert_chain_ref or key id',
-  usage: 'sha256:<hex>',
+  usage: '[--namespace NS]... sha256:<hex>',
   options: keysGetOptions,
   async run(args) {
     const { values, positionals } = parseCommand(this, args, { positionals: true });
@@ -281,7 +300,7 @@ export const keysGetCommand = {
     }
     const res = await clientFrom(values).request(
       'GET',
-      `/v1/keys/${ref}`,
+      `/v1/keys/${ref}${keysQuery(values.namespace ?? [])}`,
       undefined,
       'application/x-pem-file',
     );

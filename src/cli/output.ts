@@ -1,4 +1,5 @@
 import { stringify as toYaml } from 'yaml';
+import { visibleText } from '../visible.ts';
 import { CliError, type OptionSpecs } from './command.ts';
 
 /**
@@ -45,7 +46,9 @@ export function renderTable<T>(rows: readonly T[], columns: readonly Column<T>[]
       columns.map((c) => {
         const v = c.value(r);
         // One line per row: control characters (a newline in a name) would break the columns.
-        return v === null || v === undefined || v === '' ? '<none>' : String(v).replace(/\p{Cc}/gu, ' ');
+        return v === null || v === undefined || v === ''
+          ? '<none>'
+          : visibleText(String(v).replace(/\p{Cc}/gu, ' '));
       }),
     ),
   ];

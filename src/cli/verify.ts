@@ -10,6 +10,7 @@ import {
   type VerificationResult,
 } from '../attest/index.ts';
 import { loadConfig } from '../config/index.ts';
+import { visibleText } from '../visible.ts';
 import { verifyBundle } from '../verify/index.ts';
 import { TlogBundleCheck, type TlogVerifyOptions } from '../verify/tlog.ts';
 import { TlogError } from '../tlog/errors.ts';
@@ -228,11 +229,13 @@ async function verifyBundleFile(
     process.stdout.write(
       values.json === true
         ? `${JSON.stringify({ entry: p.entry, code: p.code, message: p.message })}\n`
-        : `FAIL  ${p.entry}  ${p.code}: ${p.message}\n`,
+        : `FAIL  ${p.entry}  ${p.code}: ${visibleText(p.message)}\n`,
     );
   }
   for (const line of result.chains) {
-    process.stdout.write(values.json === true ? `${JSON.stringify({ chain: line })}\n` : `CHAIN ${line}\n`);
+    process.stdout.write(
+      values.json === true ? `${JSON.stringify({ chain: line })}\n` : `CHAIN ${visibleText(line)}\n`,
+    );
   }
   const stamped =
     result.timestamped > 0
@@ -344,9 +347,10 @@ function printVerdict(label: string, verdict: RecordVerdict, json: boolean, with
     process.stdout.write(
       `OK    ${label}  ${result.predicateType ?? ''}  key ${result.keyId ?? ''}${withReceipt ? '  receipt ok' : ''}${timeNote(result)}\n`,
     );
-    for (const line of verdict.chains) process.stdout.write(`CHAIN ${label}  ${line}\n`);
+    for (const line of verdict.chains) process.stdout.write(`CHAIN ${label}  ${visibleText(line)}\n`);
   } else {
-    for (const p of result.problems) process.stdout.write(`FAIL  ${label}  ${p.code}: ${p.message}\n`);
+    for (const p of result.problems)
+      process.stdout.write(`FAIL  ${label}  ${p.code}: ${visibleText(p.message)}\n`);
   }
 }
 

@@ -64,10 +64,14 @@ export interface ExportItem {
   /** For the AIBOM record: the artifact it is about, as stored. */
   readonly aibom?: {
     readonly runId: string;
+    /** Its object key (what the audit row names). */
+    readonly objectKey: string;
     readonly bytes: Buffer;
     readonly manifest: Buffer;
     readonly metadata: object;
     readonly manifestDigest: string | null;
+    /** The attestation ids its manifest links. */
+    readonly attestationIds: readonly string[];
   };
   /** For the record of a standard view of an AIBOM: the view's bytes (the JCS of its predicate). */
   readonly aibomView?: { readonly runId: string; readonly name: string; readonly bytes: Buffer };
@@ -81,9 +85,8 @@ export interface ExportSegment {
 
 export interface SegmentReport {
   readonly segment: number;
+  /** The segment's records, of every namespace in it (audit rows name each namespace's own). */
   readonly items: readonly ExportItem[];
-  /** Digests of the C2PA manifests of the artifacts in the segment. */
-  readonly manifestDigests: readonly string[];
 }
 
 export interface FinalReport {
@@ -367,14 +370,9 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
   for await (const segment of input.segments) {
     if (segment.items.length === 0) continue;
     const n = segments.length + 1;
-    const manifestDigests: string[] = [];
-    for (const item of segment.items) {
-      const d = item.aibom?.manifestDigest;
-      if (d !== undefined && d !== null) manifestDigests.push(d);
-    }
     if (audited !== undefined) await audited; // one segment's rows after the other's
     if (input.beforeSegment !== undefined) {
-      audited = input.beforeSegment({ segment: n, items: segment.items, manifestDigests });
+      audited = input.beforeSegment({ segment: n, items: segment.items });
       // Awaited before the segment's first byte leaves; a failure then ends the stream.
       audited.catch(() => undefined);
     }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Readable, pipeline } from 'node:stream';
 import { createGzip } from 'node:zlib';
 import type { X509Certificate } from 'node:crypto';
@@ -5,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { BlobStore } from '../blob/store.ts';
 import { resolveCapabilityFilter } from '../capability/filter.ts';
 import type { LogKey } from '../cose/key.ts';
+import { audienceOf } from '../http/auth/audience.ts';
 import type { Authorizer } from '../http/auth/authorizer.ts';
 import { listableNamespaces } from '../http/auth/namespaces.ts';
 import { isAllowed } from '../http/auth/plugin.ts';
@@ -13,7 +15,7 @@ import { toFilter } from '../http/routes/v1/attestations.ts';
 import type { ExportBody } from '../http/routes/v1/export.ts';
 import { visibleRun } from '../http/routes/v1/runs.ts';
 import { signatureMetadata, type KeySigner } from '../signing/index.ts';
-import type { AttestationFilter, Vault } from '../vault/index.ts';
+import type { AttestationFilter, AuditEntry, Vault } from '../vault/index.ts';
 import { DEFAULT_CHUNK_SIZE, writeBundle, type FinalReport, type SegmentReport } from './bundle.ts';
 import { guardStoredArtifact } from './guard.ts';
 import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from './layout.ts';
@@ -208,6 +210,7 @@ async function planned(
   await deps.ensureServiceKeys();
   const logKeys = await deps.logKeys();
   const actor = req.user?.username ?? 'unknown';
+  const audience = await audienceOf(deps.authorizer, req);
   // One checkpoint of the vault log for the whole export: the newest a witness cosigned (else the
   // newest); each record it covers carries its tlog-proof (src/witness/proofs.ts).
   const tlogProofs = await recordProofs(deps.vault);
@@ -216,21 +219,18 @@ async function planned(
     until,
     enqueueScitt: plan.scitt,
     actor,
+    audience,
     ...(tlogProofs !== null ? { tlogProofs } : {}),
   });
-  const exportId = req.id;
+  // Unique and meaningless: Fastify's request id is a per-process counter (traffic, repeats).
+  const exportId = randomUUID();
   const log = req.log;
   const trail = auditTrail(deps.vault, plan, actor, exportId);
   async function* bytes(): AsyncGenerator<Buffer> {
     let finished = false;
     try {
       yield* writeBundle({
-        segments: (async function* () {
-          for await (const s of source.segments()) {
-            for (const item of s.items) trail.namespaces.add(item.namespace);
-            yield s;
-          }
-        })(),
+        segments: source.segments(),
         logKeys,
         ...(tlogProofs !== null
           ? {
@@ -302,8 +302,14 @@ async function planned(
 }
 
 /**
- * The audit rows of one export, per namespace it touches: each segment's records before the
- * segment is sent, the bundle's digests before its end, and `.aborted` when it ends early.
+ * The audit rows of one export (docs/export.md, "Audit log"). Each row names one namespace and only
+ * what of that namespace left: a namespace's rows never carry another tenant's ids, manifest
+ * digests or counts. Before a segment's bytes leave: per namespace, `<action>` with the ids of its
+ * records in the segment and the digests of its AIBOMs' manifests; per AIBOM, `<action>.artifact`
+ * with its manifest digest and the attestation ids the manifest links (the row a download writes).
+ * Before the bundle's own manifest leaves: for each of those segment rows, `<action>.bundle` with
+ * the same ids and the bundle manifest's digest (so every id is on a row with the manifest it left
+ * under, in rows bounded by the segment size). `<action>.aborted` when it ends early.
  */
 function auditTrail(
   vault: Pick<Vault, 'audit'>,
@@ -311,61 +317,65 @@ function auditTrail(
   actor: string,
   exportId: string,
 ): {
-  /** The namespaces of the records sent so far (the writer's source adds them). */
-  readonly namespaces: Set<string>;
   readonly beforeSegment: (s: SegmentReport) => Promise<void>;
   readonly beforeEnd: (f: FinalReport) => Promise<void>;
   readonly aborted: (onError: (err: unknown) => void) => Promise<void>;
 } {
-  const audit = (entry: Parameters<Vault['audit']['record']>[0]) => vault.audit.record(entry);
+  /** The namespaces of the records sent so far. */
   const namespaces = new Set<string>();
+  /** Ids of the segment rows, restated with the bundle manifest at the end. */
+  const segmentRows: number[] = [];
   return {
-    namespaces,
     beforeSegment: async (s) => {
-      const byNamespace = new Map<string, string[]>();
+      const byNamespace = new Map<string, { ids: string[]; manifests: string[] }>();
+      const artifacts: AuditEntry[] = [];
       for (const item of s.items) {
-        let ids = byNamespace.get(item.namespace);
-        if (ids === undefined) byNamespace.set(item.namespace, (ids = []));
-        ids.push(item.id);
-      }
-      for (const [namespace, ids] of byNamespace) {
-        await audit({
+        namespaces.add(item.namespace);
+        let group = byNamespace.get(item.namespace);
+        if (group === undefined) byNamespace.set(item.namespace, (group = { ids: [], manifests: [] }));
+        group.ids.push(item.id);
+        const a = item.aibom;
+        if (a === undefined) continue;
+        if (a.manifestDigest !== null) group.manifests.push(a.manifestDigest);
+        artifacts.push({
           actor,
-          action: plan.action,
-          namespace,
-          object: plan.object,
-          attestationIds: ids,
-          details: { export_id: exportId, segment: s.segment, manifest_digests: [...s.manifestDigests] },
+          action: `${plan.action}.artifact`,
+          namespace: item.namespace,
+          object: a.objectKey,
+          manifestDigest: a.manifestDigest,
+          attestationIds: a.attestationIds,
+          details: { export_id: exportId, segment: s.segment, run_id: a.runId },
         });
       }
+      const segments: AuditEntry[] = [...byNamespace].map(([namespace, g]) => ({
+        actor,
+        action: plan.action,
+        namespace,
+        object: plan.object,
+        attestationIds: g.ids,
+        details: { export_id: exportId, segment: s.segment, manifest_digests: g.manifests },
+      }));
+      const ids = await vault.audit.recordAll([...segments, ...artifacts]);
+      segmentRows.push(...ids.slice(0, segments.length));
     },
     beforeEnd: async (f) => {
-      for (const namespace of namespaces) {
-        await audit({
-          actor,
-          action: `${plan.action}.bundle`,
-          namespace,
-          object: plan.object,
-          manifestDigest: f.manifestDigest,
-          details: {
-            export_id: exportId,
-            index_digest: f.indexDigest,
-            manifest_label: f.manifestLabel,
-            attestations: f.attestations,
-            bytes: f.bytes,
-          },
-        });
-      }
+      await vault.audit.restate(segmentRows, {
+        action: `${plan.action}.bundle`,
+        manifestDigest: f.manifestDigest,
+        details: { manifest_label: f.manifestLabel },
+      });
     },
     aborted: async (onError) => {
       for (const namespace of namespaces) {
-        await audit({
-          actor,
-          action: `${plan.action}.aborted`,
-          namespace,
-          object: plan.object,
-          details: { export_id: exportId },
-        }).catch(onError);
+        await vault.audit
+          .record({
+            actor,
+            action: `${plan.action}.aborted`,
+            namespace,
+            object: plan.object,
+            details: { export_id: exportId },
+          })
+          .catch(onError);
       }
     },
   };

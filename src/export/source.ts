@@ -3,7 +3,7 @@ import { SEGMENT_SIZE } from './layout.ts';
 import type { RecordProofs } from '../witness/proofs.ts';
 import { parseCertificates } from '../signing/index.ts';
 import type { AttestationFilter, StoredAttestation, Vault } from '../vault/index.ts';
-import { withJob } from '../http/views/envelope.ts';
+import { withJob, type Audience } from '../http/views/envelope.ts';
 import { currentMetadata } from '../recorder/index.ts';
 import { guardStoredArtifact, type ArtifactGuardDeps } from './guard.ts';
 import { viewFileOf } from './views.ts';
@@ -29,6 +29,8 @@ export interface ExportSourceOptions {
   readonly enqueueScitt: boolean;
   /** Who exports (a manifest repair the guard opens is asked by them). */
   readonly actor: string;
+  /** Whether the exporter sees the records' positions (src/http/views/envelope.ts); a tenant does not. */
+  readonly audience?: Audience;
   /** The records' tlog-proofs in the vault log (src/witness/proofs.ts); none without a checkpoint. */
   readonly tlogProofs?: RecordProofs;
   readonly segmentSize?: number;
@@ -71,13 +73,18 @@ export function exportSource(
     if (artifact === null) return undefined;
     // The guard again, per artifact, as it leaves (the route checked all of them before the first byte).
     const guarded = await guardStoredArtifact(deps, artifact, options.actor);
+    // The metadata as it is now: the manifest in force (after a repair) is the one exported.
+    const metadata = currentMetadata(artifact) as { attestation_ids?: string[] };
     return {
       runId: record.runId,
+      objectKey: artifact.objectKey,
       bytes: guarded.bytes,
       manifest: guarded.manifest ?? Buffer.alloc(0),
-      // The metadata as it is now: the manifest in force (after a repair) is the one exported.
-      metadata: currentMetadata(artifact),
+      metadata,
       manifestDigest: guarded.manifestDigest,
+      // The ids the manifest links as verified; what the record says when it did not verify.
+      attestationIds:
+        guarded.attestationIds.length > 0 ? guarded.attestationIds : (metadata.attestation_ids ?? []),
     };
   };
 
@@ -112,7 +119,7 @@ export function exportSource(
         namespace: record.namespace,
         envelope: record.envelope,
         // Built when its entry is written: a segment's views never live all at once.
-        view: () => withJob(record, job),
+        view: () => withJob(record, job, options.audience),
         signer: await signerOf(record),
         ...(record.timestamp !== undefined
           ? { timestamp: { signedTimestamp: record.timestamp.response.toString('base64') } }

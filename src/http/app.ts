@@ -241,7 +241,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // The UI's sessions and CSRF tokens: keys every replica derives alike (src/http/ui/session.ts).
   const sessions = sessionCodec(deps.vault.deriveKey('ui-session'), deps.vault.deriveKey('ui-csrf'));
-  installAuth(app, deps.authorizer, sessions);
+  installAuth(app, deps.authorizer, sessions, deps.vault.uiSessions);
 
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, () => ({ status: 'ok' }));
   // Unauthenticated: the answer says ready or not, never why (a reason would name internal
@@ -285,7 +285,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   };
   exportRoutes(app, exports);
   keyRoutes(app, { ...deps, ...keys });
-  await app.register(uiRoutes, { authorizer: deps.authorizer, sessions, exports });
+  await app.register(uiRoutes, {
+    authorizer: deps.authorizer,
+    sessions,
+    revocations: deps.vault.uiSessions,
+    exports,
+  });
   auditRoutes(app, deps);
   if (deps.transparency) {
     // Registering a statement in this service's own log is a cluster-wide right.

@@ -27,6 +27,7 @@ export type ProblemCode =
   | 'EMPTY_SELECTION'
   | 'EXPORT_TOO_LARGE'
   | 'EXPORT_BUSY'
+  | 'PAGE_BUSY'
   | 'UPSTREAM_UNAVAILABLE'
   | 'REGISTRATION_FAILED'
   | 'RECORD_TAMPERED'
@@ -71,6 +72,7 @@ const TITLES: Record<ProblemCode, string> = {
   EMPTY_SELECTION: 'Nothing to export',
   EXPORT_TOO_LARGE: 'Export selection too large',
   EXPORT_BUSY: 'Too many exports at once',
+  PAGE_BUSY: 'Too many pages of yours at once',
   UPSTREAM_UNAVAILABLE: 'A backing service is unavailable',
   REGISTRATION_FAILED: 'Registration failed',
   RECORD_TAMPERED: 'Stored record does not match what is signed',

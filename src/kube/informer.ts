@@ -19,15 +19,22 @@ export function splitKey(key: string): { namespace: string | undefined; name: st
 }
 
 /**
+ * Where an event comes from: `watch` is a change just seen; `list` is the initial list, a relist
+ * after 410 Gone or the replay of the cache to a handler added late; `resync` the periodic replay.
+ * A controller restarting into a large cluster queues `list`/`resync` work behind `watch` work.
+ */
+export type EventSource = 'list' | 'watch' | 'resync';
+
+/**
  * Handlers run synchronously on the informer's loop: keep them cheap (enqueue a key) and do the work
  * in workers. A handler that throws is logged and does not affect the cache or other handlers.
  */
 export interface EventHandler<T> {
-  onAdd?(obj: T): void;
+  onAdd?(obj: T, source: EventSource): void;
   /** Also called with `oldObj === newObj` on periodic resync. */
-  onUpdate?(oldObj: T, newObj: T): void;
+  onUpdate?(oldObj: T, newObj: T, source: EventSource): void;
   /** After a relist the object is the last state the cache saw (the real final state is unknown). */
-  onDelete?(obj: T): void;
+  onDelete?(obj: T, source: EventSource): void;
 }
 
 export interface InformerOptions<T> {
@@ -113,7 +120,7 @@ export class Informer<T extends KubeObject> {
   /** Registers handlers; if already synced, the new handler first gets `onAdd` for every cached object. */
   addHandler(handler: EventHandler<T>): () => void {
     this.#handlers.add(handler);
-    if (this.#synced) for (const obj of this.#cache.values()) this.#call(handler, 'onAdd', obj);
+    if (this.#synced) for (const obj of this.#cache.values()) this.#call(handler, 'list', 'onAdd', obj);
     return () => this.#handlers.delete(handler);
   }
 
@@ -227,12 +234,12 @@ export class Informer<T extends KubeObject> {
     const previous = this.#cache;
     this.#cache = next;
     this.#resourceVersion = resourceVersion;
-    for (const [key, old] of previous) if (!next.has(key)) this.#emit('onDelete', old);
+    for (const [key, old] of previous) if (!next.has(key)) this.#emit('list', 'onDelete', old);
     for (const [key, obj] of next) {
       const old = previous.get(key);
-      if (old === undefined) this.#emit('onAdd', obj);
+      if (old === undefined) this.#emit('list', 'onAdd', obj);
       else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion)
-        this.#emit('onUpdate', old, obj);
+        this.#emit('list', 'onUpdate', old, obj);
     }
     this.#log.debug({ items: items.length, resourceVersion }, 'listed');
     if (!this.#synced) {
@@ -291,30 +298,30 @@ export class Informer<T extends KubeObject> {
     const old = this.#cache.get(key);
     if (type === 'DELETED') {
       this.#cache.delete(key);
-      this.#emit('onDelete', obj);
+      this.#emit('watch', 'onDelete', obj);
     } else {
       this.#cache.set(key, obj);
-      if (old === undefined) this.#emit('onAdd', obj);
-      else this.#emit('onUpdate', old, obj);
+      if (old === undefined) this.#emit('watch', 'onAdd', obj);
+      else this.#emit('watch', 'onUpdate', old, obj);
     }
     this.#resourceVersion = obj.metadata?.resourceVersion ?? this.#resourceVersion;
   }
 
   #resync(): void {
     if (!this.#synced) return;
-    for (const obj of this.#cache.values()) this.#emit('onUpdate', obj, obj);
+    for (const obj of this.#cache.values()) this.#emit('resync', 'onUpdate', obj, obj);
   }
 
-  #emit(kind: 'onAdd' | 'onDelete', obj: T): void;
-  #emit(kind: 'onUpdate', oldObj: T, newObj: T): void;
-  #emit(kind: keyof EventHandler<T>, a: T, b?: T): void {
-    for (const h of this.#handlers) this.#call(h, kind, a, b);
+  #emit(source: EventSource, kind: 'onAdd' | 'onDelete', obj: T): void;
+  #emit(source: EventSource, kind: 'onUpdate', oldObj: T, newObj: T): void;
+  #emit(source: EventSource, kind: keyof EventHandler<T>, a: T, b?: T): void {
+    for (const h of this.#handlers) this.#call(h, source, kind, a, b);
   }
 
-  #call(h: EventHandler<T>, kind: keyof EventHandler<T>, a: T, b?: T): void {
+  #call(h: EventHandler<T>, source: EventSource, kind: keyof EventHandler<T>, a: T, b?: T): void {
     try {
-      if (kind === 'onUpdate') h.onUpdate?.(a, b ?? a);
-      else h[kind]?.(a);
+      if (kind === 'onUpdate') h.onUpdate?.(a, b ?? a, source);
+      else h[kind]?.(a, source);
     } catch (err) {
       this.#log.error({ err, handler: kind, key: objectKey(a) }, 'event handler threw');
     }

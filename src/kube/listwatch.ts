@@ -54,6 +54,24 @@ export function withoutManagedFields<T>(obj: T): T {
   return obj;
 }
 
+/** kubectl's copy of the whole object as last applied: as large as the object, read by kubectl only. */
+export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/**
+ * What a controller's cache keeps of an object: everything but `metadata.managedFields` and
+ * kubectl's last-applied annotation (together often more than half of an object), neither of which
+ * a controller that reads spec, status, labels and its own annotations ever needs. In place.
+ */
+export function slimForCache<T>(obj: T): T {
+  const meta = (obj as { metadata?: { annotations?: Record<string, string> } }).metadata;
+  const annotations = meta?.annotations;
+  if (annotations !== undefined && LAST_APPLIED_ANNOTATION in annotations) {
+    delete annotations[LAST_APPLIED_ANNOTATION];
+    if (Object.keys(annotations).length === 0) delete meta!.annotations;
+  }
+  return withoutManagedFields(obj);
+}
+
 /**
  * List+watch over a collection path such as `/apis/vault.service.dev/v1/runs` (all namespaces) or
  * `/apis/vault.service.dev/v1/namespaces/ns/runs`. Lists are consistent reads (resourceVersion unset)

@@ -14,6 +14,14 @@ export interface WorkQueueOptions {
   shard?: (key: string) => string;
 }
 
+/**
+ * `normal`: a change just seen (a watch event, a retry, a repair request). `backlog`: work found by
+ * an initial list, a relist or a periodic resync. Normal keys are always handed out first, so a
+ * Run that finishes while a restarted controller works through thousands of listed Runs waits for
+ * at most the keys in flight, not for the backlog.
+ */
+export type Priority = 'normal' | 'backlog';
+
 /** The namespace of a `namespace/name` key; `''` for cluster-scoped or plain keys. */
 export const namespaceOf = (key: string): string => {
   const slash = key.indexOf('/');
@@ -32,6 +40,10 @@ export const namespaceOf = (key: string): string => {
  *   round-robin, one key per turn. A shard served goes to the back of the line, so a key of a shard
  *   with nothing queued waits for at most one key of each other shard, however many keys one tenant
  *   queues (or re-queues: a reconcile that stops after a bounded batch re-adds its key behind them).
+ * - Priority: a `normal` key is handed out before any `backlog` key (each level is fair across
+ *   shards as above). Adding a queued backlog key as normal moves it to the normal level; adding a
+ *   queued normal key as backlog leaves it normal. A key processing when re-added keeps the higher
+ *   of the priorities asked for until `done()` puts it back.
  * - Waiters exist only while the queue is empty; a new key goes straight to the oldest waiter.
  * - After `shutDown()` nothing new is accepted; queued keys are still handed out when draining,
  *   and `get()` returns undefined once the queue is empty.
@@ -41,8 +53,10 @@ export class WorkQueue {
   readonly #rateLimiter: RateLimiter;
   readonly #metrics: ReturnType<typeof workqueueMetrics> | undefined;
   readonly #shardOf: (key: string) => string;
-  /** Non-empty shards in turn order (Map insertion order), each a FIFO of keys. */
-  readonly #shards = new Map<string, string[]>();
+  /** Per priority level: non-empty shards in turn order (Map insertion order), each a FIFO of keys. */
+  readonly #levels: Record<Priority, Map<string, string[]>> = { normal: new Map(), backlog: new Map() };
+  /** The level of every queued key and of every dirty processing key (the one it goes back to). */
+  readonly #priority = new Map<string, Priority>();
   #length = 0;
   readonly #enqueuedAt = new Map<string, number>();
   readonly #dirty = new Set<string>();
@@ -68,12 +82,38 @@ export class WorkQueue {
     return this.#length;
   }
 
-  add(key: string): void {
-    if (this.#shuttingDown || this.#dirty.has(key)) return;
+  /** Keys waiting at `priority`. */
+  lenAt(priority: Priority): number {
+    let n = 0;
+    for (const keys of this.#levels[priority].values()) n += keys.length;
+    return n;
+  }
+
+  add(key: string, priority: Priority = 'normal'): void {
+    if (this.#shuttingDown) return;
+    if (this.#dirty.has(key)) {
+      if (priority === 'normal' && this.#priority.get(key) === 'backlog') this.#promote(key);
+      return;
+    }
     this.#dirty.add(key);
     this.#metrics?.adds.inc({ name: this.name });
+    this.#priority.set(key, priority);
     if (this.#processing.has(key)) return; // done() re-queues it
     this.#push(key);
+  }
+
+  /** A queued (or dirty processing) backlog key becomes normal. */
+  #promote(key: string): void {
+    this.#priority.set(key, 'normal');
+    if (this.#processing.has(key)) return; // done() re-queues it at its new level
+    const shard = this.#shardOf(key);
+    const keys = this.#levels.backlog.get(shard);
+    const at = keys?.indexOf(key) ?? -1;
+    if (keys === undefined || at < 0) return;
+    keys.splice(at, 1);
+    if (keys.length === 0) this.#levels.backlog.delete(shard);
+    this.#length -= 1;
+    this.#enqueue(key);
   }
 
   /**
@@ -139,7 +179,9 @@ export class WorkQueue {
     for (const { timer } of this.#delayed.values()) clearTimeout(timer);
     this.#delayed.clear();
     if (options.drain === false) {
-      this.#shards.clear();
+      this.#levels.normal.clear();
+      this.#levels.backlog.clear();
+      this.#priority.clear();
       this.#length = 0;
       this.#enqueuedAt.clear();
       this.#dirty.clear(); // also keeps processing keys from coming back
@@ -158,30 +200,43 @@ export class WorkQueue {
       waiter(this.#take(key, Date.now()));
       return;
     }
-    const shard = this.#shardOf(key);
-    const keys = this.#shards.get(shard);
-    if (keys) keys.push(key);
-    else this.#shards.set(shard, [key]);
-    this.#length += 1;
     this.#enqueuedAt.set(key, Date.now());
+    this.#enqueue(key);
+  }
+
+  /** Appends `key` to its shard's FIFO at its priority level. */
+  #enqueue(key: string): void {
+    const shards = this.#levels[this.#priority.get(key) ?? 'normal'];
+    const shard = this.#shardOf(key);
+    const keys = shards.get(shard);
+    if (keys) keys.push(key);
+    else shards.set(shard, [key]);
+    this.#length += 1;
     this.#setDepth();
   }
 
-  /** The first key of the shard whose turn it is; that shard goes to the back of the line. */
+  /**
+   * The first key of the shard whose turn it is, normal level first; that shard goes to the back of
+   * its level's line.
+   */
   #next(): string | undefined {
-    const first = this.#shards.entries().next();
-    if (first.done) return undefined;
-    const [shard, keys] = first.value;
-    const key = keys.shift()!;
-    this.#shards.delete(shard);
-    if (keys.length > 0) this.#shards.set(shard, keys);
-    this.#length -= 1;
-    return key;
+    for (const shards of [this.#levels.normal, this.#levels.backlog]) {
+      const first = shards.entries().next();
+      if (first.done) continue;
+      const [shard, keys] = first.value;
+      const key = keys.shift()!;
+      shards.delete(shard);
+      if (keys.length > 0) shards.set(shard, keys);
+      this.#length -= 1;
+      return key;
+    }
+    return undefined;
   }
 
   #take(key: string, since = this.#enqueuedAt.get(key)): string {
     this.#enqueuedAt.delete(key);
     this.#dirty.delete(key);
+    this.#priority.delete(key);
     this.#processing.add(key);
     if (this.#metrics && since !== undefined) {
       this.#metrics.queueDuration.observe({ name: this.name }, (Date.now() - since) / 1000);

@@ -22,6 +22,7 @@ import { signatureMetadata } from '../signing/index.ts';
 import { transparencyView } from '../transparency/jobs.ts';
 import { TimestampError, type Timestamper, type VerifiedTimestamp } from '../timestamp/index.ts';
 import type {
+  AibomRecords,
   ArtifactRecord,
   ArtifactRepository,
   AttestationRepository,
@@ -243,13 +244,18 @@ export async function writeMetadataBeside(
   );
 }
 
-/** The AIBOM of a run listing `attestationIds`, its canonical bytes and their digest (pure). */
+/** The AIBOM of a run from its records (ids listed, steps that ran), bytes and digest (pure). */
 function aibomOf(
   run: AibomRun,
-  attestationIds: readonly string[],
+  records: AibomRecords,
   override?: PolicyPackOverride,
 ): { bom: Aibom; bytes: Buffer; digest: string } {
-  const bom = buildAibom({ run, attestationIds, ...(override ? { policyPackOverride: override } : {}) });
+  const bom = buildAibom({
+    run,
+    attestationIds: records.ids,
+    ranSteps: records.steps,
+    ...(override ? { policyPackOverride: override } : {}),
+  });
   const bytes = serializeAibom(bom);
   return { bom, bytes, digest: aibomDigest(bytes) };
 }
@@ -379,7 +385,7 @@ export async function computeAibomViews(
 }> {
   const inputs = await attestations.aibomInputs(run.id);
   const aibom = aibomOf(run, inputs);
-  const records = await attestations.getMany(inputs);
+  const records = await attestations.getMany(inputs.ids);
   return {
     ...aibom,
     views: viewsOf(run, aibom.bom, aibom.digest, records),
@@ -413,9 +419,9 @@ export async function recordAibom(
   // Only the read is the vault's: a run the builder rejects is not a vault outage.
   const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
   const { bom, bytes, digest } = aibomOf(run, inputs);
-  const placement = await placeAibom(deps, run, digest, inputs);
+  const placement = await placeAibom(deps, run, digest, inputs.ids);
   if ('raced' in placement) return { artifact: placement.raced, created: false };
-  const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs));
+  const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs.ids));
   const views = viewsOf(run, bom, digest, listed);
   const sha256 = digest.slice('sha256:'.length);
   const signatureBytes = deps.signer.sign(bytes);

@@ -129,15 +129,19 @@ export function terminalBatch(run: Run, now: Date): Batch {
     steps.flatMap((s) => (s[f] ? [s[f]] : [])).sort((a, b) => at(a) - at(b) || (a < b ? -1 : a > b ? 1 : 0));
   const startedOn = times('startedAt')[0] ?? run.metadata.creationTimestamp ?? now.toISOString();
   const finishedOn = times('finishedAt').at(-1) ?? now.toISOString();
+  // What the run used: the models and tools of the steps that ran (finished), not of steps a
+  // Failed run never reached; externalParameters (the spec) still says what was asked for.
+  const finished = new Set(steps.filter(isFinished).map((s) => s.id));
+  const ran = run.spec.steps.filter((s) => finished.has(s.id));
   const provenance = runStatement({
     runId,
     spec: run.spec,
     namespace,
     policyPack: runPack,
-    models: run.spec.steps.flatMap((s) =>
+    models: ran.flatMap((s) =>
       s.model ? [{ name: s.model.name, provider: s.model.provider, version: s.model.version }] : [],
     ),
-    tools: run.spec.steps.flatMap((s) => (s.tool ? [{ name: s.tool.name }] : [])),
+    tools: ran.flatMap((s) => (s.tool ? [{ name: s.tool.name }] : [])),
     startedOn,
     finishedOn: at(finishedOn) < at(startedOn) ? startedOn : finishedOn,
   });

@@ -84,6 +84,13 @@ export function fail(
  * The `transparency` field of the API envelope and of the AIBOM metadata (spec: the job id while
  * queued, then the final receipt; the receipt records dry run vs published). Snake case like the
  * rest of the API; the receipt is base64 of the COSE bytes.
+ *
+ * `log_index`, the entry's position in a log every tenant's records go to, only with `position`:
+ * a tenant reading its own records' positions over time learns how many records everyone else
+ * writes (issue 28). It is for readers allowed to see the vault's positions (docs/chain.md: get on
+ * attestations/chain, cluster-wide) and for the answer of POST /v1/attestations/scitt, whose
+ * caller asked to register the entry (the spec: "the receipt and the log position"). The AIBOM
+ * metadata, the Run's status and the Attestation resources never carry it.
  */
 export interface TransparencyView {
   job_id: string;
@@ -102,13 +109,13 @@ export interface TransparencyView {
   last_error?: string;
 }
 
-export function transparencyView(job: TransparencyJob): TransparencyView {
+export function transparencyView(job: TransparencyJob, opts: { position?: boolean } = {}): TransparencyView {
   const view: TransparencyView = { job_id: job.id, status: job.state, attempts: job.attempts };
   if (job.state === 'published' && job.receipt !== null && job.backend !== null && job.entryId !== null) {
     view.backend = job.backend;
     view.mode = job.backend === 'local' ? 'dry_run' : 'published';
     view.entry_id = job.entryId;
-    if (job.logIndex !== null) view.log_index = job.logIndex;
+    if (opts.position === true && job.logIndex !== null) view.log_index = job.logIndex;
     view.receipt = job.receipt.toString('base64');
     view.receipt_media_type = 'application/cose';
     if (job.statement !== null) view.statement = job.statement.toString('base64');

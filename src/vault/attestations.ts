@@ -62,12 +62,21 @@ export interface AttestationRepository {
   /**
    * Ids of the attestations a run's AIBOM lists, in insert order: every record of the run made
    * before its AIBOM attestation (all of them while there is none yet), the AIBOM's own excluded.
-   * The recorder and `service-ctl aibom generate` both use this, so both list the same ids.
+   * The recorder and `service-ctl aibom generate` both use this, so both list the same ids; with
+   * them the steps that have a step record among these (the steps that ran), in insert order.
    */
-  aibomInputs(runId: string): Promise<string[]>;
+  aibomInputs(runId: string): Promise<AibomRecords>;
   /** Every namespace holding at least one record, sorted. */
   namespaces(): Promise<string[]>;
   verifyChain(options: VerifyChainOptions): Promise<ChainReport>;
+}
+
+/** What a run's AIBOM is built from (AttestationRepository.aibomInputs). */
+export interface AibomRecords {
+  /** The records the AIBOM lists (`trust.attestation_ids`), in insert order. */
+  readonly ids: string[];
+  /** Step ids of the step records among them: the steps that ran. */
+  readonly steps: string[];
 }
 
 /** The append options for the vault's own multi-table transactions (claims.ts). */
@@ -162,16 +171,19 @@ export function attestationRepository(
     },
 
     async aibomInputs(runId) {
-      const { rows } = await pool.query<{ id: string }>({
-        name: 'runs_aibom_attestation_ids',
-        text: `SELECT id FROM attestations
+      const { rows } = await pool.query<{ id: string; kind: string; step_id: string | null }>({
+        name: 'runs_aibom_records',
+        text: `SELECT id, kind, step_id FROM attestations
            WHERE run_id = $1::uuid AND kind <> 'aibom'
              AND seq < coalesce((SELECT min(seq) FROM attestations WHERE run_id = $1::uuid AND kind = 'aibom'),
                                 9223372036854775807)
            ORDER BY seq`,
         values: [runId],
       });
-      return rows.map((r) => r.id);
+      return {
+        ids: rows.map((r) => r.id),
+        steps: rows.flatMap((r) => (r.kind === 'step' && r.step_id !== null ? [r.step_id] : [])),
+      };
     },
 
     async namespaces() {

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { attestationRepository, type AttestationRepository } from './attestations.ts';
 import { artifactRepository, type ArtifactRepository } from './artifacts.ts';
 import { auditRepository, type AuditRepository } from './audit.ts';
+import { uiSessionRepository, type UiSessionRepository } from './ui-sessions.ts';
 import { checkpointRepository, type CheckpointRepository } from './checkpoints.ts';
 import { capabilityGrantRepository, type CapabilityGrantRepository } from './capability-grants.ts';
 import { claimRepository, type ClaimRepository } from './claims.ts';
@@ -26,11 +27,13 @@ import { transparencyJobRepository, type TransparencyJobRepository } from './tra
  */
 
 export {
+  type AibomRecords,
   type AttestationAppendOptions,
   type AttestationRepository,
   type AttestationSummary,
 } from './attestations.ts';
 export { type ArtifactRecord, type ArtifactRepository, type NewArtifact } from './artifacts.ts';
+export { type UiSessionRepository } from './ui-sessions.ts';
 export { type AuditEntry, type AuditListRequest, type AuditRecord, type AuditRepository } from './audit.ts';
 export { type ChainBreak, type ChainReport, type VerifyChainOptions } from './chain.ts';
 export {
@@ -170,6 +173,8 @@ export interface Vault {
   readonly manifestRepairs: ManifestRepairRepository;
   /** RFC 3161 time-stamps of the records' signatures, and their queue. */
   readonly timestamps: TimestampRepository;
+  /** UI sessions ended by sign-out before their cookie expired (every replica refuses them). */
+  readonly uiSessions: UiSessionRepository;
   /** What the vault found it lost after the database lost acknowledged writes (docs/failover.md). */
   readonly losses: LossRepository;
   /**
@@ -224,6 +229,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     signers: signerCertificateRepository(pool),
     manifestRepairs: manifestRepairRepository(pool),
     timestamps: timestampRepository(pool),
+    uiSessions: uiSessionRepository(pool),
     losses: lossRepository(pool),
     deriveKey: (purpose) => Buffer.from(hkdfSync('sha256', secret, 'aibom-vault/v1', purpose, 32)),
     get listener() {

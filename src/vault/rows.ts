@@ -8,6 +8,16 @@ import type {
 import { storedTimestampOf, TIMESTAMP_COLUMN, type TimestampJson } from './timestamps.ts';
 
 /**
+ * The stored columns of `attestations`, in table order (migration 0001; no later migration adds
+ * one): plain names only, for `COPY attestations (…)` and `COPY (SELECT … ) TO STDOUT` of rows as
+ * they are stored. ATTESTATION_COLUMNS below is a read list holding expressions (to_json, the
+ * grants and time-stamp subqueries) and cannot name COPY target columns.
+ */
+export const ATTESTATION_TABLE_COLUMNS =
+  'id, seq, namespace, run_id, step_id, kind, subjects, artifact_digests, predicate_type, policy_pack, ' +
+  'policy_version, capability_token_ids, envelope, digest, prev_digest, signature, c2pa_manifest_ref, created_at';
+
+/**
  * Column list shared by every read, in table order, then the capability grants of capability and
  * step records that name capabilities (one index lookup each; NULL for every other record, so
  * reads of other kinds pay nothing), then the record's time-stamp. The FROM must name the table

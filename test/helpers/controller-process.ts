@@ -247,11 +247,16 @@ export class ControllerProcess {
     return lines[0]!.identity as string;
   }
 
-  /** Port of /metrics, /healthz, /readyz (METRICS_PORT=0 picks one; the start line logs it). */
+  /**
+   * Port of /metrics, /healthz, /readyz (METRICS_PORT=0 picks one): the controller's start line
+   * logs it (once it is started), the sidecar's ops server's start line for a sidecar.
+   */
   async metricsPort(): Promise<number> {
-    const lines = await this.waitForLog((l) => l.msg === 'controller started', 'controller started', {
-      timeoutMs: 60_000,
-    });
+    const lines = await this.waitForLog(
+      (l) => l.msg === 'controller started' || (l.name === 'sidecar' && l.msg === 'ops server listening'),
+      'controller started (or the sidecar ops server listening)',
+      { timeoutMs: 60_000 },
+    );
     return lines[0]!.port as number;
   }
 

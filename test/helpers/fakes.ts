@@ -15,6 +15,7 @@ import {
   lossFingerprint,
   mirroredStatus,
   VaultError,
+  type AibomRecords,
   type ArtifactRecord,
   type AttestationSummary,
   type ClaimedAppendOptions,
@@ -168,11 +169,15 @@ export class FakeVault {
           })),
       );
     },
-    aibomInputs: async (runId: string): Promise<string[]> => {
+    aibomInputs: async (runId: string): Promise<AibomRecords> => {
       this.check();
       const ofRun = this.rows.filter((r) => r.runId === runId);
       const aibom = ofRun.findIndex((r) => r.kind === 'aibom');
-      return Promise.resolve((aibom === -1 ? ofRun : ofRun.slice(0, aibom)).map((r) => r.id));
+      const listed = aibom === -1 ? ofRun : ofRun.slice(0, aibom);
+      return Promise.resolve({
+        ids: listed.map((r) => r.id),
+        steps: listed.flatMap((r) => (r.kind === 'step' && r.record.stepId != null ? [r.record.stepId] : [])),
+      });
     },
     getMany: async (ids: readonly string[]): Promise<Map<string, StoredAttestation>> => {
       this.check();

@@ -89,7 +89,11 @@ export function recordsOf(run: Run, signer: Signer): SealedRecord[] {
 export function madeRun(run: Run, signer: Signer): MadeRun {
   const records = recordsOf(run, signer);
   const aibomRun = aibomRunOf(run);
-  const bom = buildAibom({ run: aibomRun, attestationIds: records.map((r) => r.id) });
+  // The steps that ran: those recordsOf gave a step record (issue 28: only they are components).
+  const ranSteps = (run.status?.steps ?? [])
+    .filter((s) => s.phase === 'Succeeded' || s.phase === 'Failed')
+    .map((s) => s.id);
+  const bom = buildAibom({ run: aibomRun, attestationIds: records.map((r) => r.id), ranSteps });
   const input: ViewInput = {
     run: aibomRun,
     bom,

@@ -484,6 +484,27 @@ describe('helm chart charts/aibom-vault', () => {
     await expect(template('x', 'y', sets)).rejects.toThrow(message);
   });
 
+  it('a managed environment (the default) enforces signed exports; only managed: false lets the admin turn them off', async () => {
+    // Issue 22 item 10: SERVICE_REQUIRE_SIGNED_EXPORTS "default is on in managed environments".
+    const flag = (objects: readonly K8sObject[]): string[] => [
+      ...new Set(
+        (['controller', 'api'] as const).flatMap((c) =>
+          deploymentOf(objects, c).spec!.template.spec!.containers.map(
+            (k) => envOf(k, 'SERVICE_REQUIRE_SIGNED_EXPORTS')?.value ?? '<unset>',
+          ),
+        ),
+      ),
+    ];
+    expect(flag(await template('x', 'y'))).toEqual(['1']);
+    expect(flag(await template('x', 'y', ['managed=true', 'requireSignedExports=true']))).toEqual(['1']);
+    await expect(template('x', 'y', ['requireSignedExports=false'])).rejects.toThrow(
+      /requireSignedExports: false is refused in a managed environment/,
+    );
+    expect(flag(await template('x', 'y', ['managed=false']))).toEqual(['1']);
+    expect(flag(await template('x', 'y', ['managed=false', 'requireSignedExports=false']))).toEqual(['0']);
+    await expect(template('x', 'y', ['managed=maybe'])).rejects.toThrow(/managed/);
+  });
+
   it('refuses incomplete values', async () => {
     await expect(template('x', 'y', ['signer.certManager.enabled=true'])).rejects.toThrow(
       /signer.certManager.issuerRef.name is required/,

@@ -117,6 +117,21 @@ systemSecrets.
 {{- default (printf "%s-controller" (include "aibom-vault.fullname" .)) .Values.controller.leaseName }}
 {{- end }}
 
+{{/*
+SERVICE_REQUIRE_SIGNED_EXPORTS: "1" in a managed environment (managed: true, the default), where
+turning it off is refused; otherwise what requireSignedExports says.
+*/}}
+{{- define "aibom-vault.requireSignedExports" -}}
+{{- if .Values.managed -}}
+{{- if not .Values.requireSignedExports -}}
+{{- fail "requireSignedExports: false is refused in a managed environment (managed: true): every artifact leaving a managed install carries a signed manifest. Set managed: false if this install's admin alone decides (docs/install.md, Signed exports)" -}}
+{{- end -}}
+1
+{{- else -}}
+{{- include "aibom-vault.flag" .Values.requireSignedExports -}}
+{{- end -}}
+{{- end }}
+
 {{/* A boolean value as the "1" / "0" the service's flag parser expects. */}}
 {{- define "aibom-vault.flag" -}}
 {{- if or (eq (toString .) "true") (eq (toString .) "1") }}1{{ else }}0{{ end }}
@@ -188,7 +203,7 @@ the same configuration; only the listen ports differ (set per container).
 - name: CUSTOMER_SIGNER_SECRET
   value: {{ .Values.signer.customerSecretName | quote }}
 - name: SERVICE_REQUIRE_SIGNED_EXPORTS
-  value: {{ include "aibom-vault.flag" .Values.requireSignedExports | quote }}
+  value: {{ include "aibom-vault.requireSignedExports" . | quote }}
 - name: SERVICE_TRANSPARENCY_WRITER
   value: {{ include "aibom-vault.flag" .Values.transparency.writer | quote }}
 - name: SCITT_BACKEND

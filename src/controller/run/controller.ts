@@ -2,7 +2,13 @@ import { Counter, type Registry } from 'prom-client';
 import type { Run } from '../../crd/run.ts';
 import { Reasons } from '../../crd/reasons.ts';
 import { Dependencies, type DependencyHealth } from '../../health/dependencies.ts';
-import { objectKey, splitKey, type EventRecorder, type KubeClient } from '../../kube/index.ts';
+import {
+  objectKey,
+  splitKey,
+  type EventRecorder,
+  type EventSource,
+  type KubeClient,
+} from '../../kube/index.ts';
 import type { Logger } from '../../log/index.ts';
 import {
   defaultControllerRateLimiter,
@@ -67,10 +73,14 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
       // The Runs as the reconciler left them, this term: the events of its own writes are not
       // reconciled again (ADR 0017).
       const written = new Map<string, Written>();
-      const enqueue = (r: Run): void => queue.add(objectKey(r));
+      // A watch event is a Run that changed just now (one that finished after a restart, say): it
+      // goes before the backlog of the initial list, relists and resyncs, which after a restart
+      // into a large cluster is every Run (mostly converged, some terminal and not recorded yet).
+      const enqueue = (r: Run, source: EventSource): void =>
+        queue.add(objectKey(r), source === 'watch' ? 'normal' : 'backlog');
       const removeHandler = runs.addHandler({
         onAdd: enqueue,
-        onUpdate: (_o, n) => enqueue(n),
+        onUpdate: (_o, n, source) => enqueue(n, source),
         onDelete: enqueue,
       });
       const requested = (key: string): void => {

@@ -3,7 +3,7 @@ import {
   Informer,
   kubeListerWatcher,
   resourcePath,
-  withoutManagedFields,
+  slimForCache,
   type KubeClient,
 } from '../../kube/index.ts';
 import type { Logger } from '../../log/index.ts';
@@ -27,9 +27,10 @@ export function runInformer(options: RunInformerOptions): Informer<Run> {
     listerWatcher: kubeListerWatcher<Run>(
       options.client,
       resourcePath(RUN_TYPE, { namespace: options.watchNamespace }),
-      // The reconcilers read the cache, never managedFields.
+      // The reconcilers read the cache, never managedFields nor kubectl's last-applied copy: at
+      // 10,000 Runs what they would cost is most of the controller's memory (docs/bench.md).
       {
-        transform: withoutManagedFields,
+        transform: slimForCache,
         ...(options.labelSelector !== undefined ? { labelSelector: options.labelSelector } : {}),
       },
     ),

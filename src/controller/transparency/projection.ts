@@ -45,7 +45,8 @@ export function attestationTransparency(job: TransparencyJob): Record<string, un
     jobId: job.id,
     attempts: job.attempts,
     ...(job.entryId !== null ? { entryId: job.entryId } : {}),
-    ...(job.logIndex !== null ? { logIndex: job.logIndex } : {}),
+    // No logIndex: whoever may read the resource (the tenant) would learn the shared log's
+    // positions (src/transparency/jobs.ts transparencyView).
     ...(job.backend !== null ? { backend: job.backend } : {}),
     // Beside `published`: whether that means this deployment's own log (a dry run) or a remote one.
     ...(modeOf(job) !== undefined ? { mode: modeOf(job) } : {}),

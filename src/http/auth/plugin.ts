@@ -30,8 +30,15 @@ declare module 'fastify' {
 export interface Credential {
   readonly token: string;
   readonly via: 'bearer' | 'session';
-  /** The session's id (what its CSRF token is bound to). */
+  /** The session's id (what its CSRF token is bound to, and what sign-out revokes). */
   readonly sid?: string;
+  /** When the session's cookie expires (epoch ms). */
+  readonly exp?: number;
+}
+
+/** Sessions ended by sign-out, as every replica sees them (the vault's ui_session_revocations). */
+export interface SessionRevocations {
+  isRevoked(sid: string): Promise<boolean>;
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -50,7 +57,9 @@ export function credentialOf(req: FastifyRequest, sessions: SessionCodec | undef
   }
   const sealed = sessions !== undefined ? parseCookies(req.headers.cookie).get(SESSION_COOKIE) : undefined;
   const session = sealed !== undefined ? sessions!.open(sealed) : undefined;
-  return session !== undefined ? { token: session.token, via: 'session', sid: session.sid } : null;
+  return session !== undefined
+    ? { token: session.token, via: 'session', sid: session.sid, exp: session.exp }
+    : null;
 }
 
 function upstream(err: unknown): ProblemError {
@@ -73,7 +82,12 @@ function upstream(err: unknown): ProblemError {
  * add that header on their own, and /v1 bodies are JSON, which another site cannot send without a
  * CORS preflight the sidecar never grants.
  */
-export function installAuth(app: FastifyInstance, authorizer: Authorizer, sessions?: SessionCodec): void {
+export function installAuth(
+  app: FastifyInstance,
+  authorizer: Authorizer,
+  sessions?: SessionCodec,
+  revocations?: SessionRevocations,
+): void {
   app.addHook('onRequest', async (req) => {
     const config = req.routeOptions.config;
     if (config.public === true) return;
@@ -84,6 +98,26 @@ export function installAuth(app: FastifyInstance, authorizer: Authorizer, sessio
     } catch (err) {
       if (ui) return;
       throw err;
+    }
+    // A signed-out session is no session, on every replica, for the UI and /v1 alike (a copied
+    // cookie stays decryptable until its exp). Asked of the vault on each request it authenticates;
+    // a vault that does not answer refuses the request (503), never lets the session through.
+    if (credential?.via === 'session' && revocations !== undefined) {
+      let revoked: boolean;
+      try {
+        revoked = await revocations.isRevoked(credential.sid ?? '');
+      } catch (err) {
+        throw new ProblemError(
+          503,
+          'UPSTREAM_UNAVAILABLE',
+          'the session store could not be read; try again',
+          {
+            headers: { 'retry-after': '5' },
+            cause: err,
+          },
+        );
+      }
+      if (revoked) credential = null;
     }
     if (credential === null) {
       if (ui) return;

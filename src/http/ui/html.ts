@@ -4,8 +4,10 @@
  * that are not templates). So a Run's tool name, a model name, a command, a pack name or a
  * capability principal can never become markup: it is text wherever it lands (element content or
  * a double-quoted attribute, the only two places pages interpolate). URLs are built from validated
- * ids or with `encodeURIComponent` (below, `url`), never from free text as a whole.
+ * ids or with `encodeURIComponent` (below, `url`), never from free text as a whole. Format
+ * characters (bidi overrides, zero-width) are shown as `[U+XXXX]` (visibleText).
  */
+import { visibleText } from '../../visible.ts';
 
 export class Html {
   readonly #value: string;
@@ -37,7 +39,8 @@ function render(v: Value): string {
   if (v === null || v === undefined || v === false) return '';
   if (v instanceof Html) return v.toString();
   if (Array.isArray(v)) return v.map(render).join('');
-  return escapeHtml(String(v));
+  // Format characters (bidi overrides, zero-width) shown as [U+XXXX]: a name never reads as another.
+  return escapeHtml(visibleText(String(v)));
 }
 
 /** The template tag: constant parts as written, every value escaped (arrays concatenated). */

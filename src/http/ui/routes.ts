@@ -8,6 +8,7 @@ import { ASSETS } from './assets.ts';
 import { UI_HEADERS, type Viewer } from './layout.ts';
 import { errorPage, signInPage } from './pages/misc.ts';
 import { exportPage, runPage, type EnvelopeView, type RunView } from './pages/run.ts';
+import { stepPage } from './pages/step.ts';
 import { runsPage, type RunListView, type RunsFilter } from './pages/runs.ts';
 import { visibleRun } from '../routes/v1/runs.ts';
 import {
@@ -22,7 +23,8 @@ import {
   SIGNIN_TTL_MS,
   type SessionCodec,
 } from './session.ts';
-import { uiRecordVerifier } from './verify.ts';
+import { PageBudget } from './budget.ts';
+import { VerificationCache, verifyRecords } from './verify.ts';
 
 /**
  * The web UI: server-rendered pages under /ui/ (docs/adr/0016-web-ui.md). Every page is built from
@@ -35,6 +37,8 @@ import { uiRecordVerifier } from './verify.ts';
 export interface UiDeps {
   readonly authorizer: Authorizer;
   readonly sessions: SessionCodec;
+  /** Where sign-out records the session it ends, for every replica (the vault). */
+  readonly revocations: { revoke(sid: string, expiresAt: Date): Promise<void> };
   /** The export route's dependencies: the dialog's download is the same export. */
   readonly exports: ExportDeps;
 }
@@ -115,8 +119,21 @@ function toSignIn(req: FastifyRequest, reply: FastifyReply): FastifyReply {
     .redirect(`/ui/sign-in?next=${encodeURIComponent(safeNext(next))}`, 303);
 }
 
+/**
+ * Records per run page (issue 28: a page checks each of its records, milliseconds of CPU apiece;
+ * the heaviest Run has 517). Further records are on the next pages (`?records=<cursor>`).
+ */
+export const RECORDS_PER_PAGE = 50;
+
+interface RecordPage {
+  readonly items: EnvelopeView[];
+  readonly next_cursor: string | null;
+}
+
 export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error) => void): void {
   const { sessions } = deps;
+  const pages = new PageBudget();
+  const verifications = new VerificationCache();
   // The UI's forms post application/x-www-form-urlencoded (only here: /v1 takes JSON only).
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
@@ -187,7 +204,7 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
   }
 
   sessionRoutes(app, deps, checkForm);
-  pageRoutes(app, deps, { viewerOf, api, checkForm });
+  pageRoutes(app, deps, { viewerOf, api, checkForm, pages, verifications });
 
   // Anything else under /ui/: an HTML 404, not problem+json.
   app.get('/ui/*', { config: publicConfig, schema: { hide: true } }, (_req, reply) =>
@@ -210,6 +227,10 @@ interface UiPage {
   readonly viewerOf: (req: FastifyRequest) => Viewer | undefined;
   readonly api: <T>(req: FastifyRequest, method: 'GET' | 'POST', url: string, body?: object) => Promise<T>;
   readonly checkForm: (req: FastifyRequest, form: Form) => void;
+  /** Run and step pages in the making per caller (issue 28). */
+  readonly pages: PageBudget;
+  /** Results of record checks, shared by every page of this app. */
+  readonly verifications: VerificationCache;
 }
 
 /** Sign-in (the token form, a session cookie) and sign-out. */
@@ -283,18 +304,45 @@ function sessionRoutes(app: FastifyInstance, deps: UiDeps, checkForm: UiPage['ch
     },
   );
 
-  app.post<{ Body: Form }>('/ui/sign-out', { config: uiConfig, schema: { hide: true } }, (req, reply) => {
-    if (req.credential === undefined) return toSignIn(req, reply);
-    checkForm(req, req.body instanceof URLSearchParams ? req.body : new URLSearchParams());
-    return reply
-      .header('set-cookie', cookie(SESSION_COOKIE, '', 0))
-      .header('cache-control', 'no-store')
-      .redirect('/ui/sign-in', 303);
-  });
+  app.post<{ Body: Form }>(
+    '/ui/sign-out',
+    { config: uiConfig, schema: { hide: true } },
+    async (req, reply) => {
+      if (req.credential === undefined) return toSignIn(req, reply);
+      checkForm(req, req.body instanceof URLSearchParams ? req.body : new URLSearchParams());
+      // Ended on the server, not only in this browser: a copy of the cookie is refused from now on,
+      // by every replica (the UI and /v1 alike). Recorded before the answer; a failure is a 503 and
+      // the browser keeps its cookie (the user sees that signing out did not happen).
+      const { sid, exp } = req.credential;
+      if (sid !== undefined && exp !== undefined) {
+        try {
+          await deps.revocations.revoke(sid, new Date(exp));
+        } catch (err) {
+          throw new ProblemError(
+            503,
+            'UPSTREAM_UNAVAILABLE',
+            'signing out could not be recorded; try again',
+            {
+              headers: { 'retry-after': '5' },
+              cause: err,
+            },
+          );
+        }
+      }
+      return reply
+        .header('set-cookie', cookie(SESSION_COOKIE, '', 0))
+        .header('cache-control', 'no-store')
+        .redirect('/ui/sign-in', 303);
+    },
+  );
 }
 
 /** The run list, a run's page, its verification and its export dialog. */
-function pageRoutes(app: FastifyInstance, deps: UiDeps, { viewerOf, api, checkForm }: UiPage): void {
+function pageRoutes(
+  app: FastifyInstance,
+  deps: UiDeps,
+  { viewerOf, api, checkForm, pages, verifications }: UiPage,
+): void {
   app.get<{ Querystring: RunsFilter }>(
     '/ui/runs',
     {
@@ -337,46 +385,129 @@ function pageRoutes(app: FastifyInstance, deps: UiDeps, { viewerOf, api, checkFo
     },
   );
 
-  app.get<{ Params: { id: string }; Querystring: { drawer?: string } }>(
+  app.get<{ Params: { id: string }; Querystring: { drawer?: string; records?: string; steps?: string } }>(
     '/ui/runs/:id',
     {
       config: uiConfig,
       schema: {
         hide: true,
         params: uuidParams,
-        querystring: { type: 'object', properties: { drawer: { type: 'string', maxLength: 32 } } },
+        querystring: {
+          type: 'object',
+          properties: {
+            drawer: { type: 'string', maxLength: 32 },
+            records: { type: 'string', maxLength: 2048 },
+            steps: { type: 'string', pattern: '^[0-9]{1,3}$' },
+          },
+        },
       },
     },
     async (req, reply) => {
       const viewer = viewerOf(req);
       if (viewer === undefined) return toSignIn(req, reply);
-      const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
-      // The run's records (at most 515 by the Run's bounds: one page) and the keys that verify them.
-      const [page, keys] = await Promise.all([
-        api<{ items: EnvelopeView[] }>(req, 'POST', '/v1/attestations/query', {
-          run_id: run.id,
-          namespaces: [run.namespace],
-          limit: 1000,
-        }),
-        api<unknown>(req, 'GET', '/v1/keys'),
-      ]);
-      const verify = uiRecordVerifier(keys);
-      const attestations = await Promise.all(
-        page.items.map(async (r) => ({
-          ...r,
-          verification: await verify(r as unknown as Record<string, unknown>),
-        })),
-      );
-      // Own keys only: `in` also finds inherited ones (`constructor`, `__proto__`, `toString`).
-      const drawer =
-        req.query.drawer !== undefined && Object.hasOwn(run.artifacts, req.query.drawer)
-          ? req.query.drawer
-          : undefined;
-      return html(
-        reply,
-        200,
-        runPage({ viewer, run, attestations, ...(drawer !== undefined ? { drawer } : {}) }),
-      );
+      const release = pages.acquire(req.user!.username);
+      try {
+        const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
+        // One page of the run's records (`records` is the query's cursor) and the keys that verify
+        // them. Capability chains as attested are on each step's own page (stepPage).
+        const [page, keys] = await Promise.all([
+          api<RecordPage>(req, 'POST', '/v1/attestations/query', {
+            run_id: run.id,
+            namespaces: [run.namespace],
+            limit: RECORDS_PER_PAGE,
+            ...(req.query.records !== undefined ? { cursor: req.query.records } : {}),
+          }),
+          // The run's own tenant only (contract: the key route's reviews stay at most two).
+          api<unknown>(req, 'GET', `/v1/keys?namespace=${encodeURIComponent(run.namespace)}`),
+        ]);
+        const states = await verifyRecords(
+          page.items as unknown as Record<string, unknown>[],
+          keys,
+          verifications,
+        );
+        const attestations = page.items.map((r, i) => ({ ...r, verification: states[i]! }));
+        // Own keys only: `in` also finds inherited ones (`constructor`, `__proto__`, `toString`).
+        const drawer =
+          req.query.drawer !== undefined && Object.hasOwn(run.artifacts, req.query.drawer)
+            ? req.query.drawer
+            : undefined;
+        return html(
+          reply,
+          200,
+          runPage({
+            viewer,
+            run,
+            attestations,
+            ...(req.query.steps !== undefined ? { stepsPage: Number(req.query.steps) } : {}),
+            records: {
+              ...(req.query.records !== undefined ? { cursor: req.query.records } : {}),
+              next: page.next_cursor,
+            },
+            ...(drawer !== undefined ? { drawer } : {}),
+          }),
+        );
+      } finally {
+        release();
+      }
+    },
+  );
+
+  app.get<{ Params: { id: string; step: string } }>(
+    '/ui/runs/:id/steps/:step',
+    {
+      config: uiConfig,
+      schema: {
+        hide: true,
+        params: {
+          type: 'object',
+          required: ['id', 'step'],
+          properties: {
+            id: { type: 'string', pattern: UUID.source },
+            step: { type: 'string', minLength: 1, maxLength: 63 },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const viewer = viewerOf(req);
+      if (viewer === undefined) return toSignIn(req, reply);
+      const release = pages.acquire(req.user!.username);
+      try {
+        const run = await api<RunView>(req, 'GET', `/v1/runs/${req.params.id}`);
+        const known = run.spec.steps.some((s) => s.id === req.params.step);
+        const [found, keys] = known
+          ? await Promise.all([
+              api<RecordPage>(req, 'POST', '/v1/attestations/query', {
+                run_id: run.id,
+                namespaces: [run.namespace],
+                step_id: req.params.step,
+                kind: 'step',
+                limit: 1,
+              }),
+              // The run's own tenant only (contract: the key route's reviews stay at most two).
+              api<unknown>(req, 'GET', `/v1/keys?namespace=${encodeURIComponent(run.namespace)}`),
+            ])
+          : [{ items: [], next_cursor: null }, undefined];
+        const record = found.items[0];
+        const [verification] =
+          record !== undefined
+            ? await verifyRecords([record as unknown as Record<string, unknown>], keys, verifications)
+            : [];
+        return html(
+          reply,
+          known ? 200 : 404,
+          stepPage({
+            viewer,
+            run,
+            stepId: req.params.step,
+            ...(record !== undefined && verification !== undefined
+              ? { record: { ...record, verification } }
+              : {}),
+          }),
+        );
+      } finally {
+        release();
+      }
     },
   );
 

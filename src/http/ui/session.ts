@@ -12,9 +12,10 @@ import {
  *
  * A session is a sealed cookie: AES-256-GCM over `{v, token, sid, exp}` with a key every replica
  * derives from the vault's shared secret (Vault.deriveKey), so any replica serves any session and
- * nothing is stored server-side (the sidecar scales horizontally and restarts without logging anyone
- * out). The browser keeps only ciphertext: a copied cookie works against this service alone, until
- * `exp`, never as a Kubernetes credential. The token inside is reviewed on every request
+ * only sign-outs are stored server-side (the sidecar scales horizontally and restarts without
+ * logging anyone out). The browser keeps only ciphertext: a copied cookie works against this
+ * service alone, until `exp` or sign-out (whose `sid` every replica then refuses: the vault's
+ * ui_session_revocations, checked by the auth hook), never as a Kubernetes credential. The token inside is reviewed on every request
  * (TokenReview, cached 10 s like every token), so a revoked or expired token ends the session too.
  *
  * CSRF tokens are HMACs of the credential they protect: `sid:<session id>` for a session,

@@ -46,7 +46,8 @@ export function ndjsonLine(body: Body<object>): string {
  */
 export interface ApiEnvelopeFields {
   id: string;
-  seq: number;
+  /** The record's place in the whole vault: for readers who may see positions only (Audience). */
+  seq?: number;
   namespace: string;
   kind: string;
   run_id: string | null;
@@ -68,7 +69,8 @@ export interface ApiEnvelopeFields {
     timestamp?: { time: string; tsa: string; signed_timestamp: string };
   };
   digest: string;
-  prev_digest: string;
+  /** The digest of the record before it in the vault (any tenant's): positions readers only. */
+  prev_digest?: string;
   envelope: { payload: string; payloadType: string; signatures: { keyid: string; sig: string }[] };
   c2pa_manifest_ref: string | null;
   transparency: Record<string, unknown> | null;
@@ -100,10 +102,16 @@ function subjectsOf(subject: unknown): ApiEnvelopeFields['subject'] {
 const TRANSPARENCY_FIELDS = Object.keys(transparencyViewSchema.properties);
 
 /** The transparency view with only the fields its schema lists (the job row holds more). */
-function transparencyOf(view: Readonly<Record<string, unknown>> | null): Record<string, unknown> | null {
+function transparencyOf(
+  view: Readonly<Record<string, unknown>> | null,
+  audience: Audience,
+): Record<string, unknown> | null {
   if (view === null) return null;
   const out: Record<string, unknown> = {};
-  for (const field of TRANSPARENCY_FIELDS) if (view[field] !== undefined) out[field] = view[field];
+  for (const field of TRANSPARENCY_FIELDS) {
+    if (field === 'log_index' && !audience.positions) continue;
+    if (view[field] !== undefined) out[field] = view[field];
+  }
   return out;
 }
 
@@ -182,9 +190,36 @@ export function checkedStatement(a: StoredAttestation): Statement {
   return parsed;
 }
 
+/**
+ * Who reads a record. The vault is one chain over every tenant's records: a record's `seq` is its
+ * place among all of them, its `prev_digest` the digest of whatever record (any tenant's) came
+ * before it, and `transparency.log_index` its place in a log all tenants share. Read over time,
+ * those tell a tenant how many records the others write, and hand it their digests (issue 28).
+ * They are shown only to a reader allowed to see the whole chain (`positions`: get on
+ * attestations/chain, cluster-wide, docs/chain.md), who sees positions and leaf hashes of every
+ * record anyway; every other reader gets the record without them. Nothing a tenant verifies
+ * offline reads them (docs/chain.md "Tenants").
+ */
+export interface Audience {
+  readonly positions: boolean;
+}
+
+/** A tenant's view: no positions, no other tenant's digest. The default of every builder. */
+export const TENANT: Audience = { positions: false };
+
 /** The API body of a record with its transparency job (none: `transparency` is null). */
-export function withJob(record: StoredAttestation, job: TransparencyJob | null | undefined): ApiEnvelope {
-  return toApiEnvelope(record, job ? (transparencyView(job) as unknown as Record<string, unknown>) : null);
+export function withJob(
+  record: StoredAttestation,
+  job: TransparencyJob | null | undefined,
+  audience: Audience = TENANT,
+): ApiEnvelope {
+  return toApiEnvelope(
+    record,
+    job
+      ? (transparencyView(job, { position: audience.positions }) as unknown as Record<string, unknown>)
+      : null,
+    audience,
+  );
 }
 
 /**
@@ -194,12 +229,13 @@ export function withJob(record: StoredAttestation, job: TransparencyJob | null |
 export function toApiEnvelope(
   a: StoredAttestation,
   transparency: Readonly<Record<string, unknown>> | null = null,
+  audience: Audience = TENANT,
 ): ApiEnvelope {
   const statement = checkedStatement(a);
   const predicate = isRecord(statement.predicate) ? statement.predicate : {};
   return brand({
     id: a.id,
-    seq: a.seq,
+    ...(audience.positions ? { seq: a.seq } : {}),
     namespace: a.namespace,
     kind: a.kind,
     run_id: a.runId,
@@ -229,14 +265,14 @@ export function toApiEnvelope(
         : {}),
     },
     digest: a.digest,
-    prev_digest: a.prevDigest,
+    ...(audience.positions ? { prev_digest: a.prevDigest } : {}),
     envelope: {
       payload: a.envelope.payload,
       payloadType: a.envelope.payloadType,
       signatures: a.envelope.signatures.map((s) => ({ keyid: s.keyid, sig: s.sig })),
     },
     c2pa_manifest_ref: a.c2paManifestRef,
-    transparency: transparencyOf(transparency),
+    transparency: transparencyOf(transparency, audience),
   });
 }
 

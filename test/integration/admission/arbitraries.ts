@@ -34,21 +34,37 @@ const all = <T>(items: readonly G<T>[]): G<T[]> => ({
 });
 
 const cpLen = (s: string) => [...s].length;
-const noControl = (s: string) => !/\p{Cc}/u.test(s);
+/** No control and no format characters (bidi overrides, zero-width: issue 22 item 15). */
+const noControl = (s: string) => !/[\p{Cc}\p{Cf}]/u.test(s);
 const ODD = [
   'café',
   'cafe\u0301',
-  '👩🏽‍💻',
+  '👩🏽💻',
   '𝔘𝔫𝔦𝔠𝔬𝔡𝔢',
   'مرحبا بالعالم',
   '中文模型',
-  'zero\u200bwidth',
+  'no\u00a0break',
   '\ufffd',
   '"quoted" \\ /',
   '<script>',
   ' leading and trailing ',
 ];
-const CONTROL = ['\u0000', '\u0001', '\t', '\n', '\r', '\u001b', '\u007f', '\u0085', '\u009f'];
+const CONTROL = [
+  '\u0000',
+  '\u0001',
+  '\t',
+  '\n',
+  '\r',
+  '\u001b',
+  '\u007f',
+  '\u0085',
+  '\u009f',
+  // Format characters (Cf), refused like controls.
+  '\u200b',
+  '\u200d',
+  '\u202e',
+  '\u2066',
+];
 const withControl = fc
   .tuple(fc.constantFrom(...CONTROL), fc.string({ maxLength: 5 }))
   .map(([c, s]) => `${s}${c}x`);
@@ -68,7 +84,7 @@ const text = (w: number, max: number): Arb<string> =>
   );
 
 /** Pack names and versions: no '@', whitespace (Unicode-wide), BOM or control characters. */
-const PACK_TOKEN = /^[^@\s\p{Z}\p{Cc}\ufeff]+$/u;
+const PACK_TOKEN = /^[^@\s\p{Z}\p{Cc}\p{Cf}\ufeff]+$/u;
 const packName = (w: number): Arb<string> =>
   pick(
     w,
@@ -105,7 +121,7 @@ const policyPack = (w: number): Arb<PolicyPackRef> =>
     }));
 
 /** Scopes (docs/capabilities.md): `*` or `:`-separated segments without whitespace, `*` or controls. */
-const SCOPE_SEGMENT = /^[^:*\s\p{Z}\ufeff\p{Cc}]+$/u;
+const SCOPE_SEGMENT = /^[^:*\s\p{Z}\ufeff\p{Cc}\p{Cf}]+$/u;
 const scopeOf = (w: number): Arb<string> =>
   pick(
     w,
@@ -129,12 +145,21 @@ const principalOf = (w: number): Arb<string> =>
         fc
           .string({ unit: 'grapheme', minLength: 1, maxLength: 10 })
           .map((n) => `user:${n}`)
-          .filter((p) => /^user:[^\s\p{Z}\ufeff\p{Cc}]+$/u.test(p)),
+          .filter((p) => /^user:[^\s\p{Z}\ufeff\p{Cc}\p{Cf}]+$/u.test(p)),
         fc.constant(`team:${'x'.repeat(248)}`),
       ),
     ),
     bad(
-      fc.constantFrom('', 'alice', 'User:a', 'user:', 'user:a b', `team:${'x'.repeat(249)}`, 'user:a\u0085'),
+      fc.constantFrom(
+        '',
+        'alice',
+        'User:a',
+        'user:',
+        'user:a b',
+        `team:${'x'.repeat(249)}`,
+        'user:a\u0085',
+        'user:\u202eecila',
+      ),
     ),
   );
 

@@ -108,7 +108,7 @@ describe('Runs the old CRD admitted and the recorder refused', () => {
     const run = await toAibom(
       'odd-strings',
       {
-        policyPack: { name: 'ポリシー-🛡️', version: '', guardrails: ['👩🏽‍💻 review', 'pii', 'pii'] },
+        policyPack: { name: 'ポリシー-🛡️', version: '', guardrails: ['👩🏽 review', 'pii', 'pii'] },
         inputs: { prompt: 'line 1\nline 2\t\u0001 and the text \\x00', nested: [{ 'k\u2028': null }] },
         steps: [
           {
@@ -119,7 +119,7 @@ describe('Runs the old CRD admitted and the recorder refused', () => {
           {
             id: 'z',
             dependsOn: ['a.b_c-1'],
-            tool: { name: 'zero\u200bwidth', command: ['', '"quoted" \\ /'] },
+            tool: { name: 'no\u00a0break', command: ['', '"quoted" \\ /'] },
             policyPack: { name: 'x'.repeat(253), version: 'v'.repeat(128) },
           },
         ],

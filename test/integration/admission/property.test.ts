@@ -139,7 +139,11 @@ async function recorderAccepts(admitted: Run, fail: boolean): Promise<number> {
   }
   records += sealAll(terminalBatch(run, new Date()));
   const aibomRun = aibomRunOf(run);
-  const bom = buildAibom({ run: aibomRun, attestationIds: Array.from({ length: records }, () => uuidv7()) });
+  const bom = buildAibom({
+    run: aibomRun,
+    attestationIds: Array.from({ length: records }, () => uuidv7()),
+    ranSteps: steps.filter(isFinished).map((s) => s.id),
+  });
   const bytes = serializeAibom(bom);
   aibomStatement({ runId: aibomRun.id, bom, sha256: aibomDigest(bytes).slice('sha256:'.length) });
   await assertValidCycloneDx(toCycloneDx(bom, { run: aibomRun }));

@@ -115,6 +115,42 @@ describe('control characters', () => {
   }
 });
 
+/**
+ * Unicode format characters (category Cf, issue 22 item 15): bidi overrides and isolates, zero-width
+ * characters, the soft hyphen. Invisible or reordering: `user:\u202eecila` reads as `user:alice`.
+ */
+const FORMAT = [
+  '\u00ad',
+  '\u061c',
+  '\u200b',
+  '\u200c',
+  '\u200d',
+  '\u200e',
+  '\u202a',
+  '\u202e',
+  '\u2066',
+  '\u2069',
+  '\ufeff',
+  '\u{e0001}',
+];
+
+describe('format characters (bidi overrides, zero-width)', () => {
+  // A step id and a dependsOn entry are [-a-z0-9_.] only: refused already.
+  for (const [path, set] of STRING_FIELDS) {
+    it(`are refused in ${path}`, async () => {
+      for (const c of FORMAT) await expectRefused(admit(ns, withField(set, `a${c}b`)), path);
+    });
+  }
+
+  it('a principal that reads as another is refused; the same letters without the override are admitted', async () => {
+    const spec = base();
+    step(spec, 0).capabilities![0]!.grantedBy = 'user:\u202eecila';
+    await expectRefused(admit(ns, spec), 'spec.steps[0].capabilities[0].grantedBy');
+    step(spec, 0).capabilities![0]!.grantedBy = 'user:ecila';
+    await admit(ns, spec);
+  });
+});
+
 describe('policy pack names and versions', () => {
   // What the policy and step predicates and the AIBOM refuse (JavaScript's \s is Unicode-wide,
   // Go's is ASCII only: the CRD pattern spells out the difference).
@@ -199,7 +235,7 @@ describe('dependencies', () => {
   it('refuse a duplicate entry', async () => {
     const spec = base();
     step(spec, 1).dependsOn = ['fetch', 'fetch'];
-    await expectRefused(admit(ns, spec), 'spec.steps[1].dependsOn[1]', 'Duplicate value');
+    await expectRefused(admit(ns, spec), 'spec.steps[1].dependsOn', 'dependsOn lists fetch more than once');
   });
 
   it('admit a diamond listed in dependency order', async () => {
@@ -352,11 +388,10 @@ describe('odd but legal strings', () => {
     const odd = [
       'café', // precomposed
       'cafe\u0301', // combining mark
-      '👩🏽‍💻', // ZWJ sequence with a skin tone
+      '👩🏽💻', // emoji with a skin tone (a ZWJ sequence holds U+200D, a format character: refused above)
       '𝔘𝔫𝔦𝔠𝔬𝔡𝔢', // astral plane
       'مرحبا', // right to left
       '中文模型',
-      '\u200b', // zero-width space (a format character, not a control)
       '\ufffd',
       '"quotes" \\ backslash / slash',
       '<script>',

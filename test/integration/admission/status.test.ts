@@ -1,6 +1,7 @@
 /**
- * Terminal is terminal, on the real kube-apiserver: once status.phase is Succeeded or Failed, the
- * phase and the steps cannot change, a finished step's result cannot change or disappear (also before
+ * Terminal is terminal, on the real kube-apiserver: a terminal phase is refused while a step is
+ * Running (and Succeeded until every step of the spec finished); once status.phase is Succeeded or
+ * Failed, the phase and the steps cannot change, a finished step's result cannot change or disappear (also before
  * the run ends), and the status cannot be removed; the pipeline still moves unfinished steps forward
  * and the controller still writes its own fields on a terminal Run. Writes are made the way pipelines
  * make them: server-side apply under the pipeline's field manager (hack/sample-pipeline.ts), merge patches
@@ -150,11 +151,12 @@ describe('a terminal phase', () => {
   });
 
   it('freezes status.steps: no step added, no unfinished step moved', async () => {
-    const name = await runWith({ phase: 'Failed', steps: [succeeded('a'), { id: 'b', phase: 'Running' }] });
+    // A Failed run may end with a step that never started (Pending); never with one Running.
+    const name = await runWith({ phase: 'Failed', steps: [succeeded('a'), { id: 'b', phase: 'Pending' }] });
     await expectRefused(
       applyPipelineStatus(ns, name, {
         phase: 'Failed',
-        steps: [succeeded('a'), { id: 'b', phase: 'Running' }, succeeded('c')],
+        steps: [succeeded('a'), { id: 'b', phase: 'Pending' }, succeeded('c')],
       }),
       'status.steps',
       'status.steps cannot change once status.phase is Failed',
@@ -163,6 +165,81 @@ describe('a terminal phase', () => {
       applyPipelineStatus(ns, name, { phase: 'Failed', steps: [succeeded('a'), failed('b')] }),
       'status.steps',
     );
+  });
+});
+
+describe('ending a run (issue 28: a terminal phase never claims steps that did not run)', () => {
+  /** A Run whose status the pipeline has written, not yet terminal. */
+  async function running(steps: StepStatus[]): Promise<string> {
+    return runWith({ phase: 'Running', steps });
+  }
+
+  it('Succeeded is refused while a step of the spec has not finished: unreported, Pending or Running', async () => {
+    // No step ever reported: the run did nothing.
+    const none = await running([]);
+    await expectRefused(
+      applyPipelineStatus(ns, none, { phase: 'Succeeded', steps: [] }),
+      'status.phase',
+      'status.phase cannot become Succeeded while step a has not finished',
+    );
+    await expectRefused(
+      patchRun(ns, none, { status: { phase: 'Succeeded' } }, { subresource: 'status' }),
+      'status.phase cannot become Succeeded while step a has not finished',
+    );
+    // a and b done, c never reported.
+    const partial = await running([succeeded('a'), succeeded('b')]);
+    await expectRefused(
+      applyPipelineStatus(ns, partial, { phase: 'Succeeded', steps: [succeeded('a'), succeeded('b')] }),
+      'status.phase cannot become Succeeded while step c has not finished',
+    );
+    // c reported, but Pending.
+    await expectRefused(
+      applyPipelineStatus(ns, partial, {
+        phase: 'Succeeded',
+        steps: [succeeded('a'), succeeded('b'), { id: 'c', phase: 'Pending' }],
+      }),
+      'status.phase cannot become Succeeded while step c has not finished',
+    );
+    for (const name of [none, partial]) expect((await getRun(ns, name)).status?.phase).toBe('Running');
+  });
+
+  it('Succeeded and Failed are refused while a step is Running (merge patch and server-side apply)', async () => {
+    const name = await running([succeeded('a'), { id: 'b', phase: 'Running', startedAt: T0 }]);
+    for (const phase of ['Succeeded', 'Failed'] as const) {
+      await expectRefused(
+        patchRun(ns, name, { status: { phase } }, { subresource: 'status' }),
+        'status.phase',
+        `status.phase cannot become ${phase} while step b is Running`,
+      );
+      await expectRefused(
+        applyPipelineStatus(ns, name, {
+          phase,
+          steps: [succeeded('a'), { id: 'b', phase: 'Running', startedAt: T0 }],
+        }),
+        `status.phase cannot become ${phase} while step b is Running`,
+      );
+    }
+    expect((await getRun(ns, name)).status?.phase).toBe('Running');
+  });
+
+  it('Failed is legal with steps that never started, and Succeeded once every step finished (one failed)', async () => {
+    const stopped = await running([succeeded('a')]);
+    const ended = await applyPipelineStatus(ns, stopped, {
+      phase: 'Failed',
+      steps: [succeeded('a'), failed('b'), { id: 'c', phase: 'Pending' }],
+    });
+    expect(ended.status?.phase).toBe('Failed');
+    // Nothing ran at all: a run that failed before its first step.
+    const never = await running([]);
+    expect(
+      (await patchRun(ns, never, { status: { phase: 'Failed' } }, { subresource: 'status' })).status?.phase,
+    ).toBe('Failed');
+    const tolerant = await running([]);
+    const done = await applyPipelineStatus(ns, tolerant, {
+      phase: 'Succeeded',
+      steps: [succeeded('a'), failed('b'), succeeded('c')],
+    });
+    expect(done.status?.phase).toBe('Succeeded');
   });
 });
 

@@ -7,20 +7,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
-import { aibomRunOf } from '../../../src/aibom/index.ts';
-import { isFinished, type Run, type StepStatus } from '../../../src/crd/run.ts';
-import { recordAibom } from '../../../src/recorder/aibom.ts';
-import { stepBatch, terminalBatch } from '../../../src/recorder/extract.ts';
-import { appendOnce } from '../../../src/recorder/once.ts';
-import { sealBatch } from '../../../src/recorder/seal.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
+import type { Run } from '../../../src/crd/run.ts';
 import { stackApp } from '../../helpers/app.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { sampleRunSpec } from '../../helpers/controller-process.ts';
+import { recordedRun } from '../../helpers/recorded-run.ts';
 import { freshDatabase, stack, uniqueName } from '../../helpers/stack.ts';
 
 let app: FastifyInstance;
@@ -30,43 +24,12 @@ let run: Run;
 const ns = uniqueName('headers');
 const admin = () => ({ authorization: `Bearer ${stack().kube.tokens.admin}` });
 
-/** A Succeeded run, its step and terminal records, and its AIBOM, as the controller stores them. */
-async function recordedRun(): Promise<Run> {
-  const spec = await sampleRunSpec();
-  const at = Date.parse('2026-03-01T10:00:00Z');
-  const steps: StepStatus[] = spec.steps.map((s, i) => ({
-    id: s.id,
-    phase: 'Succeeded',
-    startedAt: new Date(at + i * 1000).toISOString(),
-    finishedAt: new Date(at + i * 1000 + 500).toISOString(),
-    output: { result: s.id },
-  }));
-  const r: Run = {
-    apiVersion: 'vault.service.dev/v1',
-    kind: 'Run',
-    metadata: { name: 'headers', namespace: ns, uid: randomUUID(), generation: 1 },
-    spec,
-    status: { phase: 'Succeeded', steps },
-  };
-  await vault.runs.upsert(r);
-  for (const step of spec.steps) {
-    const st = steps.find((s) => s.id === step.id);
-    if (!isFinished(st)) continue;
-    const b = stepBatch(r, step, st);
-    await appendOnce(vault.claims, b.key, sealBatch(b.items, signer));
-  }
-  const t = terminalBatch(r, new Date());
-  await appendOnce(vault.claims, t.key, sealBatch(t.items, signer));
-  await recordAibom({ vault, blobs: stackBlobs(), signer, logger: pino({ level: 'silent' }) }, aibomRunOf(r));
-  return r;
-}
-
 beforeAll(async () => {
   const url = await freshDatabase('headers');
   await migrate(url);
   vault = await openVault(createVaultPool(url));
   signer = signerFromPem(await generateDevPki());
-  run = await recordedRun();
+  run = await recordedRun(vault, signer, ns, 'headers', await sampleRunSpec());
   app = await stackApp(vault, signer.caCertificates);
 });
 

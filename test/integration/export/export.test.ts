@@ -7,7 +7,7 @@
  * only get/list verifies its records from the key-distribution endpoint alone.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -501,7 +501,10 @@ describe('bad input and limits', () => {
     const guardNs = uniqueName('export-guard');
     const runId = randomUUID();
     const key = `runs/${guardNs}/${runId}/aibom.json`;
-    await stackBlobs().put(key, Buffer.from('{}'), 'application/json');
+    // The bytes are the ones the vault records (else ARTIFACT_NOT_AS_RECORDED comes first): only
+    // the signed manifest is missing.
+    const bytes = Buffer.from('{}');
+    await stackBlobs().put(key, bytes, 'application/json');
     await vault.claims.append(
       `aibom:${runId}`,
       [runRecords(signer, guardNs, { runId }).records[0]!].map((r) => ({ ...r, kind: 'aibom' as const })),
@@ -511,7 +514,7 @@ describe('bad input and limits', () => {
           kind: 'aibom',
           namespace: guardNs,
           objectKey: key,
-          digest: `sha256:${'0'.repeat(64)}`,
+          digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}`,
           // No c2pa_manifest: the signer has not produced one.
           metadata: { key, aibom_attestation_id: inserted[0]!.id },
         }),

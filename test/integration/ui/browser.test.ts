@@ -424,6 +424,16 @@ describe.skipIf(!hasChromium)('the web UI in Chromium', () => {
     expect(await axeViolations(page)).toEqual([]);
     const drawer = await page.locator('.drawer').innerText();
     expect(drawer).toContain('C2PA 1.4, claim version 1');
+    // Export rule 4 on this path too (issue 22 item 12): the run's pack, its minimum retention and
+    // its notice are shown, and the download waits for their acknowledgement.
+    expect(drawer).toContain('1 year');
+    expect(await page.locator('#evidence-retention-notice').innerText()).toContain(
+      'Evidence exported under the baseline policy pack must be retained',
+    );
+    await page.click('#export-with-receipts');
+    expect(await page.locator('#evidence-ack:invalid').count()).toBe(1);
+    expect(await page.locator('.drawer').count()).toBe(1);
+    await page.check('#evidence-ack');
     const [download] = await Promise.all([
       page.waitForEvent('download'),
       page.click('#export-with-receipts'),

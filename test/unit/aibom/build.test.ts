@@ -14,9 +14,18 @@ import {
   inputDigest,
   nameBasedUuidV8,
   serializeAibom,
+  summarize,
   type AibomInput,
 } from '../../../src/aibom/index.ts';
-import { fixtureInput, fixtureRun, leafPaths, reverseKeys, RUN_ID, runWith } from './fixtures.ts';
+import {
+  everyStepRan,
+  fixtureInput,
+  fixtureRun,
+  leafPaths,
+  reverseKeys,
+  RUN_ID,
+  runWith,
+} from './fixtures.ts';
 import { expectGoldenJson, expectGoldenText } from './golden.ts';
 import { SPEC_PATHS } from './spec-paths.ts';
 
@@ -81,6 +90,47 @@ describe('buildAibom: exactly the spec table', () => {
     expect(buildAibom(failed).metadata.status).toBe('failed');
     expect(bom.components.models.every((m) => m.type === 'model')).toBe(true);
     expect(bom.components.tools.every((t) => t.type === 'tool')).toBe(true);
+  });
+});
+
+describe('buildAibom: only the steps that ran (issue 28)', () => {
+  it('names only steps with a record: components and trust subjects, in spec order; the DAG stays whole', () => {
+    const all = buildAibom(fixtureInput());
+    const stopped = fixtureInput();
+    stopped.run.phase = 'Failed';
+    // Records arrive in any order; an id naming no step is ignored.
+    stopped.ranSteps = ['summarize', 'extract', 'no-such-step'];
+    const bom = buildAibom(stopped);
+    expect(bom.metadata.status).toBe('failed');
+    expect(bom.components.tools.map((t) => t.id)).toEqual(['extract']);
+    expect(bom.components.models.map((m) => m.id)).toEqual(['summarize']);
+    expect(bom.trust.subjects).toEqual([
+      `run:${RUN_ID}`,
+      `step:${RUN_ID}:extract`,
+      `step:${RUN_ID}:summarize`,
+    ]);
+    // What was asked for is still what the digests cover; the policies are the run's declared ones.
+    expect(bom.metadata.dag_digest).toBe(all.metadata.dag_digest);
+    expect(bom.metadata.input_digest).toBe(all.metadata.input_digest);
+    expect(bom.components.policies).toEqual(all.components.policies);
+    expect(summarize(bom)).toMatchObject({ models: 1, tools: 1 });
+  });
+
+  it('lists no step of a run in which none ran', () => {
+    const none = { ...fixtureInput(), ranSteps: [] };
+    none.run.phase = 'Failed';
+    const bom = buildAibom(none);
+    expect(bom.components.models).toEqual([]);
+    expect(bom.components.tools).toEqual([]);
+    expect(bom.trust.subjects).toEqual([`run:${RUN_ID}`]);
+  });
+
+  it('still rejects a malformed step that did not run (the spec is checked whole)', () => {
+    const dup = fixtureRun().spec;
+    dup.steps[3]!.id = 'extract';
+    expect(codeOf(() => buildAibom({ run: runWith(dup), attestationIds: [], ranSteps: [] }))).toBe(
+      'INVALID_STEP',
+    );
   });
 });
 
@@ -231,7 +281,7 @@ describe('buildAibom: rejects what a Run CR cannot be', () => {
       'INVALID_RUN',
     );
     const running = { ...runWith(spec()), phase: 'Running' } as unknown as AibomInput['run'];
-    expect(codeOf(() => buildAibom({ run: running, attestationIds: [] }))).toBe('INVALID_RUN');
+    expect(codeOf(() => buildAibom(everyStepRan(running)))).toBe('INVALID_RUN');
     const cr = fixtureRun();
     cr.status = { phase: 'Running' };
     expect(codeOf(() => aibomRunOf(cr))).toBe('INVALID_RUN');
@@ -240,21 +290,21 @@ describe('buildAibom: rejects what a Run CR cannot be', () => {
   it('rejects duplicate or malformed step ids and steps without exactly one of model/tool', () => {
     const dup = spec();
     dup.steps[1]!.id = 'extract';
-    expect(codeOf(() => buildAibom({ run: runWith(dup), attestationIds: [] }))).toBe('INVALID_STEP');
+    expect(codeOf(() => buildAibom(everyStepRan(runWith(dup))))).toBe('INVALID_STEP');
     const colon = spec();
     colon.steps[0]!.id = 'a:b';
-    expect(codeOf(() => buildAibom({ run: runWith(colon), attestationIds: [] }))).toBe('INVALID_STEP');
+    expect(codeOf(() => buildAibom(everyStepRan(runWith(colon))))).toBe('INVALID_STEP');
     const both = spec();
     both.steps[0]!.model = { name: 'm', provider: 'p', version: '1' };
-    expect(codeOf(() => buildAibom({ run: runWith(both), attestationIds: [] }))).toBe('INVALID_STEP');
+    expect(codeOf(() => buildAibom(everyStepRan(runWith(both))))).toBe('INVALID_STEP');
     const neither = spec();
     delete neither.steps[0]!.tool;
-    expect(codeOf(() => buildAibom({ run: runWith(neither), attestationIds: [] }))).toBe('INVALID_STEP');
+    expect(codeOf(() => buildAibom(everyStepRan(runWith(neither))))).toBe('INVALID_STEP');
     for (const t of [-0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
       const bad = spec();
       bad.steps[1]!.model!.temperature = t;
       expect(
-        codeOf(() => buildAibom({ run: runWith(bad), attestationIds: [] })),
+        codeOf(() => buildAibom(everyStepRan(runWith(bad)))),
         String(t),
       ).toBe('INVALID_STEP');
     }
@@ -262,10 +312,16 @@ describe('buildAibom: rejects what a Run CR cannot be', () => {
 
   it('rejects attestation ids that are not UUIDs or are repeated', () => {
     const { run, attestationIds } = fixtureInput();
-    expect(codeOf(() => buildAibom({ run, attestationIds: ['nope'] }))).toBe('INVALID_ATTESTATION_ID');
+    expect(codeOf(() => buildAibom({ run, attestationIds: ['nope'], ranSteps: [] }))).toBe(
+      'INVALID_ATTESTATION_ID',
+    );
     expect(
       codeOf(() =>
-        buildAibom({ run, attestationIds: [attestationIds[0]!, attestationIds[0]!.toUpperCase()] }),
+        buildAibom({
+          run,
+          attestationIds: [attestationIds[0]!, attestationIds[0]!.toUpperCase()],
+          ranSteps: [],
+        }),
       ),
     ).toBe('INVALID_ATTESTATION_ID');
   });
@@ -273,11 +329,9 @@ describe('buildAibom: rejects what a Run CR cannot be', () => {
   it('rejects inputs that are not JSON', () => {
     const bad = spec();
     bad.inputs = { when: new Date(0) };
-    expect(codeOf(() => buildAibom({ run: runWith(bad), attestationIds: [] }))).toBe('NOT_CANONICALIZABLE');
+    expect(codeOf(() => buildAibom(everyStepRan(runWith(bad))))).toBe('NOT_CANONICALIZABLE');
     const badStep = spec();
     badStep.steps[0]!.inputs = { n: Number.NaN };
-    expect(codeOf(() => buildAibom({ run: runWith(badStep), attestationIds: [] }))).toBe(
-      'NOT_CANONICALIZABLE',
-    );
+    expect(codeOf(() => buildAibom(everyStepRan(runWith(badStep))))).toBe('NOT_CANONICALIZABLE');
   });
 });

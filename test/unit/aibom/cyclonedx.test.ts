@@ -173,6 +173,23 @@ describe('toCycloneDx: mapping', () => {
     expect(await validateCycloneDx(view)).toEqual([]);
   });
 
+  it('marks the steps that never ran (vault:step_not_run) and depends only on components, and still validates', async () => {
+    const input = { ...fixtureInput(), ranSteps: ['extract', 'summarize', 'scan'] };
+    input.run.phase = 'Failed';
+    const view = toCycloneDx(buildAibom(input), { run: input.run });
+    const notRun = view.metadata.properties
+      .filter((p) => p.name === 'vault:step_not_run')
+      .map((p) => p.value);
+    expect(notRun).toEqual(['classify']);
+    expect(view.components.some((c) => c['bom-ref']?.endsWith(':classify'))).toBe(false);
+    // scan depends on summarize and classify; classify is no component, so only summarize is named.
+    expect(view.dependencies.find((d) => d.ref.endsWith(':scan'))?.dependsOn).toEqual([
+      `step:${RUN_ID}:summarize`,
+    ]);
+    expect(await validateCycloneDx(view)).toEqual([]);
+    expect(fixtureView().view.metadata.properties.some((p) => p.name === 'vault:step_not_run')).toBe(false);
+  });
+
   it('refuses a run other than the one the BOM describes', () => {
     const input = fixtureInput();
     const bom = buildAibom(input);

@@ -22,7 +22,13 @@ export function fixtureRun(): Run {
 }
 
 export function fixtureInput(): AibomInput {
-  return { run: aibomRunOf(fixtureRun()), attestationIds: [...fixture.attestationIds] };
+  const run = aibomRunOf(fixtureRun());
+  return { run, attestationIds: [...fixture.attestationIds], ranSteps: run.spec.steps.map((s) => s.id) };
+}
+
+/** The builder's input for a run every step of which ran (no attestation ids). */
+export function everyStepRan(run: AibomRun): AibomInput {
+  return { run, attestationIds: [], ranSteps: run.spec.steps.map((s) => s.id) };
 }
 
 /** An AibomRun around a spec, for small targeted cases. */

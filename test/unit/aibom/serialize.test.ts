@@ -52,6 +52,7 @@ describe('summarize', () => {
     const bom = buildAibom({
       run: runWith({ steps: [{ id: 'a', tool: { name: 't' } }] }),
       attestationIds: [],
+      ranSteps: ['a'],
     });
     expect(summarize(bom)).toEqual({
       models: 0,

@@ -12,7 +12,10 @@ import {
   statementPayload,
   stepStatement,
 } from '../../../src/attest/index.ts';
-import { envelopeJcs } from '../../../src/attest/digest.ts';
+import { envelopeJcs, signedEnvelopeDigest } from '../../../src/attest/digest.ts';
+import { AttestError } from '../../../src/attest/errors.ts';
+import { canonicalJson } from '../../../src/attest/json.ts';
+import type { Signer } from '../../../src/signing/signer.ts';
 import type { DsseEnvelope } from '../../../src/attest/dsse.ts';
 import { modelStepInput } from './fixtures.ts';
 import { ed25519Signer, p256Signer } from './keys.ts';
@@ -122,6 +125,105 @@ describe('envelope JCS fast path', () => {
       { numRuns: 2000 },
     );
     expect(fastPathTaken).toBeGreaterThan(200); // the comparison really exercised the fast path
+  });
+});
+
+/** A signer that signs like `inner` under another key id (the DSSE hint: any string). */
+function withKeyId(inner: Signer, keyId: string): Signer {
+  return {
+    keyId,
+    algorithm: inner.algorithm,
+    publicKey: inner.publicKey,
+    sign: (data, encoding) => inner.sign(data, encoding),
+  };
+}
+
+/** The generic digest, or the error code it throws. */
+function digestOrCode(f: () => string): string {
+  try {
+    return f();
+  } catch (err) {
+    if (err instanceof AttestError) return `error ${err.code}`;
+    throw err;
+  }
+}
+
+describe('the seal path (signStatement, signedEnvelopeDigest): same bytes as the generic path', () => {
+  // Ed25519 signatures are deterministic: the whole envelope can be compared byte for byte.
+  const ed = ed25519Signer();
+  const predicate = fc.jsonValue({ maxDepth: 3 });
+
+  it('signStatement gives the envelope signPayload(statementPayload(…)) gives, for any statement', () => {
+    fc.assert(
+      fc.property(predicate, fc.string({ unit: 'grapheme', maxLength: 30 }), (p, name) => {
+        const st = { ...statement, subject: [{ name, digest: { sha256: 'ab' } }], predicate: p };
+        let expected: DsseEnvelope;
+        try {
+          expected = signPayload(statementPayload(st), 'application/vnd.in-toto+json', ed);
+        } catch (err) {
+          // A value JCS refuses (a lone surrogate): signStatement refuses it the same way.
+          expect(() => signStatement(st, ed)).toThrow((err as Error).message);
+          return;
+        }
+        const got = signStatement(st, ed);
+        expect(got).toEqual(expected);
+        expect(Buffer.from(got.payload, 'base64').toString('utf8')).toBe(canonicalJson(st));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('signedEnvelopeDigest equals envelopeDigest (or throws the same error) for any key id and payload', () => {
+    let fast = 0;
+    fc.assert(
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 24 }),
+        fc.uint8Array({ maxLength: 200 }),
+        (keyId, bytes) => {
+          const envelope = signPayload(
+            Buffer.from(bytes),
+            'application/vnd.in-toto+json',
+            withKeyId(ed, keyId),
+          );
+          const generic = digestOrCode(() => envelopeDigest(envelope));
+          expect(digestOrCode(() => signedEnvelopeDigest(envelope))).toBe(generic);
+          if (!generic.startsWith('error')) fast++;
+        },
+      ),
+      { numRuns: 1000 },
+    );
+    expect(fast).toBeGreaterThan(500);
+  });
+
+  it('takes the generic path for other payload types and more than one signature', () => {
+    const one = signPayload(Buffer.from('{"a":1}'), 'application/json', ed);
+    expect(signedEnvelopeDigest(one)).toBe(envelopeDigest(one));
+    const two = signStatement(statement, ed);
+    two.signatures.push({ keyid: 'k"\\2', sig: 'AAAA' });
+    expect(signedEnvelopeDigest(two)).toBe(envelopeDigest(two));
+    const none = { ...two, signatures: [] };
+    expect(signedEnvelopeDigest(none)).toBe(envelopeDigest(none));
+  });
+
+  it('sealStatement refuses a key id with a lone surrogate as envelopeDigest does (JCS cannot encode it)', () => {
+    expect(() => sealStatement(statement, withKeyId(ed, 'sha256:\ud800'))).toThrow(
+      expect.objectContaining({ code: 'NOT_CANONICALIZABLE' }),
+    );
+  });
+
+  it.each([
+    ['P-256', p256Signer],
+    ['Ed25519', ed25519Signer],
+  ] as const)('%s: sealStatement digest = sha256 of the JCS written out by hand', (_n, make) => {
+    const sealed = sealStatement(statement, withKeyId(make(), 'key "quoted" \\ é\n'));
+    const [s] = sealed.envelope.signatures;
+    const jcs = canonicalize(sealed.envelope);
+    expect(jcs).toContain(`"keyid":${JSON.stringify(s?.keyid)}`);
+    expect(sealed.digest).toBe(
+      `sha256:${createHash('sha256')
+        .update(jcs ?? '', 'utf8')
+        .digest('hex')}`,
+    );
   });
 });
 

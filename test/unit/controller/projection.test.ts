@@ -93,7 +93,7 @@ describe('transparency projection (in-memory seams)', () => {
       jobId: w.vault.jobs.get(ids[0]!)!.id,
       attempts: 1,
       entryId: 'e0'.padEnd(64, '0'),
-      logIndex: 0,
+      // No logIndex: the tenant reads this resource (issue 28: the shared log's positions).
       backend: 'local',
       mode: 'dry_run',
     });

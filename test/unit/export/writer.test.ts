@@ -55,6 +55,8 @@ beforeAll(async () => {
         ? {
             aibom: {
               runId: s.runId!,
+              objectKey: `aibom/${s.runId!}/aibom.json`,
+              attestationIds: [s.id],
               bytes: Buffer.alloc(70_000, 'a'),
               manifest: Buffer.alloc(3000, 'm'),
               metadata: { name: 'modèle ✓', size: 70_000 },

@@ -333,3 +333,62 @@ describe('Informer with a fake list/watch', () => {
     ).toThrow(RangeError);
   });
 });
+
+describe('event sources (what a controller queues behind fresh changes)', () => {
+  const sourceRecorder = () => {
+    const seen: string[] = [];
+    return {
+      seen,
+      handler: {
+        onAdd: (o: Obj, source: string) => seen.push(`add ${o.metadata.name} ${source}`),
+        onUpdate: (_a: Obj, b: Obj, source: string) => seen.push(`update ${b.metadata.name} ${source}`),
+        onDelete: (o: Obj, source: string) => seen.push(`delete ${o.metadata.name} ${source}`),
+      },
+    };
+  };
+
+  it("'list' for the initial list, relists and late replays; 'watch' for watch events", async () => {
+    const lw = new FakeLW();
+    lw.lists = [
+      { items: [obj('a', 1), obj('b', 2)], resourceVersion: '2' },
+      { items: [obj('a', 4), obj('c', 9)], resourceVersion: '20' },
+    ];
+    const { informer: inf } = make(lw);
+    const { seen, handler } = sourceRecorder();
+    inf.addHandler(handler);
+    inf.start();
+    await until(() => lw.watches.length === 1);
+    lw.current.emit({ type: 'ADDED', object: obj('d', 3) });
+    lw.current.emit({ type: 'MODIFIED', object: obj('a', 4) });
+    lw.current.emit({ type: 'DELETED', object: obj('d', 5) });
+    expect(seen.splice(0)).toEqual([
+      'add a list',
+      'add b list',
+      'add d watch',
+      'update a watch',
+      'delete d watch',
+    ]);
+    lw.current.emit({
+      type: 'ERROR',
+      object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' },
+    });
+    await until(() => lw.watches.length === 2);
+    expect(seen.splice(0)).toEqual(['delete b list', 'add c list']); // a unchanged: no event
+    const late = sourceRecorder();
+    inf.addHandler(late.handler);
+    expect(late.seen.sort()).toEqual(['add a list', 'add c list']);
+  });
+
+  it("'resync' for the periodic replay", async () => {
+    vi.useFakeTimers();
+    const lw = new FakeLW();
+    lw.lists = [{ items: [obj('a', 1), obj('b', 2)], resourceVersion: '2' }];
+    const { informer: inf } = make(lw, { resyncSeconds: 60 });
+    const { seen, handler } = sourceRecorder();
+    inf.addHandler(handler);
+    inf.start();
+    await until(() => inf.hasSynced());
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(seen.slice(2)).toEqual(['update a resync', 'update b resync']);
+  });
+});

@@ -24,6 +24,7 @@ function bomOf(spec: RunSpec, policyPackOverride?: PolicyPackOverride): Aibom {
   return buildAibom({
     run: runWith(spec),
     attestationIds: [],
+    ranSteps: spec.steps.map((s) => s.id),
     ...(policyPackOverride !== undefined ? { policyPackOverride } : {}),
   });
 }

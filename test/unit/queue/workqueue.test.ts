@@ -280,3 +280,84 @@ describe('WorkQueue: metrics', () => {
     await q.shutDown({ drain: false });
   });
 });
+
+describe('WorkQueue: fresh changes before the backlog', () => {
+  it('hands out every normal key before any backlog key, whenever they were added', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 5; i++) q.add(`old/${i}`, 'backlog');
+    q.add('ns/fresh');
+    expect(q.lenAt('backlog')).toBe(5);
+    expect(q.lenAt('normal')).toBe(1);
+    expect(await q.get()).toBe('ns/fresh');
+    expect(await q.get()).toBe('old/0');
+    q.add('ns/fresh2');
+    expect(await q.get()).toBe('ns/fresh2');
+    expect(await q.get()).toBe('old/1');
+    expect(q.len()).toBe(3);
+  });
+
+  it('a queued backlog key added as normal moves ahead once; a normal key added as backlog stays normal', async () => {
+    const q = new WorkQueue();
+    q.add('a/1', 'backlog');
+    q.add('a/2', 'backlog');
+    q.add('a/3', 'backlog');
+    q.add('b/1');
+    q.add('a/3'); // its Run changed: promoted, and still queued once
+    q.add('b/1', 'backlog'); // a resync of a key already queued as fresh does not demote it
+    expect(q.len()).toBe(4);
+    expect(q.lenAt('normal')).toBe(2);
+    const order: string[] = [];
+    for (let i = 0; i < 4; i++) order.push((await q.get())!);
+    expect(order).toEqual(['b/1', 'a/3', 'a/1', 'a/2']);
+    expect(q.len()).toBe(0);
+  });
+
+  it('a processing key re-added goes back at the highest priority asked for meanwhile', async () => {
+    const q = new WorkQueue();
+    q.add('a/1', 'backlog');
+    expect(await q.get()).toBe('a/1');
+    q.add('a/1', 'backlog');
+    q.add('a/1'); // fresh change while processing
+    q.add('z/9', 'backlog');
+    q.done('a/1');
+    expect(await q.get()).toBe('a/1');
+    q.done('a/1');
+    q.add('a/2', 'backlog');
+    expect(await q.get()).toBe('z/9');
+  });
+
+  it('is fair across namespaces within each level', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 3; i++) q.add(`big/${i}`, 'backlog');
+    q.add('small/0', 'backlog');
+    for (let i = 0; i < 3; i++) q.add(`loud/${i}`);
+    q.add('quiet/0');
+    const order: string[] = [];
+    for (let i = 0; i < 8; i++) order.push((await q.get())!);
+    expect(order).toEqual(['loud/0', 'quiet/0', 'loud/1', 'loud/2', 'big/0', 'small/0', 'big/1', 'big/2']);
+  });
+
+  it('never loses or duplicates a key, and hands out normal before backlog (random adds)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 7 }), fc.boolean()), { maxLength: 60 }),
+        async (ops) => {
+          const q = new WorkQueue();
+          const level = new Map<string, 'normal' | 'backlog'>();
+          for (const [k, fresh] of ops) {
+            const key = `ns${k % 3}/k${k}`;
+            if (fresh || !level.has(key)) level.set(key, fresh ? 'normal' : (level.get(key) ?? 'backlog'));
+            q.add(key, fresh ? 'normal' : 'backlog');
+          }
+          expect(q.len()).toBe(level.size);
+          const out: string[] = [];
+          for (let i = 0; i < level.size; i++) out.push((await q.get())!);
+          expect(new Set(out)).toEqual(new Set(level.keys()));
+          expect(out).toHaveLength(level.size);
+          const normals = [...level.values()].filter((l) => l === 'normal').length;
+          expect(out.slice(0, normals).every((k) => level.get(k) === 'normal')).toBe(true);
+        },
+      ),
+    );
+  });
+});

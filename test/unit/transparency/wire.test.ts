@@ -64,29 +64,30 @@ describe('SCRAPI wire helpers', () => {
       status: 'queued',
       attempts: 1,
     });
-    expect(
-      transparencyView({
-        ...base,
-        state: 'published',
-        backend: 'scrapi',
-        entryId: 'e',
-        logIndex: 4,
-        receipt: Buffer.from([1, 2]),
-        statement: Buffer.from([3]),
-        publishedAt: new Date(1000),
-      }),
-    ).toEqual({
+    const published = {
+      ...base,
+      state: 'published' as const,
+      backend: 'scrapi' as const,
+      entryId: 'e',
+      logIndex: 4,
+      receipt: Buffer.from([1, 2]),
+      statement: Buffer.from([3]),
+      publishedAt: new Date(1000),
+    };
+    const tenantView = {
       job_id: 'job-1',
       status: 'published',
       attempts: 1,
       backend: 'scrapi',
       mode: 'published',
       entry_id: 'e',
-      log_index: 4,
       receipt: 'AQI=',
       receipt_media_type: 'application/cose',
       statement: 'Aw==',
       published_at: '1970-01-01T00:00:01.000Z',
-    });
+    };
+    // The shared log's position only for a reader who may see positions (issue 28).
+    expect(transparencyView(published)).toEqual(tenantView);
+    expect(transparencyView(published, { position: true })).toEqual({ ...tenantView, log_index: 4 });
   });
 });

@@ -141,10 +141,12 @@ export async function fixture(options: FixtureOptions = {}): Promise<Fixture> {
         ...extra,
         aibom: {
           runId: row.runId!,
+          objectKey: metadata.key,
           bytes: w.blobs.objects.get(metadata.key)!.body,
           manifest: w.blobs.objects.get(metadata.c2pa_manifest.key)!.body,
           metadata,
           manifestDigest: null,
+          attestationIds: [row.id],
         },
       };
     }

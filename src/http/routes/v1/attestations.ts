@@ -12,7 +12,10 @@ import {
   sendBody,
   withJob,
   type ApiEnvelope,
+  TENANT,
+  type Audience,
 } from '../../views/envelope.ts';
+import { audienceOf } from '../../auth/audience.ts';
 import type { Transparency } from '../../../transparency/setup.ts';
 import { transparencyView, type TransparencyJob } from '../../../transparency/jobs.ts';
 import type { StoredAttestation } from '../../../vault/index.ts';
@@ -74,9 +77,10 @@ function wantsNdjson(req: FastifyRequest): boolean {
 async function withTransparency(
   deps: AttestationRouteDeps,
   records: readonly StoredAttestation[],
+  audience: Audience,
 ): Promise<ApiEnvelope[]> {
   const jobs = await deps.vault.transparencyJobs.getByAttestation(records.map((r) => r.id));
-  return records.map((r) => withJob(r, jobs.get(r.id)));
+  return records.map((r) => withJob(r, jobs.get(r.id), audience));
 }
 
 /** A record with its transparency job (if any), as GET /v1/attestations/{id} serves it. */
@@ -127,7 +131,7 @@ export function attestationRoutes(fastify: FastifyInstance, deps: AttestationRou
         'attestation',
         stored,
       );
-      return sendBody(reply, withJob(loaded.record, loaded.job));
+      return sendBody(reply, withJob(loaded.record, loaded.job, await audienceOf(deps.authorizer, req)));
     },
   );
 
@@ -159,6 +163,11 @@ function queryRoute(app: TypedApp, deps: AttestationRouteDeps): void {
           ? await resolveCapabilityFilter(body.capability_token, allowed, deps.vault.capabilityGrants)
           : undefined;
       const filter = toFilter(body, allowed, capability);
+      // Whether the caller sees positions: asked once there is a record to show (an empty answer
+      // or a refusal costs no review for it).
+      let audience: Audience | undefined;
+      const audienceNow = async (): Promise<Audience> =>
+        (audience ??= await audienceOf(deps.authorizer, req));
       reply.header('x-excluded-namespace-count', String(excluded));
       if (wantsNdjson(req)) {
         if (body.cursor !== undefined || body.limit !== undefined) {
@@ -184,7 +193,7 @@ function queryRoute(app: TypedApp, deps: AttestationRouteDeps): void {
           const digest = new StreamDigest();
           let batch: StoredAttestation[] = [];
           const flush = async () => {
-            const text = (await withTransparency(deps, batch)).map(ndjsonLine).join('');
+            const text = (await withTransparency(deps, batch, await audienceNow())).map(ndjsonLine).join('');
             digest.add(text, batch.length);
             return text;
           };
@@ -207,10 +216,11 @@ function queryRoute(app: TypedApp, deps: AttestationRouteDeps): void {
         withTransparencyJobs: true,
       });
       const jobs = page.jobs ?? [];
+      const seen = page.items.length > 0 ? await audienceNow() : TENANT;
       return sendBody(
         reply,
         attestationPage(
-          page.items.map((record, i) => withJob(record, jobs[i])),
+          page.items.map((record, i) => withJob(record, jobs[i], seen)),
           page.nextCursor,
           excluded,
         ),
@@ -258,7 +268,7 @@ function scittRoute(app: TypedApp, deps: AttestationRouteDeps): void {
         });
       }
       const job = await deps.transparency.publisher.publishNow(record.id);
-      const view = transparencyView(job);
+      const view = transparencyView(job, { position: true });
       return reply.code(job.state === 'published' ? 200 : 202).send({
         attestation_id: record.id,
         status: job.state,

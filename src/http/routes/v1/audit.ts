@@ -35,7 +35,8 @@ export const auditPageSchema = {
           actor: { type: 'string' },
           action: {
             type: 'string',
-            description: 'artifact.download, attestations.export[.bundle|.aborted], artifact.evidence[...]',
+            description:
+              'artifact.download, artifact.manifest, attestations.export[.artifact|.bundle|.aborted], artifact.evidence[...] (docs/export.md)',
           },
           namespace: { type: ['string', 'null'] },
           object: { type: ['string', 'null'] },

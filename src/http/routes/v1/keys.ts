@@ -5,6 +5,7 @@ import { parseCertificates } from '../../../signing/index.ts';
 import type { SignerCertificate, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
 import { isAllowed } from '../../auth/plugin.ts';
+import { listableNamespaces, MAX_QUERY_NAMESPACES, nameNamespaces } from '../../auth/namespaces.ts';
 import { ProblemError } from '../../problem.ts';
 import { problemResponses } from '../../schemas.ts';
 import { typed } from '../../typed.ts';
@@ -28,7 +29,7 @@ export interface KeyRouteDeps {
 
 const REF = '^sha256:[0-9a-f]{64}$';
 
-/** The key routes take no query parameters: an unknown one is refused, as on every other route. */
+/** Unknown query parameters are refused, as on every other route. */
 const noQuery = { type: 'object', additionalProperties: false, properties: {} } as const;
 
 export const keyEntrySchema = {
@@ -101,15 +102,51 @@ function entryView(e: SignerCertificate) {
   };
 }
 
-/** '' plus the customer-key namespaces the caller may list attestations in. */
-async function readableKeyNamespaces(deps: KeyRouteDeps, req: FastifyRequest): Promise<string[]> {
-  const tenants = await deps.vault.signers.namespaces();
-  const list = (namespace: string) =>
-    isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' });
-  if (tenants.length > 0 && (await list(''))) return ['', ...tenants];
-  const ok = await Promise.all(tenants.map(async (ns) => ((await list(ns)) ? ns : null)));
-  return ['', ...ok.filter((ns): ns is string => ns !== null)];
+const LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
+
+const nameThem = nameNamespaces('read', 'attestations', '/querystring/namespace');
+
+/**
+ * '' (the service's keys, public) plus the customer-key namespaces the caller may list attestations
+ * in: those `named` (the `namespace` parameter), else every namespace holding customer keys. The
+ * query's bound (auth/namespaces.ts): the cluster-wide question first, then at most
+ * MAX_QUERY_NAMESPACES one by one; a caller without the cluster-wide grant must name the
+ * namespaces (400) once more than that hold customer keys. Before, every such namespace was
+ * reviewed one by one, uncapped, on every request (every UI run page asks).
+ */
+async function readableKeyNamespaces(
+  deps: KeyRouteDeps,
+  req: FastifyRequest,
+  named: readonly string[] | undefined,
+): Promise<string[]> {
+  const tenants = named === undefined ? await deps.vault.signers.namespaces() : undefined;
+  // No customer key anywhere: nothing to decide.
+  if (tenants !== undefined && tenants.length === 0) return [''];
+  const { allowed } = await listableNamespaces(
+    (namespace) => isAllowed(deps.authorizer, req, { namespace, verb: 'list', resource: 'attestations' }),
+    named,
+    () => Promise.resolve(tenants ?? []),
+    nameThem,
+  );
+  return ['', ...allowed.filter((ns) => ns !== '')];
 }
+
+/** `?namespace=a,b`: the tenants whose customer keys to serve (at most MAX_QUERY_NAMESPACES). */
+const namespaceQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    namespace: {
+      type: 'string',
+      maxLength: MAX_QUERY_NAMESPACES * 64,
+      pattern: `^${LABEL}(,${LABEL}){0,${MAX_QUERY_NAMESPACES - 1}}$`,
+      description: `comma-separated namespaces whose customer keys to include, at most ${MAX_QUERY_NAMESPACES}; default: every namespace holding customer keys that the caller may list attestations in (a caller without a cluster-wide grant must name them once more than ${MAX_QUERY_NAMESPACES} namespaces hold customer keys). The service's keys are always included`,
+    },
+  },
+} as const;
+
+const namedIn = (q: { namespace?: string }): string[] | undefined =>
+  q.namespace !== undefined ? [...new Set(q.namespace.split(','))] : undefined;
 
 function pemOf(certs: readonly X509Certificate[]): string {
   return certs.map((c) => c.toString()).join('');
@@ -134,13 +171,15 @@ export function keyRoutes(fastify: FastifyInstance, deps: KeyRouteDeps): void {
       schema: {
         summary:
           'The trust bundle: CA certificates, every signer chain (current and past), the SCITT log keys, the note keys of the C2SP checkpoints',
-        querystring: noQuery,
+        querystring: namespaceQuery,
         response: { 200: { $ref: 'TrustBundle#' }, ...problemResponses },
       },
     },
     async (req) => {
       await deps.ensureServiceKeys();
-      const entries = await deps.vault.signers.list(await readableKeyNamespaces(deps, req));
+      const entries = await deps.vault.signers.list(
+        await readableKeyNamespaces(deps, req, namedIn(req.query)),
+      );
       const signers = entries.filter((e) => e.role === 'signer');
       const logEntries = entries.filter((e) => e.role === 'log');
       const keys = new Map<string, LogKey>();
@@ -194,7 +233,7 @@ export function keyRoutes(fastify: FastifyInstance, deps: KeyRouteDeps): void {
     {
       schema: {
         summary: 'Resolve a cert_chain_ref or key id (sha256:<hex>) to its certificate chain(s)',
-        querystring: noQuery,
+        querystring: namespaceQuery,
         params: {
           type: 'object',
           required: ['ref'],
@@ -212,7 +251,10 @@ export function keyRoutes(fastify: FastifyInstance, deps: KeyRouteDeps): void {
     },
     async (req, reply) => {
       await deps.ensureServiceKeys();
-      const found = await deps.vault.signers.resolve(req.params.ref, await readableKeyNamespaces(deps, req));
+      const found = await deps.vault.signers.resolve(
+        req.params.ref,
+        await readableKeyNamespaces(deps, req, namedIn(req.query)),
+      );
       if (found.length === 0)
         throw new ProblemError(404, 'NOT_FOUND', 'no certificate or key is known by this reference');
       if ((req.headers.accept ?? '').includes('application/x-pem-file')) {

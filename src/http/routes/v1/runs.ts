@@ -7,7 +7,9 @@ import { guardStoredArtifact } from '../../../export/guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
+import { audienceOf } from '../../auth/audience.ts';
 import { requireVisible } from '../../auth/plugin.ts';
+import { TENANT } from '../../views/envelope.ts';
 import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
@@ -249,10 +251,22 @@ export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
       },
     },
     async (req, reply) => {
-      const { artifact } = await artifactOf(req, req.params);
+      const { run, record, artifact } = await artifactOf(req, req.params);
       if (!artifact.manifest)
         throw new ProblemError(404, 'NOT_FOUND', 'no C2PA manifest is stored for this artifact');
-      return reply.type(C2PA_MEDIA_TYPE).send(artifact.manifest);
+      // The manifest leaves the service too: audited like the bytes, before it is sent.
+      await deps.vault.audit.record({
+        actor: req.user?.username ?? 'unknown',
+        action: 'artifact.manifest',
+        namespace: run.namespace,
+        object: record.objectKey,
+        manifestDigest: artifact.manifestDigest,
+        attestationIds: artifact.attestationIds,
+      });
+      return reply
+        .type(C2PA_MEDIA_TYPE)
+        .header('x-c2pa-manifest-digest', artifact.manifestDigest ?? '')
+        .send(artifact.manifest);
     },
   );
 
@@ -269,7 +283,7 @@ export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
         response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
       },
     },
-    async (req) => runDetail(deps, await visibleRun(deps, req, req.params.id)),
+    async (req) => runDetail(deps, req, await visibleRun(deps, req, req.params.id)),
   );
 
   app.get(
@@ -289,12 +303,17 @@ export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
         response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
       },
     },
-    async (req) => runDetail(deps, await visibleRunByName(deps, req, req.params.namespace, req.params.name)),
+    async (req) =>
+      runDetail(deps, req, await visibleRunByName(deps, req, req.params.namespace, req.params.name)),
   );
 }
 
 /** The run detail: the run, its steps, and `artifacts` (with the AIBOM's transparency state). */
-async function runDetail(deps: RunRouteDeps, run: RunRecord): Promise<Record<string, unknown>> {
+async function runDetail(
+  deps: RunRouteDeps,
+  req: FastifyRequest,
+  run: RunRecord,
+): Promise<Record<string, unknown>> {
   const id = run.id;
   const artifacts: Record<string, Record<string, unknown>> = {};
   for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = currentMetadata(a);
@@ -302,7 +321,11 @@ async function runDetail(deps: RunRouteDeps, run: RunRecord): Promise<Record<str
   const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
   if (typeof aibomAttestation === 'string') {
     const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
-    if (job) artifacts.aibom!.transparency = transparencyView(job);
+    // Its place in the shared log only for a reader who may see positions (src/http/views/envelope.ts).
+    if (job) {
+      const { positions } = job.logIndex !== null ? await audienceOf(deps.authorizer, req) : TENANT;
+      artifacts.aibom!.transparency = transparencyView(job, { position: positions });
+    }
   }
   const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
   // The final step's output (or error) points at the BOM recorded for the run.

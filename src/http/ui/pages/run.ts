@@ -1,4 +1,4 @@
-import type { Capability, RunSpec, StepSpec, StepStatus } from '../../../crd/run.ts';
+import type { RunSpec, StepSpec, StepStatus } from '../../../crd/run.ts';
 import { parseRetention, retainUntil, type RunPolicyPack } from '../../../policy/index.ts';
 import { html, type Html } from '../html.ts';
 import { age, badge, csrfField, page, short, type Viewer } from '../layout.ts';
@@ -30,7 +30,7 @@ export interface EnvelopeView {
   readonly transparency: Record<string, unknown> | null;
 }
 
-interface ChainView {
+export interface ChainView {
   capability: string;
   scope: string | null;
   root: { authority: string; key_id: string } | null;
@@ -40,7 +40,12 @@ interface ChainView {
 export interface RunPageInput {
   readonly viewer: Viewer;
   readonly run: RunView;
+  /** One page of the run's records (src/http/ui/routes.ts RECORDS_PER_PAGE), each checked. */
   readonly attestations: readonly (EnvelopeView & { verification: VerificationState })[];
+  /** Where this page of records is: its cursor (none: the first page) and the next page's. */
+  readonly records?: { readonly cursor?: string; readonly next: string | null };
+  /** Which page of the steps table ({@link STEPS_PER_PAGE} steps each, spec order), from 0. */
+  readonly stepsPage?: number;
   /** Which artifact's drawer is open (`?drawer=aibom`). */
   readonly drawer?: string;
   readonly now?: Date;
@@ -54,6 +59,15 @@ const NODE_W = 190;
 const NODE_H = 62;
 const COL = 240;
 const ROW = 78;
+
+/**
+ * Most dependencies the DAG draws as arrows (issue 28: the heaviest Run has 128 steps of 32
+ * dependencies, 3,568 arrows, half a megabyte of SVG nobody can read). Beyond it the graph shows
+ * its steps by depth only, and the steps table lists each step's dependencies.
+ */
+export const MAX_DAG_EDGES = 256;
+/** Steps per page of the steps table (spec order; `?steps=N` is page N, from 0). */
+export const STEPS_PER_PAGE = 32;
 
 function dag(spec: RunSpec, status: ReadonlyMap<string, StepStatus>): Html {
   const level = new Map<string, number>();
@@ -69,7 +83,9 @@ function dag(spec: RunSpec, status: ReadonlyMap<string, StepStatus>): Html {
   const width = 20 + Math.max(1, perLevel.length) * COL - (COL - NODE_W);
   const height = 20 + Math.max(1, ...perLevel) * ROW - (ROW - NODE_H);
   const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
-  const edges = spec.steps.flatMap((step) =>
+  const edgeCount = spec.steps.reduce((n, s) => n + (s.dependsOn?.length ?? 0), 0);
+  const drawn = edgeCount <= MAX_DAG_EDGES;
+  const edges = (drawn ? spec.steps : []).flatMap((step) =>
     (step.dependsOn ?? []).map((dep) => {
       const a = pos(dep);
       const b = pos(step.id);
@@ -98,7 +114,11 @@ function dag(spec: RunSpec, status: ReadonlyMap<string, StepStatus>): Html {
   return html`<div class="dag">
     <svg
       role="img"
-      aria-label="${`Step graph: ${spec.steps.length} steps; each arrow goes from a step to a step that depends on it`}"
+      aria-label="${
+        drawn
+          ? `Step graph: ${spec.steps.length} steps; each arrow goes from a step to a step that depends on it`
+          : `Step graph: ${spec.steps.length} steps by depth; their ${edgeCount} dependencies are listed in the steps table`
+      }"
       width="${width}"
       height="${height}"
       viewBox="0 0 ${width} ${height}"
@@ -119,10 +139,17 @@ function dag(spec: RunSpec, status: ReadonlyMap<string, StepStatus>): Html {
       </defs>
       ${edges}${nodes}
     </svg>
+    ${
+      drawn
+        ? ''
+        : html`<p class="muted">
+            ${edgeCount} dependencies: too many arrows to draw; each step's are in the steps table.
+          </p>`
+    }
   </div>`;
 }
 
-function modelOrTool(step: StepSpec): Html {
+export function modelOrTool(step: StepSpec): Html {
   if (step.model) {
     const m = step.model;
     return html`<strong>model</strong> ${m.name}
@@ -141,7 +168,7 @@ function modelOrTool(step: StepSpec): Html {
     }`;
 }
 
-function chainList(chains: readonly ChainView[]): Html {
+export function chainList(chains: readonly ChainView[]): Html {
   if (chains.length === 0) return html`<span class="muted">none</span>`;
   return html`${chains.map(
     (c) =>
@@ -167,10 +194,20 @@ function chainList(chains: readonly ChainView[]): Html {
   )}`;
 }
 
-/** The chain as the spec declares it (a step not attested yet). */
-function declaredChain(caps: readonly Capability[] | undefined): Html {
+/**
+ * The chain as the spec declares it. The chain as attested (with its root authority and key) is
+ * on the step's own page, loaded when asked for: a step record carries a token per capability, and
+ * the run page does not fetch 128 of them (issue 28).
+ */
+function declaredChain(run: RunView, step: StepSpec, finished: boolean): Html {
+  const caps = step.capabilities;
   if (caps === undefined || caps.length === 0) return html`<span class="muted">none</span>`;
-  return html`<span class="muted">declared, not attested yet:</span>${caps.map(
+  const attested = html`<a href="${`/ui/runs/${run.id}/steps/${encodeURIComponent(step.id)}`}"
+    >as attested</a
+  >`;
+  return html`<span class="muted"
+      >${finished ? html`declared (${attested}):` : 'declared, not attested yet:'}</span
+    >${caps.map(
       (c) =>
         html`<div>
           <strong>${c.scope}</strong>
@@ -188,56 +225,67 @@ function declaredChain(caps: readonly Capability[] | undefined): Html {
     )}`;
 }
 
-function stepError(s: StepStatus | undefined): Html {
+export function stepError(s: StepStatus | undefined): Html {
   if (s?.error === undefined) return html``;
   const text = s.error.length > 300 ? `${s.error.slice(0, 300)}…` : s.error;
   return html`<br /><span class="bad">${text}</span>`;
 }
 
-function stepsTable(run: RunView, records: RunPageInput['attestations']): Html {
-  const status = new Map(run.steps.map((s) => [s.id, s]));
-  const stepRecord = new Map(records.filter((r) => r.kind === 'step').map((r) => [r.step_id, r]));
-  return html`<table>
-    <caption class="muted">
-      Steps in spec order; capability chains as attested in each step's record
-    </caption>
-    <thead>
-      <tr>
-        <th scope="col">Step</th>
-        <th scope="col">Model or tool</th>
-        <th scope="col">Depends on</th>
-        <th scope="col">Phase</th>
-        <th scope="col">Capability chain</th>
-      </tr>
-    </thead>
-    <tbody>
-      ${run.spec.steps.map((step) => {
-        const record = stepRecord.get(step.id);
-        return html`<tr>
-          <th scope="row"><code>${step.id}</code></th>
-          <td>${modelOrTool(step)}</td>
-          <td>
-            ${
-              (step.dependsOn ?? []).length > 0
-                ? html`${(step.dependsOn ?? []).map((d, i) => html`${i > 0 ? ', ' : ''}<code>${d}</code>`)}`
-                : html`<span class="muted">—</span>`
-            }
-          </td>
-          <td>${phaseBadge(status.get(step.id)?.phase ?? null)}${stepError(status.get(step.id))}</td>
-          <td>
-            ${
-              record?.capability_chain != null
-                ? chainList(record.capability_chain)
-                : declaredChain(step.capabilities)
-            }
-          </td>
-        </tr>`;
-      })}
-    </tbody>
-  </table>`;
+/** Links to the other pages of the steps table. */
+function stepsNav(run: RunView, page: number, pages: number): Html {
+  if (pages <= 1) return html``;
+  const href = (n: number) => `/ui/runs/${run.id}${n > 0 ? `?steps=${n}` : ''}#dag-title`;
+  return html`<nav class="steps-nav" aria-label="Pages of steps">
+    <span class="muted"
+      >steps ${page * STEPS_PER_PAGE + 1}–${Math.min((page + 1) * STEPS_PER_PAGE, run.spec.steps.length)} of
+      ${run.spec.steps.length}</span
+    >${Array.from({ length: pages }, (_, n) =>
+      n === page ? html` · <strong>${n + 1}</strong>` : html` · <a href="${href(n)}">${n + 1}</a>`,
+    )}
+  </nav>`;
 }
 
-function verificationCell(v: VerificationState): Html {
+function stepsTable(run: RunView, page: number): Html {
+  const status = new Map(run.steps.map((s) => [s.id, s]));
+  const pages = Math.max(1, Math.ceil(run.spec.steps.length / STEPS_PER_PAGE));
+  const at = Math.min(Math.max(0, page), pages - 1);
+  const shown = run.spec.steps.slice(at * STEPS_PER_PAGE, (at + 1) * STEPS_PER_PAGE);
+  return html`${stepsNav(run, at, pages)}
+    <table>
+      <caption class="muted">
+        Steps in spec order; capability chains as declared, and as attested in each finished step's record
+      </caption>
+      <thead>
+        <tr>
+          <th scope="col">Step</th>
+          <th scope="col">Model or tool</th>
+          <th scope="col">Depends on</th>
+          <th scope="col">Phase</th>
+          <th scope="col">Capability chain</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${shown.map((step) => {
+          const st = status.get(step.id);
+          return html`<tr>
+            <th scope="row"><code>${step.id}</code></th>
+            <td>${modelOrTool(step)}</td>
+            <td>
+              ${
+                (step.dependsOn ?? []).length > 0
+                  ? html`${(step.dependsOn ?? []).map((d, i) => html`${i > 0 ? ', ' : ''}<code>${d}</code>`)}`
+                  : html`<span class="muted">—</span>`
+              }
+            </td>
+            <td>${phaseBadge(st?.phase ?? null)}${stepError(st)}</td>
+            <td>${declaredChain(run, step, st?.phase === 'Succeeded' || st?.phase === 'Failed')}</td>
+          </tr>`;
+        })}
+      </tbody>
+    </table>`;
+}
+
+export function verificationCell(v: VerificationState): Html {
   if (v.state === 'verified') return html`${badge('signature valid', 'ok')}`;
   return html`${badge(v.state === 'unknown_key' ? 'signer unknown' : 'verification failed', 'bad')}
     <ul>
@@ -263,67 +311,86 @@ function receiptCell(t: Record<string, unknown> | null): Html {
   }${status !== 'published' ? html`<br /><span class="muted">job</span> ${short(typeof t.job_id === 'string' ? t.job_id : '', 14)}` : ''}`;
 }
 
-function attestationsTable(run: RunView, records: RunPageInput['attestations']): Html {
+/** Links to the first and the next page of records (a keyset cursor only goes forward). */
+function recordsNav(run: RunView, shown: number, at: RunPageInput['records']): Html {
+  if (at === undefined || (at.cursor === undefined && at.next === null)) return html``;
+  const href = (cursor?: string) =>
+    `/ui/runs/${run.id}${cursor !== undefined ? `?records=${encodeURIComponent(cursor)}` : ''}#att-title`;
+  return html`<nav class="records-nav" aria-label="Pages of attestations">
+    <span class="muted">${shown} attestation(s) on this page</span>
+    ${at.cursor !== undefined ? html` · <a href="${href()}">First page</a>` : ''}
+    ${at.next !== null ? html` · <a id="records-next" href="${href(at.next)}">Next page</a>` : ''}
+  </nav>`;
+}
+
+function attestationsTable(
+  run: RunView,
+  records: RunPageInput['attestations'],
+  at: RunPageInput['records'],
+): Html {
   if (records.length === 0) return html`<p>No attestations recorded yet.</p>`;
-  return html`<form method="get" action="${`/ui/runs/${run.id}/export`}" id="attestations">
-    <table>
-      <caption class="muted">
-        Verified by this server against the trust bundle of
-        <code>GET /v1/keys</code
-        >; check independently with
-        <code>service-ctl keys fetch --out trust</code>
-        then
-        <code>service-ctl verify ID --trust-bundle trust</code>
-        (the same checks of each record, with the same verdict, then its capability chains; add
-        <code>--log-keys trust/log-keys.cbor</code>
-        for the receipt)
-      </caption>
-      <thead>
-        <tr>
-          <th scope="col"><input type="checkbox" id="select-all" aria-label="Select all attestations" /></th>
-          <th scope="col">Kind</th>
-          <th scope="col">Step</th>
-          <th scope="col">Attestation</th>
-          <th scope="col">Signature</th>
-          <th scope="col">Verification</th>
-          <th scope="col">Transparency receipt</th>
-          <th scope="col">Recorded</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${records.map(
-          (r) =>
-            html`<tr>
-              <td>
-                <input
-                  type="checkbox"
-                  name="ids"
-                  value="${r.id}"
-                  aria-label="${`Select attestation ${r.id}`}"
-                />
-              </td>
-              <td>${r.kind}</td>
-              <td>
-                ${r.step_id !== null ? html`<code>${r.step_id}</code>` : html`<span class="muted">—</span>`}
-              </td>
-              <td>${short(r.id, 13)}<br /><span class="muted">digest</span> ${short(r.digest, 15)}</td>
-              <td>
-                ${r.signature.algorithm}<br /><span class="muted">key</span>
-                ${short(r.signature.key_id, 15)}${
-                  r.signature.cert_chain_ref !== null
-                    ? html`<br /><span class="muted">cert</span> ${short(r.signature.cert_chain_ref, 15)}`
-                    : ''
-                }
-              </td>
-              <td>${verificationCell(r.verification)}</td>
-              <td>${receiptCell(r.transparency)}</td>
-              <td>${age(r.created_at)}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
-    <p><button type="submit" id="export-open">Export selected…</button></p>
-  </form>`;
+  return html`${recordsNav(run, records.length, at)}
+    <form method="get" action="${`/ui/runs/${run.id}/export`}" id="attestations">
+      <table>
+        <caption class="muted">
+          Verified by this server against the trust bundle of
+          <code>GET /v1/keys</code
+          >; check independently with
+          <code>service-ctl keys fetch --out trust</code>
+          then
+          <code>service-ctl verify ID --trust-bundle trust</code>
+          (the same checks of each record, with the same verdict, then its capability chains; add
+          <code>--log-keys trust/log-keys.cbor</code>
+          for the receipt)
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">
+              <input type="checkbox" id="select-all" aria-label="Select all attestations" />
+            </th>
+            <th scope="col">Kind</th>
+            <th scope="col">Step</th>
+            <th scope="col">Attestation</th>
+            <th scope="col">Signature</th>
+            <th scope="col">Verification</th>
+            <th scope="col">Transparency receipt</th>
+            <th scope="col">Recorded</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${records.map(
+            (r) =>
+              html`<tr>
+                <td>
+                  <input
+                    type="checkbox"
+                    name="ids"
+                    value="${r.id}"
+                    aria-label="${`Select attestation ${r.id}`}"
+                  />
+                </td>
+                <td>${r.kind}</td>
+                <td>
+                  ${r.step_id !== null ? html`<code>${r.step_id}</code>` : html`<span class="muted">—</span>`}
+                </td>
+                <td>${short(r.id, 13)}<br /><span class="muted">digest</span> ${short(r.digest, 15)}</td>
+                <td>
+                  ${r.signature.algorithm}<br /><span class="muted">key</span>
+                  ${short(r.signature.key_id, 15)}${
+                    r.signature.cert_chain_ref !== null
+                      ? html`<br /><span class="muted">cert</span> ${short(r.signature.cert_chain_ref, 15)}`
+                      : ''
+                  }
+                </td>
+                <td>${verificationCell(r.verification)}</td>
+                <td>${receiptCell(r.transparency)}</td>
+                <td>${age(r.created_at)}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+      <p><button type="submit" id="export-open">Export selected…</button></p>
+    </form>`;
 }
 
 /** The pack section: the run's pack, the resource describing it, and how the run relates to it. */
@@ -388,6 +455,39 @@ function packSection(p: RunPolicyPack): Html {
 }
 
 /**
+ * What export rule 4 shows before anything leaves: the run's policy pack, its minimum retention
+ * (and the date to keep a bundle made now until) and its retention notice; or why they cannot be
+ * shown. The same on every export path of the UI: the selection dialog and the artifact drawer's
+ * "Export with receipts".
+ */
+function retentionNotice(run: Pick<RunView, 'policy_pack'>, now: Date, idPrefix = ''): Html {
+  const p = run.policy_pack;
+  const r = p.resource;
+  const retention = r !== null ? parseRetention(r.minimum_retention) : undefined;
+  return html`${
+    r !== null
+      ? html`<p>
+            Policy pack <code>${p.name}@${p.version}</code> requires a minimum retention of
+            <strong>${r.minimum_retention_text}</strong> (<code>${r.minimum_retention}</code>)${
+              retention !== undefined
+                ? html`: keep this bundle until at least
+                    <strong id="${`${idPrefix}retain-until`}">${retainUntil(now, retention)}</strong>`
+                : ''
+            }.
+          </p>
+          <h3>Retention notice</h3>
+          <div class="notice" id="${`${idPrefix}retention-notice`}">${r.notice}</div>`
+      : html`<p class="warn" id="${`${idPrefix}retention-notice`}">
+          ${
+            p.status === 'unavailable'
+              ? `The policy packs could not be read just now, so the retention notice of ${p.name}@${p.version} cannot be shown. Try again shortly.`
+              : `No PolicyPack describes ${p.name}@${p.version}: it defines no retention notice or minimum retention. Ask your cluster administrators before you share this bundle.`
+          }
+        </p>`
+  }`;
+}
+
+/**
  * The export form: the pack's retention notice and minimum retention, then the download. Shared by
  * the dialog on the run page (opened by the script) and the confirmation page (without script).
  */
@@ -397,35 +497,11 @@ export function exportForm(
   csrf: string,
   now: Date = new Date(),
 ): Html {
-  const p = run.policy_pack;
-  const r = p.resource;
-  const retention = r !== null ? parseRetention(r.minimum_retention) : undefined;
   return html`<form method="post" action="/ui/export">
     <h2 id="export-title">
       Export <span id="export-count">${ids.length}</span> attestation(s) with receipts
     </h2>
-    ${
-      r !== null
-        ? html`<p>
-              Policy pack <code>${p.name}@${p.version}</code> requires a minimum retention of
-              <strong>${r.minimum_retention_text}</strong> (<code>${r.minimum_retention}</code>)${
-                retention !== undefined
-                  ? html`: keep this bundle until at least
-                      <strong id="retain-until">${retainUntil(now, retention)}</strong>`
-                  : ''
-              }.
-            </p>
-            <h3>Retention notice</h3>
-            <div class="notice" id="retention-notice">${r.notice}</div>`
-        : html`<p class="warn" id="retention-notice">
-            ${
-              p.status === 'unavailable'
-                ? `The policy packs could not be read just now, so the retention notice of ${p.name}@${p.version} cannot be shown. Try again shortly.`
-                : `No PolicyPack describes ${p.name}@${p.version}: it defines no retention notice or minimum retention. Ask your cluster administrators before you share this bundle.`
-            }
-          </p>`
-    }
-    ${csrfField(csrf)}<input type="hidden" name="run" value="${run.id}" />
+    ${retentionNotice(run, now)} ${csrfField(csrf)}<input type="hidden" name="run" value="${run.id}" />
     <div id="export-ids">${ids.map((id) => html`<input type="hidden" name="ids" value="${id}" />`)}</div>
     <p>
       <label
@@ -445,7 +521,7 @@ function str(v: unknown): string {
 }
 
 /** The drawer of one artifact: what it is, how it is signed, its C2PA manifest, the evidence download. */
-function drawer(run: RunView, kind: string): Html {
+function drawer(run: RunView, kind: string, now: Date): Html {
   // Own keys only: `kind` comes from the query string, and an inherited key is no artifact.
   const a = Object.hasOwn(run.artifacts, kind) ? run.artifacts[kind] : undefined;
   if (a === undefined) return html``;
@@ -465,11 +541,17 @@ function drawer(run: RunView, kind: string): Html {
   >
     <a class="close button secondary" href="${`/ui/runs/${run.id}`}">Close</a>
     <h2 id="drawer-title">${kind === 'aibom' ? 'AIBOM' : kind} of ${run.name}</h2>
-    <p>
-      <a class="button" id="export-with-receipts" href="${`${base}/evidence`}" download
-        >Export with receipts</a
-      >
-    </p>
+    <form method="get" action="${`${base}/evidence`}" id="evidence-form">
+      <h3>Export with receipts</h3>
+      ${retentionNotice(run, now, 'evidence-')}
+      <p>
+        <label
+          ><input type="checkbox" id="evidence-ack" required /> I have read the retention notice and will keep
+          the bundle as it requires</label
+        >
+      </p>
+      <p><button type="submit" id="export-with-receipts">Export with receipts</button></p>
+    </form>
     <p class="muted">
       The evidence bundle: the ${kind === 'aibom' ? 'AIBOM' : kind}, its C2PA manifest and metadata, its
       attestation and the run's capability records with their transparency receipts: the bytes
@@ -552,7 +634,7 @@ export function runPage(input: RunPageInput): string {
     ${packSection(run.policy_pack)}
     <section aria-labelledby="dag-title">
       <h2 id="dag-title">Steps</h2>
-      ${dag(run.spec, status)} ${stepsTable(run, input.attestations)}
+      ${dag(run.spec, status)} ${stepsTable(run, input.stepsPage ?? 0)}
     </section>
     <section aria-labelledby="artifacts-title">
       <h2 id="artifacts-title">Artifacts</h2>
@@ -573,12 +655,12 @@ export function runPage(input: RunPageInput): string {
     </section>
     <section aria-labelledby="att-title">
       <h2 id="att-title">Attestations</h2>
-      ${attestationsTable(run, input.attestations)}
+      ${attestationsTable(run, input.attestations, input.records)}
     </section>
     <dialog id="export-dialog" aria-labelledby="export-title">
       ${exportForm(run, [], viewer.csrf, now)}
     </dialog>
-    ${input.drawer !== undefined ? drawer(run, input.drawer) : ''}`;
+    ${input.drawer !== undefined ? drawer(run, input.drawer, now) : ''}`;
   return page(`${run.name} (${run.namespace})`, viewer, body);
 }
 

@@ -17,6 +17,16 @@ describe('the html tag (src/http/ui/html.ts)', () => {
     expect(out).not.toContain('<script>');
   });
 
+  it('shows format characters (bidi overrides, zero-width) as [U+XXXX]: a principal never reads as another', () => {
+    const principal = 'user:\u202eecila';
+    const page = html`<td title="${principal}">${principal}</td>
+      <td>${['a\u200bb', 'c\u{e0041}']}</td>`.toString();
+    expect(page.replace(/\s+</g, '<')).toBe(
+      '<td title="user:[U+202E]ecila">user:[U+202E]ecila</td><td>a[U+200B]bc[U+E0041]</td>',
+    );
+    expect(page).not.toMatch(/\p{Cf}/u);
+  });
+
   it('nests Html without escaping it twice, escapes strings inside arrays, drops null/undefined/false', () => {
     const inner = html`<b>${'<i>'}</b>`;
     expect(html`<p>${inner}${['<x>', html`<y></y>`]}${null}${undefined}${false}${0}</p>`.toString()).toBe(

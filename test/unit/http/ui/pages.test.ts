@@ -137,6 +137,19 @@ describe('pages show user-controlled fields as text', () => {
     }
   });
 
+  it("shows the pack's retention notice in the drawer too, and the download asks for its acknowledgement", () => {
+    // Export rule 4 on the drawer's "Export with receipts" (issue 22 item 12), as in the dialog.
+    const page = runPage({ viewer, run, attestations: [], drawer: 'aibom' });
+    const drawer = page.slice(page.indexOf('class="drawer"'));
+    expect(drawer).toContain('id="evidence-retention-notice"');
+    expect(drawer).toContain(escapeHtml(hostile.notice));
+    expect(drawer).toMatch(/<form method="get" action="\/v1\/runs\/[^"]+\/artifacts\/aibom\/evidence"/);
+    expect(drawer).toMatch(/<input type="checkbox" id="evidence-ack" required \/>/);
+    // One element per id on the page: the dialog keeps its own.
+    expect(page.match(/id="retention-notice"/g)).toHaveLength(1);
+    expect(page.match(/id="evidence-retention-notice"/g)).toHaveLength(1);
+  });
+
   it('the export confirmation page and the runs list', () => {
     expectText(exportPage(viewer, run, [run.id]), [hostile.notice, hostile.pack, hostile.packVersion]);
     const list = runsPage(

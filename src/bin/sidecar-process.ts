@@ -1,0 +1,100 @@
+import { readFile } from 'node:fs/promises';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { startOpsServer } from './ops-server.ts';
+import { parseCertificates } from '../signing/index.ts';
+import type { Config } from '../config/index.ts';
+import { buildApp } from '../http/app.ts';
+import { kubernetesAuthorizer } from '../http/auth/authorizer.ts';
+import { kubePolicyPackSource } from '../http/sources/policy-packs.ts';
+import { DependencyHealth } from '../health/dependencies.ts';
+import type { Logger } from '../log/index.ts';
+import { signerMetrics } from '../metrics/domain.ts';
+import type { Stop } from './lifecycle.ts';
+import {
+  blobStoreFrom,
+  kubeConfigFrom,
+  growingAnchors,
+  openVaultFrom,
+  serviceSignerFrom,
+  transparencyFrom,
+  tsaTrustAnchorsFrom,
+} from './common.ts';
+
+/**
+ * The sidecar process from its configuration and root logger: everything src/bin/sidecar.ts
+ * starts, returning how to stop it. Apart from the entry point so that a test can run the very same
+ * wiring in-process (test/integration/logs.test.ts reads every logger it creates).
+ */
+export async function startSidecarProcess(config: Config, logger: Logger): Promise<Stop> {
+  const vault = await openVaultFrom(config, logger, 'aibom-vault-sidecar');
+  const kc = kubeConfigFrom(config);
+  const blobs = blobStoreFrom(config);
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  // The signer's CAs are the trust anchors every outgoing C2PA manifest must chain to: all of them
+  // since start (a renewal may bring a new CA; manifests signed under the old one still leave).
+  const signer = await serviceSignerFrom(config, kc, logger, registry);
+  const trustAnchors = growingAnchors(signer);
+  const tsaTrustAnchors = await tsaTrustAnchorsFrom(config);
+  // Always wired: the sidecar serves this deployment's local log over SCRAPI and answers
+  // POST /v1/attestations/scitt; only the controller enqueues (SERVICE_TRANSPARENCY_WRITER).
+  const transparency = await transparencyFrom(config, kc, vault, signer, logger);
+  const extra =
+    config.SCITT_TRUST_ANCHORS !== undefined
+      ? parseCertificates(await readFile(config.SCITT_TRUST_ANCHORS, 'utf8'), 'SCITT_TRUST_ANCHORS')
+      : [];
+  // /readyz (API and ops port): PostgreSQL and the object store answer within their deadlines.
+  const health = new DependencyHealth({
+    registry,
+    probes: { vault: () => vault.ping(), object_store: () => blobs.ping() },
+  });
+  signerMetrics(registry, { service: () => signer.current() });
+  const app = await buildApp({
+    registry,
+    transparency,
+    scrapiTrustAnchors: growingAnchors(signer, extra),
+    logger,
+    vault,
+    blobs,
+    authorizer: kubernetesAuthorizer(kc, { registry }),
+    timeouts: {
+      requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
+      headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      idleMs: config.HTTP_IDLE_TIMEOUT_MS,
+    },
+    listNamespaces: () => vault.attestations.namespaces(),
+    requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS,
+    trustAnchors,
+    tsaTrustAnchors,
+    signer: () => signer.current(),
+    exportLimit: config.EXPORT_MAX_ATTESTATIONS,
+    exportConcurrency: config.EXPORT_CONCURRENCY,
+    tlogPublic: config.TLOG_PUBLIC,
+    tlogWitnesses: config.TLOG_WITNESSES,
+    policyPacks: kubePolicyPackSource(kc, {
+      timeoutMs: config.KUBE_TIMEOUT_MS,
+      logger: logger.child({ component: 'policy-packs' }),
+    }),
+    ready: () => health.check(),
+  });
+  const address = await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+  // /metrics (and its own /healthz, /readyz) on METRICS_PORT, apart from the authenticated API.
+  const ops = await startOpsServer({
+    logger: logger.child({ component: 'ops' }),
+    host: config.METRICS_HOST,
+    port: config.METRICS_PORT,
+    registry,
+    ready: () => health.check(),
+  });
+  logger.info(
+    { address, metricsPort: ops.port, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS },
+    'sidecar listening',
+  );
+  return async () => {
+    await ops.close();
+    await app.close();
+    await signer.stop();
+    await vault.close();
+  };
+}
