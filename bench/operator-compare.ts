@@ -382,7 +382,7 @@ class Compare {
         bucket: env.S3_BUCKET!,
       }),
       runtimeSigner: signer,
-      envelopeSigner: () => Promise.resolve(signer),
+      envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
       logger: pino({ level: 'silent' }),
       registry,
       namespace: 'aibom-vault-system',

@@ -377,7 +377,7 @@ class OperatorBench {
           bucket: env.S3_BUCKET!,
         }),
         runtimeSigner: signer,
-        envelopeSigner: () => Promise.resolve(signer),
+        envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
         logger: pino({ level: 'silent' }),
         registry: this.#registry,
         namespace: 'aibom-vault-system',

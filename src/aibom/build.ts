@@ -1,7 +1,7 @@
 import { isTerminal, type Run, type RunSpec, type StepSpec } from '../crd/run.ts';
 import { AttestError, jcsSha256Hex, subjectNames } from '../attest/index.ts';
 import { AibomError } from './errors.ts';
-import { policyComponents, resolveRunPack, resolveStepPack } from '../policy/index.ts';
+import { packContext, policyComponents, resolveStepPack } from '../policy/index.ts';
 import type {
   Aibom,
   AibomDigest,
@@ -129,7 +129,8 @@ export function buildAibom(input: AibomInput): Aibom {
   }
   const { spec } = run;
   checkSteps(spec.steps);
-  const runPack = resolveRunPack(spec, input.policyPackOverride);
+  const packs = packContext(spec, input.policyPackOverride);
+  const runPack = packs.run;
   const seen = new Set<string>();
   const attestationIds = input.attestationIds.map((id) => {
     const normalized = normalizeUuid(id, 'INVALID_ATTESTATION_ID', 'attestation id');
@@ -157,7 +158,7 @@ export function buildAibom(input: AibomInput): Aibom {
         digests: stepDigests(step),
         properties: {
           step_id: step.id,
-          policy_pack: resolveStepPack(step, runPack).name,
+          policy_pack: resolveStepPack(step, packs).name,
           temperature: step.model.temperature ?? DEFAULT_TEMPERATURE,
         },
       });
@@ -184,7 +185,7 @@ export function buildAibom(input: AibomInput): Aibom {
       dag_digest: dagDigest(spec),
       input_digest: inputDigest(spec),
     },
-    components: { models, tools, policies: policyComponents(spec, runPack) },
+    components: { models, tools, policies: policyComponents(spec, packs) },
     trust: {
       subjects: [subjectNames.run(runId), ...steps.map((s) => subjectNames.step(runId, s.id))],
       attestation_ids: attestationIds,

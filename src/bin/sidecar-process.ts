@@ -9,6 +9,7 @@ import { kubePolicyPackSource } from '../http/sources/policy-packs.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import type { Logger } from '../log/index.ts';
 import { signerMetrics } from '../metrics/domain.ts';
+import { createWorker } from '../transparency/worker.ts';
 import type { Stop } from './lifecycle.ts';
 import {
   blobStoreFrom,
@@ -52,6 +53,7 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
   const app = await buildApp({
     registry,
     transparency,
+    transparencyWriter: config.SERVICE_TRANSPARENCY_WRITER,
     scrapiTrustAnchors: growingAnchors(signer, extra),
     logger,
     vault,
@@ -78,6 +80,21 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     }),
     ready: () => health.check(),
   });
+  // The SCITT worker runs here too, whatever SERVICE_TRANSPARENCY_WRITER says: a push
+  // (POST /v1/attestations/scitt) that the backend answers later, and an export with `scitt: true`,
+  // enqueue jobs even with the writer off, and every queued job must be published by someone (the
+  // controller runs its workers only with the writer on). Claims are SKIP LOCKED under a lease, so
+  // any number of sidecar and controller replicas share the queue (docs/transparency.md).
+  const stopWorker = new AbortController();
+  const worker = createWorker({
+    jobs: vault.transparencyJobs,
+    listener: vault.listener,
+    publisher: transparency.publisher,
+    logger,
+  });
+  const working = worker
+    .run(stopWorker.signal)
+    .catch((err: unknown) => logger.error({ err }, 'transparency worker ended'));
   const address = await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
   // /metrics (and its own /healthz, /readyz) on METRICS_PORT, apart from the authenticated API.
   const ops = await startOpsServer({
@@ -92,6 +109,8 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     'sidecar listening',
   );
   return async () => {
+    stopWorker.abort();
+    await working;
     await ops.close();
     await app.close();
     await signer.stop();

@@ -46,7 +46,7 @@ const generateOptions = {
     type: 'string',
     value: 'PACK[@VERSION]',
     description:
-      'override the policy pack recorded in the run (default: the pack of its step specs, else baseline)',
+      "override the run's policy pack (metadata.policy_pack), which steps without a pack of their own follow too; default, as recorded: the pack found in the step specs (the first step's: its own, else the run-level spec.policyPack every step without one carries; with neither, the first step naming one), else baseline",
   },
   format: {
     type: 'string',
@@ -70,7 +70,9 @@ export const aibomGenerateCommand = {
     'standard views the vault recorded with the AIBOM (docs/aibom.md), from the run and its records:\n' +
     'byte-identical after canonicalisation to the recorded view (GET .../artifacts/aibom?format=...);\n' +
     'they are checked (CycloneDX 1.7 schema and declarations; SPDX AI and Dataset profiles) before\n' +
-    'they are written, and take no --policy-pack (a view is of the stored AIBOM).',
+    'they are written, and take no --policy-pack (a view is of the stored AIBOM). --output writes\n' +
+    'the pretty-printed JSON to FILE (replaced if it exists) and nothing to stdout. Policy packs:\n' +
+    'docs/aibom.md, "Policy packs".',
   async run(args) {
     const { values } = parseCommand(this, args);
     const ref = parseRunRef(values.run);

@@ -54,7 +54,12 @@ const attestationExportOptions = {
   to: { type: 'string', value: 'RFC3339', description: 'records stored before this time' },
   namespace: { type: 'string', multiple: true, value: 'NS', description: 'a namespace to export from' },
   gzip: { type: 'boolean', default: false, description: 'gzip the bundle' },
-  scitt: { type: 'boolean', default: false, description: 'register records without a receipt first' },
+  scitt: {
+    type: 'boolean',
+    default: false,
+    description:
+      'also enqueue a SCITT registration for each exported record that has no job yet; the service publishes them in the background (the bundle lists the job ids, not receipts: export again later for the receipts)',
+  },
   ...apiOptions,
 } as const satisfies OptionSpecs;
 

@@ -18,7 +18,8 @@ import type { Logger } from '../log/index.ts';
 import { recordingMetrics, signerMetrics, transparencyMetrics } from '../metrics/domain.ts';
 import type { Loop } from '../queue/index.ts';
 import { createRecorder, type Recorder } from '../recorder/index.ts';
-import type { KeySigner, Signer } from '../signing/index.ts';
+import type { KeySigner } from '../signing/index.ts';
+import type { EnvelopeSigner } from '../signing/namespace-signers.ts';
 import type { Timestamper } from '../timestamp/index.ts';
 import { createStamper } from '../timestamp/stamper.ts';
 import type { Transparency } from '../transparency/setup.ts';
@@ -39,7 +40,8 @@ export interface ControllerDeps {
   readonly blobs: BlobStore;
   /** The runtime trust signer; a function when it follows its Secret (read once per AIBOM). */
   readonly runtimeSigner: KeySigner | (() => KeySigner);
-  readonly envelopeSigner: (namespace: string) => Promise<Signer>;
+  /** A namespace's envelope signer and whose key it is (src/signing/namespace-signers.ts). */
+  readonly envelopeSigner: (namespace: string) => Promise<EnvelopeSigner>;
   /**
    * TSA_URL: time-stamps on every AIBOM's C2PA manifest and runtime signature, and on every
    * record's signature (the stamper runs in every replica: ADR 0015).

@@ -6,7 +6,10 @@ export const FINALIZER = 'vault.service.dev/aibom';
 
 /** SSA field manager of the Run reconciler: status.attestations, artifacts, conditions, observedGeneration. */
 export const FIELD_MANAGER = 'aibom-vault-controller';
-/** SSA field manager of the transparency projection: status.transparency (Runs and Attestations). */
+/**
+ * SSA field manager of the transparency projection: status.transparency (Runs and Attestations),
+ * the AIBOM's `status.artifacts.aibom.transparency` and the Run's TransparencyPublished condition.
+ */
 export const TRANSPARENCY_FIELD_MANAGER = 'aibom-vault-transparency';
 
 export const ConditionTypes = {
@@ -20,6 +23,30 @@ export const ConditionTypes = {
    * the Run, and what cannot be repaired (docs/failover.md).
    */
   RecordsLost: 'RecordsLost',
+  /**
+   * Every record of the Run is in a transparency log (SERVICE_TRANSPARENCY_WRITER=1; written by the
+   * transparency projection, not the Run reconciler). False says why not: reasons
+   * TransparencyReasons.
+   */
+  TransparencyPublished: 'TransparencyPublished',
+} as const;
+
+/** The condition types the Run reconciler writes (its field manager owns exactly these). */
+export const RECONCILER_CONDITIONS: readonly string[] = [
+  ConditionTypes.Attested,
+  ConditionTypes.AIBOMReady,
+  ConditionTypes.RecordsLost,
+];
+
+/** Reasons of TransparencyPublished (src/transparency/summary.ts transparencyCondition). */
+export const TransparencyReasons = {
+  Published: 'Published',
+  /** Some queued jobs failed their last attempt; the message has the latest error and the next attempt. */
+  PublicationRetrying: 'PublicationRetrying',
+  /** Some records have no job (stored while the writer was off): nothing publishes them on its own. */
+  RecordsNotQueued: 'RecordsNotQueued',
+  /** Jobs wait their turn (none failed yet). */
+  PublicationQueued: 'PublicationQueued',
 } as const;
 
 export const Reasons = {

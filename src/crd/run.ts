@@ -152,7 +152,8 @@ export interface RunStatus {
   artifacts?: Record<string, unknown>;
   attestations?: { count?: number; runAttestationId?: string; aibomAttestationId?: string };
   transparency?: {
-    state?: 'queued' | 'published' | 'failed';
+    /** `published` once every record of the run is, else `queued` (the spec's two states). */
+    state?: 'queued' | 'published';
     /**
      * Where the published records went: `dry_run` (this deployment's own log), `published` (a
      * remote SCITT service), `mixed` (some of each). Absent until one is published.
@@ -160,7 +161,10 @@ export interface RunStatus {
     mode?: TransparencyMode;
     queued?: number;
     published?: number;
-    failed?: number;
+    /** Queued records whose last attempt failed. */
+    retrying?: number;
+    /** Records without a SCITT job (stored while the writer was off). */
+    notQueued?: number;
   };
   observedGeneration?: number;
   conditions?: Condition[];

@@ -54,6 +54,12 @@ export interface AppDeps {
    */
   readonly transparency?: Transparency;
   /**
+   * SERVICE_TRANSPARENCY_WRITER=1. Only then does the AIBOM metadata carry a `transparency` entry
+   * (spec): the run detail's `artifacts.aibom` shows it exactly when `aibom.meta.json` and the Run's
+   * status do, whatever jobs a push or an export enqueued meanwhile.
+   */
+  readonly transparencyWriter?: boolean;
+  /**
    * Roots whose statements the SCRAPI endpoints accept for registration (other deployments'
    * signer CAs); default `trustAnchors`.
    */

@@ -38,7 +38,12 @@ export const transparencyViewSchema = {
   required: ['job_id', 'status', 'attempts'],
   properties: {
     job_id: { type: 'string' },
-    status: { type: 'string', enum: ['queued', 'published', 'failed'] },
+    status: {
+      type: 'string',
+      enum: ['queued', 'published'],
+      description:
+        'queued until published; a job that cannot publish stays queued (attempts, last_error, next_attempt_at)',
+    },
     backend: { type: 'string', enum: ['local', 'scrapi'], description: 'local: this service’s own log' },
     mode: { type: 'string', enum: ['dry_run', 'published'] },
     entry_id: { type: 'string' },
@@ -50,8 +55,13 @@ export const transparencyViewSchema = {
       description: 'the signed statement (COSE_Sign1, base64) the receipt is over',
     },
     published_at: { type: 'string', format: 'date-time' },
-    attempts: { type: 'integer' },
-    last_error: { type: 'string' },
+    attempts: { type: 'integer', description: 'attempts so far (one may be running)' },
+    last_error: { type: 'string', description: 'error of the last failed attempt, while queued' },
+    next_attempt_at: {
+      type: 'string',
+      format: 'date-time',
+      description: 'while queued: when the job is due again (the end of its backoff or of a running attempt)',
+    },
   },
 } as const;
 
@@ -191,7 +201,11 @@ export const envelopeSchema = {
         },
       },
     },
-    c2pa_manifest_ref: { type: ['string', 'null'] },
+    c2pa_manifest_ref: {
+      type: ['string', 'null'],
+      description:
+        "the API path (relative to the base URL) of the C2PA manifest that staples the record: /v1/runs/{run_id}/artifacts/aibom/manifest for every record the AIBOM manifest lists, the AIBOM record and the AIBOM bytes' artifact record; it serves the manifest in force (after a repair, the new one); null otherwise",
+    },
     transparency: { anyOf: [{ $ref: 'TransparencyView#' }, { type: 'null' }] },
   },
 } as const;

@@ -12,7 +12,8 @@ import { ATTESTATION_KINDS } from '../vault/index.ts';
  */
 
 export const AIBOM_STATUSES = ['succeeded', 'failed'] as const;
-export const JOB_STATES = ['queued', 'published', 'failed'] as const;
+/** SCITT job states: a job is queued until it is published (there is no third state). */
+export const JOB_STATES = ['queued', 'published'] as const;
 export const LOSS_SOURCES = ['run-status', 'bucket', 'checkpoint'] as const;
 
 /** The controller's counters of what it recorded, and the AIBOM latency histogram. */
@@ -71,13 +72,15 @@ export function recordingMetrics(registry: Registry): RecordingObserver & {
 
 /** What the transparency gauges read from the vault at scrape time. */
 export interface JobStatsSource {
-  stats(): Promise<Record<(typeof JOB_STATES)[number], number>>;
+  /** Jobs per state, and the queued ones whose last attempt failed (`retrying`). */
+  stats(): Promise<Record<(typeof JOB_STATES)[number] | 'retrying', number>>;
   /** Seconds since the oldest queued job was enqueued; null when none is queued. */
   oldestQueuedAgeSeconds(): Promise<number | null>;
 }
 
 /**
- * SCITT jobs by state and the age of the oldest queued one, read from the vault when Prometheus
+ * SCITT jobs by state, the queued ones whose last attempt failed, and the age of the oldest queued
+ * one, read from the vault when Prometheus
  * scrapes (the queue is shared by every replica: the values are the deployment's, so aggregate
  * with `max`, not `sum`). A failed read keeps the last values and is reported to `onError`.
  */
@@ -95,6 +98,18 @@ export function transparencyMetrics(
       try {
         const stats = await jobs.stats();
         for (const state of JOB_STATES) this.set({ state }, stats[state] ?? 0);
+      } catch (err) {
+        onError(err);
+      }
+    },
+  });
+  new Gauge({
+    name: 'aibom_vault_transparency_jobs_retrying',
+    help: 'Queued SCITT jobs whose last attempt failed (the job view and the Run condition TransparencyPublished say why)',
+    registers: [registry],
+    async collect() {
+      try {
+        this.set((await jobs.stats()).retrying);
       } catch (err) {
         onError(err);
       }

@@ -3,12 +3,14 @@ export { PolicyError, type PolicyErrorCode } from './errors.ts';
 export {
   BASELINE_GUARDRAILS,
   DEFAULT_POLICY_PACK,
+  packContext,
   parsePolicyPackRef,
   policyComponents,
   resolveRunPack,
   resolveStepPack,
   UNVERSIONED,
   type PackComponent,
+  type PackContext,
   type PackOverride,
   type ResolvedPack,
 } from './packs.ts';

@@ -1,5 +1,5 @@
 import type { RunSpec } from '../crd/run.ts';
-import { policyComponents, resolveRunPack, type ResolvedPack } from './packs.ts';
+import { packContext, policyComponents, type ResolvedPack } from './packs.ts';
 
 /**
  * PolicyPack resources (crds/vault.service.dev_policypacks.yaml) and how a Run's pack is matched
@@ -136,9 +136,10 @@ export function runPolicyPack(
   spec: RunSpec,
   resources: readonly PolicyPackResource[] | undefined,
 ): RunPolicyPack {
-  const pack = resolveRunPack(spec);
+  const packs = packContext(spec);
+  const pack = packs.run;
   // The run's pack is always first in components.policies[]: what the AIBOM records for it.
-  const declared = policyComponents(spec, pack)[0]?.guardrails ?? [];
+  const declared = policyComponents(spec, packs)[0]?.guardrails ?? [];
   const base = { name: pack.name, version: pack.version, declared_guardrails: [...declared] };
   if (resources === undefined) {
     return { ...base, status: 'unavailable', resource: null, missing_guardrails: [] };

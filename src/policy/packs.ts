@@ -101,50 +101,90 @@ function stepRefs(spec: RunSpec): { step: StepSpec; ref: PolicyPackRef }[] {
 }
 
 /**
- * The run's pack (`metadata.policy_pack` / `policy_pack_version`), first match wins:
- * 1. the override; without a version it takes the version of the first reference in the spec with
- *    the same name that has one (run-level, then steps in spec order), else UNVERSIONED;
- * 2. `spec.policyPack`;
- * 3. the first step (spec order) with a `policyPack`;
- * 4. DEFAULT_POLICY_PACK.
- * For 2 and 3 the version is the reference's own, else UNVERSIONED.
+ * The packs of a run: `run` is what its records and AIBOM name as the run's pack
+ * (`metadata.policy_pack` / `policy_pack_version`), `inherited` what a step without a `policyPack`
+ * of its own follows.
  */
-export function resolveRunPack(spec: RunSpec, override?: PackOverride): ResolvedPack {
-  if (override !== undefined) {
-    checkName(override.name, 'policy pack override');
-    const own = declaredVersion(override, 'policy pack override');
-    if (own !== undefined) return { name: override.name, version: own };
-    const refs = [
-      ...(spec.policyPack !== undefined ? [spec.policyPack] : []),
-      ...stepRefs(spec).map((r) => r.ref),
-    ];
-    for (const ref of refs) {
-      const version = ref.name === override.name ? declaredVersion(ref, 'spec') : undefined;
-      if (version !== undefined) return { name: override.name, version };
-    }
-    return { name: override.name, version: UNVERSIONED };
-  }
-  const first = spec.policyPack ?? stepRefs(spec)[0]?.ref;
-  if (first === undefined) return { name: DEFAULT_POLICY_PACK, version: UNVERSIONED };
-  checkName(first.name, 'spec');
-  return { name: first.name, version: declaredVersion(first, 'spec') ?? UNVERSIONED };
+export interface PackContext {
+  readonly run: ResolvedPack;
+  readonly inherited: ResolvedPack;
 }
 
 /**
- * The pack a reference in the spec stands for: its own version, else the run pack's version when
- * the names match (a step saying `strict` in a run pinned to `strict@2` means `strict@2`), else
+ * A reference of the spec as a pack: its own version, else the version of the first of `against`
+ * with the same name (a step saying `strict` in a run pinned to `strict@2` means `strict@2`), else
  * UNVERSIONED.
  */
-function resolveRef(ref: PolicyPackRef, runPack: ResolvedPack, where: string): ResolvedPack {
+function resolveRef(
+  ref: PolicyPackRef,
+  against: readonly (ResolvedPack | undefined)[],
+  where: string,
+): ResolvedPack {
   checkName(ref.name, where);
   const version = declaredVersion(ref, where);
   if (version !== undefined) return { name: ref.name, version };
-  return { name: ref.name, version: ref.name === runPack.name ? runPack.version : UNVERSIONED };
+  return { name: ref.name, version: against.find((p) => p?.name === ref.name)?.version ?? UNVERSIONED };
 }
 
-/** The pack governing a step: its own reference (resolved as above), else the run's pack. */
-export function resolveStepPack(step: StepSpec, runPack: ResolvedPack): ResolvedPack {
-  return step.policyPack !== undefined ? resolveRef(step.policyPack, runPack, `step ${step.id}`) : runPack;
+/** The override as a pack: its version, else the first versioned reference to it in the spec. */
+function resolveOverride(spec: RunSpec, override: PackOverride): ResolvedPack {
+  checkName(override.name, 'policy pack override');
+  const own = declaredVersion(override, 'policy pack override');
+  if (own !== undefined) return { name: override.name, version: own };
+  const refs = [
+    ...(spec.policyPack !== undefined ? [spec.policyPack] : []),
+    ...stepRefs(spec).map((r) => r.ref),
+  ];
+  for (const ref of refs) {
+    const version = ref.name === override.name ? declaredVersion(ref, 'spec') : undefined;
+    if (version !== undefined) return { name: override.name, version };
+  }
+  return { name: override.name, version: UNVERSIONED };
+}
+
+/**
+ * The run's pack (the spec: "default is the pack found in the step specs, else baseline"; docs/aibom.md,
+ * "Policy packs"). A run-level `spec.policyPack` is the pack of every step spec that names none of
+ * its own (what the CRD says: a step's pack is "its own, when it differs from the run's"); then:
+ * 1. the override (`--policy-pack`); without a version it takes the version of the first reference
+ *    in the spec with the same name that has one (run-level, then steps in spec order);
+ * 2. the pack found in the step specs: that of the first step spec (spec order) that has one, its
+ *    own or, with a run-level pack, the run-level one (so with a run-level pack, the first step's);
+ * 3. the run-level pack (a run without steps);
+ * 4. DEFAULT_POLICY_PACK.
+ * A step without a `policyPack` follows the override, else the run-level pack, else the run's.
+ * Versions: a reference's own, else the run-level pack's when the names match, else UNVERSIONED.
+ */
+export function packContext(spec: RunSpec, override?: PackOverride): PackContext {
+  if (override !== undefined) {
+    const pack = resolveOverride(spec, override);
+    return { run: pack, inherited: pack };
+  }
+  const level = spec.policyPack !== undefined ? resolveRef(spec.policyPack, [], 'spec') : undefined;
+  const first = level !== undefined ? spec.steps[0] : stepRefs(spec)[0]?.step;
+  const fromSteps =
+    first === undefined
+      ? undefined
+      : first.policyPack !== undefined
+        ? resolveRef(first.policyPack, [level], `step ${first.id}`)
+        : level;
+  const run = fromSteps ?? level ?? { name: DEFAULT_POLICY_PACK, version: UNVERSIONED };
+  return { run, inherited: level ?? run };
+}
+
+/** The run's pack (`metadata.policy_pack` / `policy_pack_version`): {@link packContext}'s `run`. */
+export function resolveRunPack(spec: RunSpec, override?: PackOverride): ResolvedPack {
+  return packContext(spec, override).run;
+}
+
+/**
+ * The pack governing a step: its own reference (its version, else that of the inherited or the
+ * run's pack of the same name), else the inherited pack.
+ */
+export function resolveStepPack(step: StepSpec, packs: PackContext): ResolvedPack {
+  return step.policyPack !== undefined
+    ? resolveRef(step.policyPack, [packs.inherited, packs.run], `step ${step.id}`)
+    : packs.inherited;
 }
 
 const keyOf = (p: ResolvedPack): string => JSON.stringify([p.name, p.version]);
@@ -155,16 +195,17 @@ const sortedUnique = (values: Iterable<string>): string[] =>
 
 /**
  * `components.policies[]`: one entry per distinct pack@version in use, the run's pack first, then
- * the step packs in spec order of first use. Guardrails of an entry: the union of the `guardrails`
- * of every reference in the spec (run-level and step-level) that resolves to that pack@version,
- * sorted and deduplicated; BASELINE_GUARDRAILS for `baseline` when that union is empty. A run-level
- * reference replaced by the override is not in use, but still contributes guardrails when it
- * resolves to the same pack@version.
+ * the run-level pack (unless overridden), then the step packs in spec order of first use.
+ * Guardrails of an entry: the union of the `guardrails` of every reference in the spec (run-level
+ * and step-level) that resolves to that pack@version, sorted and deduplicated; BASELINE_GUARDRAILS
+ * for `baseline` when that union is empty. A run-level reference replaced by the override is not in
+ * use, but still contributes guardrails when it resolves to the same pack@version.
  */
-export function policyComponents(spec: RunSpec, runPack: ResolvedPack): PackComponent[] {
-  const used = new Map<string, ResolvedPack>([[keyOf(runPack), runPack]]);
+export function policyComponents(spec: RunSpec, packs: PackContext): PackComponent[] {
+  const used = new Map<string, ResolvedPack>([[keyOf(packs.run), packs.run]]);
+  if (!used.has(keyOf(packs.inherited))) used.set(keyOf(packs.inherited), packs.inherited);
   for (const step of spec.steps) {
-    const pack = resolveStepPack(step, runPack);
+    const pack = resolveStepPack(step, packs);
     if (!used.has(keyOf(pack))) used.set(keyOf(pack), pack);
   }
   const declared = new Map<string, string[]>();
@@ -173,7 +214,7 @@ export function policyComponents(spec: RunSpec, runPack: ResolvedPack): PackComp
     ...stepRefs(spec).map(({ step, ref }) => ({ ref, where: `step ${step.id}` })),
   ];
   for (const { ref, where } of refs) {
-    const key = keyOf(resolveRef(ref, runPack, where));
+    const key = keyOf(resolveRef(ref, [packs.inherited, packs.run], where));
     declared.set(key, [...(declared.get(key) ?? []), ...(ref.guardrails ?? [])]);
   }
   return [...used].map(([key, pack]) => {

@@ -1,4 +1,4 @@
-import { aibomStatement } from '../attest/index.ts';
+import { aibomStatement, artifactStatement } from '../attest/index.ts';
 import {
   aibomDigest,
   buildAibom,
@@ -463,8 +463,24 @@ export async function recordAibom(
   });
   const pack = { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version };
   // The views are records of their own, signed by the same signer, stored in the same batch as
-  // the AIBOM record (after it): all three exist, or none, and only once per run.
+  // the AIBOM record (after it): all exist, or none, and only once per run.
   const viewRecords = sealViews(run, views, deps.signer, pack);
+  // The AIBOM blob is an artifact the run produced: its artifact record, stored in the same batch
+  // after the views, names the bytes by their digest and their place in the bucket (where
+  // placeAibom put them: content-addressed when it supersedes a lost AIBOM; docs/predicates).
+  const blobRecord = sealRecord(
+    artifactStatement({
+      runId: run.id,
+      name: 'aibom',
+      mediaType: AIBOM_MEDIA_TYPE,
+      sha256,
+      size: bytes.length,
+      bucket: deps.blobs.bucket,
+      key: placement.blobKey,
+    }),
+    deps.signer,
+    { namespace: run.namespace, kind: 'artifact', runId: run.id, policyPack: pack },
+  );
   const sig = signatureMetadata(deps.signer);
   const metadataFor = (aibomAttestationId: string, viewIds: readonly string[]): AibomMetadata => ({
     kind: 'aibom',
@@ -504,10 +520,11 @@ export async function recordAibom(
     views: viewMetadata(views, viewIds),
     ...(placement.supersedes ? { supersedes: placement.supersedes } : {}),
   });
-  // The AIBOM attestation, its claim and the metadata record commit together: after any crash
-  // either all three exist (and name the same sidecar) or none does and the retry starts over.
+  // The AIBOM attestation, its views, the blob's artifact record, their claim and the metadata
+  // record commit together: after any crash either all exist (and name the same sidecar) or none
+  // does and the retry starts over.
   const { created } = await because('VaultUnavailable', () =>
-    appendOnce(deps.vault.claims, aibomKey(run.id), [record, ...viewRecords], {
+    appendOnce(deps.vault.claims, aibomKey(run.id), [record, ...viewRecords, blobRecord], {
       enqueueTransparency: deps.enqueueTransparency === true,
       // The AIBOM attestation's DSSE signature is time-stamped after it is stored, like every
       // record's (ADR 0015); the AIBOM's own signatures were time-stamped above (ADR 0014).
@@ -520,7 +537,7 @@ export async function recordAibom(
         digest,
         metadata: metadataFor(
           inserted[0]!.id,
-          inserted.slice(1).map((r) => r.id),
+          inserted.slice(1, 1 + viewRecords.length).map((r) => r.id),
         ) as unknown as Record<string, unknown>,
       }),
     }),

@@ -1,7 +1,10 @@
 import { isFinished, type Run, type StepSpec, type StepStatus } from '../crd/run.ts';
 import { chainOf } from '../capability/chain.ts';
 import {
+  artifactStatement,
+  canonicalJson,
   capabilityStatement,
+  sha256Hex,
   policyStatement,
   type CapabilityRoot,
   runStatement,
@@ -9,7 +12,7 @@ import {
   type Statement,
 } from '../attest/index.ts';
 import { DEFAULT_TEMPERATURE } from '../aibom/index.ts';
-import { policyComponents, resolveRunPack, resolveStepPack } from '../policy/index.ts';
+import { packContext, policyComponents, resolveStepPack } from '../policy/index.ts';
 import type { RecordMeta } from './seal.ts';
 
 /**
@@ -59,16 +62,37 @@ function stepKind(step: StepSpec) {
   };
 }
 
+/** Name of the artifact a step's output is, within its run: `artifact:<run>:steps/<id>/output`. */
+export const stepOutputName = (stepId: string): string => `steps/${stepId}/output`;
+
+/**
+ * The artifact record of a succeeded step's output (none for a failed step, which produced an
+ * error, or a step that reported no output): its bytes are the JCS of the output, so its subject
+ * digest is the step record's `outputDigest`, and a verifier hashes the bytes to match it.
+ */
+function outputArtifact(runId: string, step: StepSpec, status: StepStatus) {
+  if (status.phase !== 'Succeeded' || status.output === undefined) return undefined;
+  const bytes = Buffer.from(canonicalJson(status.output), 'utf8');
+  return artifactStatement({
+    runId,
+    name: stepOutputName(step.id),
+    mediaType: 'application/json',
+    sha256: sha256Hex(bytes),
+    size: bytes.length,
+    step: step.id,
+  });
+}
+
 /**
  * Capability statements of one finished step (each with its chain of authority from `root`, the
- * key that signs them), then the step statement authorised by them. Throws CapabilityError for a
- * chain that widens a scope or names an invalid scope or principal: the batch is then not stored
- * at all.
+ * key that signs them), then the step statement authorised by them, then the artifact record of
+ * its output (when it succeeded with one). Throws CapabilityError for a chain that widens a scope
+ * or names an invalid scope or principal: the batch is then not stored at all.
  */
 export function stepBatch(run: Run, step: StepSpec, status: StepStatus, root?: CapabilityRoot): Batch {
   const runId = run.metadata.uid;
   const namespace = run.metadata.namespace;
-  const pack = resolveStepPack(step, resolveRunPack(run.spec));
+  const pack = resolveStepPack(step, packContext(run.spec));
   const capabilities = (step.capabilities ?? []).map((c, index) =>
     capabilityStatement({
       runId,
@@ -94,6 +118,7 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus, root?: C
     policyPack: pack,
   });
   const meta = { namespace, runId, stepId: step.id, policyPack: pack };
+  const artifact = outputArtifact(runId, step, status);
   return {
     key: stepKey(runId, step.id),
     items: [
@@ -102,6 +127,9 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus, root?: C
         meta: { ...meta, kind: 'capability' as const, capabilityTokenIds: [scopeIds[i]!] },
       })),
       { statement, meta: { ...meta, kind: 'step' as const, capabilityTokenIds: [...capIds, ...scopeIds] } },
+      ...(artifact !== undefined
+        ? [{ statement: artifact, meta: { ...meta, kind: 'artifact' as const } }]
+        : []),
     ],
   };
 }
@@ -110,8 +138,9 @@ export function stepBatch(run: Run, step: StepSpec, status: StepStatus, root?: C
 export function terminalBatch(run: Run, now: Date): Batch {
   const runId = run.metadata.uid;
   const namespace = run.metadata.namespace;
-  const runPack = resolveRunPack(run.spec);
-  const policies: Extracted[] = policyComponents(run.spec, runPack).map((p) => ({
+  const packs = packContext(run.spec);
+  const runPack = packs.run;
+  const policies: Extracted[] = policyComponents(run.spec, packs).map((p) => ({
     statement: policyStatement({
       runId,
       pack: p.pack,

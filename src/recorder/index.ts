@@ -6,6 +6,7 @@ import { mintGrants, rootOf } from '../capability/mint.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
 import type { KeySigner, Signer } from '../signing/index.ts';
+import type { EnvelopeSigner } from '../signing/namespace-signers.ts';
 import { forgetRememberedSigners, rememberSigner } from '../export/keys.ts';
 import type { TransparencyView } from '../transparency/jobs.ts';
 import type {
@@ -110,8 +111,11 @@ export interface RecorderDeps {
    * running: it is read once per AIBOM, so one AIBOM's signatures all come from one key.
    */
   readonly runtimeSigner: KeySigner | (() => KeySigner);
-  /** Signs envelopes: a namespace's customer-supplied key, else the service signer. */
-  readonly envelopeSigner: (namespace: string) => Promise<Signer>;
+  /**
+   * Signs envelopes: a namespace's customer-supplied key, else the service signer; says which
+   * (namespaceSigners), for the key store and the capability chain's root.
+   */
+  readonly envelopeSigner: (namespace: string) => Promise<EnvelopeSigner>;
   /** SERVICE_TRANSPARENCY_WRITER=1: every record's SCITT job commits with it. */
   readonly enqueueTransparency?: boolean;
   /**
@@ -140,19 +144,17 @@ export function createRecorder(deps: RecorderDeps): Recorder {
   const enqueueTransparency = deps.enqueueTransparency === true;
   const runtimeSigner = (): KeySigner =>
     typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
-  // Service signers handed out so far: tells an envelope signer that is the service's (possibly
-  // rotated away meanwhile) from a tenant's own key, for the key store and the capability root.
-  const serviceSigners = new WeakSet<Signer>();
-  const service = (): KeySigner => {
-    const s = runtimeSigner();
-    serviceSigners.add(s);
-    return s;
-  };
-
-  /** The service's keys are the service's ('' namespace); any other key is the tenant's own. */
-  const remember = async (signer: Signer, namespace: string): Promise<void> => {
+  /**
+   * The service's keys are filed under the service ('' namespace), a tenant's own under its
+   * namespace: as the envelope signer said when it chose the key (never guessed afterwards).
+   */
+  const remember = async (
+    signer: Signer,
+    namespace: string,
+    authority: EnvelopeSigner['authority'],
+  ): Promise<void> => {
     if (deps.signers === undefined) return;
-    const scope = serviceSigners.has(signer) ? '' : namespace;
+    const scope = authority === 'service' ? '' : namespace;
     await because('VaultUnavailable', () =>
       rememberSigner(deps.signers!, signer, { namespace: scope, role: 'signer' }),
     );
@@ -167,18 +169,9 @@ export function createRecorder(deps: RecorderDeps): Recorder {
    */
   const store = async (run: Run, build: (root: CapabilityRoot) => Batch, what: string): Promise<Recorded> => {
     const namespace = run.metadata.namespace;
-    // The service signer of this moment is registered before the envelope signer is asked for, so
-    // an envelope signer that is the service's is known as such even if it rotates in between.
-    try {
-      service();
-    } catch {
-      // no service signer: a namespace with its own key can still record
-    }
-    const signer = await because('SignerUnavailable', () => deps.envelopeSigner(namespace));
-    await remember(signer, namespace);
-    const root = await because('SignerUnavailable', () =>
-      rootOf(signer, serviceSigners.has(signer) ? 'service' : 'namespace'),
-    );
+    const { signer, authority } = await because('SignerUnavailable', () => deps.envelopeSigner(namespace));
+    await remember(signer, namespace, authority);
+    const root = await because('SignerUnavailable', () => rootOf(signer, authority));
     let batch: Batch;
     try {
       batch = build(root);
@@ -238,11 +231,14 @@ export function createRecorder(deps: RecorderDeps): Recorder {
 
     recordAibom: async (run) => {
       // One signer for the whole AIBOM (bytes, C2PA claim, attestation), whatever rotates meanwhile.
-      const signer = await because('SignerUnavailable', () => Promise.resolve(service()));
-      await remember(signer, run.metadata.namespace);
+      const signer = await because('SignerUnavailable', () => Promise.resolve(runtimeSigner()));
+      await remember(signer, run.metadata.namespace, 'service');
       const result = await recordAibom(aibomDeps(run, signer), aibomRunOf(run));
       if (result.created) {
         deps.observer?.recorded('aibom', 1);
+        // The AIBOM's standard views and the AIBOM blob's artifact record, stored in its batch.
+        const views = (result.artifact.metadata as { views?: Record<string, unknown> }).views ?? {};
+        deps.observer?.recorded('artifact', Object.keys(views).length + 1);
         deps.observer?.aibomRecorded(String(result.artifact.metadata.status));
         const superseded = (result.artifact.metadata as { supersedes?: { lost_attestation_ids?: unknown[] } })
           .supersedes;
@@ -277,8 +273,8 @@ export function createRecorder(deps: RecorderDeps): Recorder {
     },
 
     repairManifest: async (run, artifact, repair) => {
-      const signer = await because('SignerUnavailable', () => Promise.resolve(service()));
-      await remember(signer, run.metadata.namespace);
+      const signer = await because('SignerUnavailable', () => Promise.resolve(runtimeSigner()));
+      await remember(signer, run.metadata.namespace, 'service');
       return repairManifest(aibomDeps(run, signer), artifact, repair, aibomRunOf(run));
     },
 

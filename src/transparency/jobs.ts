@@ -6,18 +6,21 @@ export { backoffDelay };
 /**
  * The publication queue's policy (the rows are the vault's: src/vault/transparency-jobs.ts): how
  * long a claim is exclusive, how many attempts a job gets, how long it waits between them, and how
- * a job looks from the outside (the API's `transparency` field). Failed jobs stay visible (state
- * `failed`, with `last_error`), never dropped.
+ * a job looks from the outside (the API's `transparency` field). A job is `queued` until it is
+ * `published`: one that cannot publish is never given up (the spec has no third state), it is tried
+ * again after a backoff capped at `maxDelayMs`, and its view says why it waits (attempts, last error,
+ * next attempt).
  */
 
 export type { ClaimedJob, JobBackend, JobState, Publication, TransparencyJob } from '../vault/index.ts';
 
 export interface RetryPolicy {
-  /** Attempts (claims) before a job is left `failed`. */
-  readonly maxAttempts: number;
   /** Delay after the first failed attempt; doubles per attempt. */
   readonly baseDelayMs: number;
-  /** Cap of the exponential backoff. */
+  /**
+   * Cap of the exponential backoff, and the delay after a refusal no retry can change by itself
+   * (the remote refused the statement): such a job is tried at this pace until it is published.
+   */
   readonly maxDelayMs: number;
   /** Cap of a server-requested Retry-After. */
   readonly maxRetryAfterMs: number;
@@ -26,7 +29,6 @@ export interface RetryPolicy {
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = Object.freeze({
-  maxAttempts: 10,
   baseDelayMs: 2_000,
   maxDelayMs: 10 * 60_000,
   maxRetryAfterMs: 60 * 60_000,
@@ -34,8 +36,8 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = Object.freeze({
 });
 
 /**
- * Claims up to `limit` due jobs under `policy` (lease and attempt cap). With `jobIds`, only those
- * jobs are considered (the synchronous publish path).
+ * Claims up to `limit` due jobs under `policy` (its lease). With `jobIds`, only those jobs are
+ * considered (the synchronous publish path).
  */
 export function claim(
   jobs: TransparencyJobRepository,
@@ -44,7 +46,6 @@ export function claim(
 ): Promise<ClaimedJob[]> {
   const policy = options.policy ?? DEFAULT_RETRY_POLICY;
   return jobs.claim(limit, {
-    maxAttempts: policy.maxAttempts,
     leaseMs: policy.leaseMs,
     ...(options.jobIds !== undefined ? { jobIds: options.jobIds } : {}),
     ...(options.skipBackoff !== undefined ? { skipBackoff: options.skipBackoff } : {}),
@@ -55,15 +56,18 @@ export interface FailOptions {
   readonly policy?: RetryPolicy;
   /** Server-requested delay (Retry-After); replaces the exponential backoff, capped. */
   readonly retryAfterMs?: number;
-  /** No further attempt can succeed: fail now whatever the attempt count. */
+  /**
+   * No retry can change the outcome by itself (the remote refused the statement): the next attempt
+   * waits `maxDelayMs`, so an operator's fix on either side is picked up without a reset.
+   */
   readonly permanent?: boolean;
   readonly random?: () => number;
 }
 
 /**
- * Records a failed attempt: back to `queued` after a backoff (or the server's Retry-After), or
- * `failed` when the attempt cap is reached or the failure is permanent. Returns the updated job, or
- * null when the lease was lost.
+ * Records a failed attempt: the job stays `queued`, due again after a backoff (the server's
+ * Retry-After, capped, when it gave one; `maxDelayMs` after a permanent refusal). Returns the
+ * updated job, or null when the lease was lost.
  */
 export function fail(
   jobs: TransparencyJobRepository,
@@ -72,12 +76,13 @@ export function fail(
   options: FailOptions = {},
 ): Promise<TransparencyJob | null> {
   const policy = options.policy ?? DEFAULT_RETRY_POLICY;
-  const final = options.permanent === true || job.attempts >= policy.maxAttempts;
-  const delay =
+  const delayMs =
     options.retryAfterMs !== undefined
       ? Math.min(Math.max(0, options.retryAfterMs), policy.maxRetryAfterMs)
-      : backoffDelay(job.attempts, policy, options.random);
-  return jobs.fail(job, { state: final ? 'failed' : 'queued', error, delayMs: final ? 0 : delay });
+      : options.permanent === true
+        ? policy.maxDelayMs
+        : backoffDelay(job.attempts, policy, options.random);
+  return jobs.fail(job, { error, delayMs });
 }
 
 /**
@@ -105,8 +110,15 @@ export interface TransparencyView {
   /** The signed statement (COSE_Sign1, base64) the receipt is over: what a verifier checks it against. */
   statement?: string;
   published_at?: string;
+  /** Attempts so far (including one running now). */
   attempts: number;
+  /** The error of the last failed attempt, while the job is queued. */
   last_error?: string;
+  /**
+   * While queued: when the job is due again (after a failed attempt, the end of its backoff; while
+   * an attempt runs, the end of its lease).
+   */
+  next_attempt_at?: string;
 }
 
 export function transparencyView(job: TransparencyJob, opts: { position?: boolean } = {}): TransparencyView {
@@ -121,6 +133,9 @@ export function transparencyView(job: TransparencyJob, opts: { position?: boolea
     if (job.statement !== null) view.statement = job.statement.toString('base64');
     if (job.publishedAt !== null) view.published_at = job.publishedAt.toISOString();
   }
-  if (job.state !== 'published' && job.lastError !== null) view.last_error = job.lastError;
+  if (job.state === 'queued') {
+    if (job.lastError !== null) view.last_error = job.lastError;
+    view.next_attempt_at = job.nextAttemptAt.toISOString();
+  }
   return view;
 }

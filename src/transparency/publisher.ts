@@ -1,4 +1,5 @@
 import type { X509Certificate } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { DsseEnvelope } from '../attest/dsse.ts';
 import type { Logger } from '../log/index.ts';
 import type { Signer } from '../signing/signer.ts';
@@ -61,6 +62,11 @@ export interface PublisherDeps {
   readonly payloadLocation?: (attestationId: string) => string | undefined;
   readonly policy?: RetryPolicy;
   readonly logger?: Logger;
+  /**
+   * How long `publishNow` waits for the outcome of an attempt another worker holds (default
+   * {@link DEFAULT_PUSH_WAIT_MS}); past it the push answers with the job queued.
+   */
+  readonly pushWaitMs?: number;
 }
 
 export interface Publisher {
@@ -71,8 +77,10 @@ export interface Publisher {
   process(job: ClaimedJob, options?: { signal?: AbortSignal }): Promise<TransparencyJob | null>;
   /**
    * Publishes one attestation now (POST /v1/attestations/scitt): enqueues it if needed, takes the
-   * job unless a worker holds it, and works it synchronously. Returns the job as it stands: published
-   * with its receipt, or queued (another worker holds it / it will be retried) or failed.
+   * job (whatever backoff it waits out) and works it synchronously, or, when a worker holds it,
+   * waits for that attempt (at most `pushWaitMs`). Returns the job as it stands: published with its
+   * receipt, or queued (the attempt failed and the job is due again later, as its view says, or the
+   * other worker's attempt outlasted the wait).
    */
   publishNow(attestationId: string, options?: { signal?: AbortSignal }): Promise<TransparencyJob>;
   /**
@@ -83,6 +91,9 @@ export interface Publisher {
 }
 
 const SQLSTATE_FOREIGN_KEY_VIOLATION = '23503';
+/** How long a push waits for an attempt another worker is making (PublisherDeps.pushWaitMs). */
+export const DEFAULT_PUSH_WAIT_MS = 10_000;
+const PUSH_POLL_MS = 100;
 
 export function createPublisher(deps: PublisherDeps): Publisher {
   const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
@@ -174,14 +185,15 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     } catch (err) {
       if (isTransparencyError(err, 'LEASE_LOST')) return null;
       const typed = isTransparencyError(err) ? err : undefined;
-      // Unknown errors (a database hiccup, a bug) are retried: the cap bounds them.
+      // Every failure is retried after a backoff: a job is queued until it is published.
+      const permanent = typed !== undefined && !typed.retryable;
       const failed = await fail(jobs, job, `${typed?.code ?? 'ERROR'}: ${(err as Error).message}`, {
         policy,
-        permanent: typed !== undefined && !typed.retryable,
+        permanent,
         ...(typed?.retryAfterMs !== undefined ? { retryAfterMs: typed.retryAfterMs } : {}),
       });
       if (failed === null) return null;
-      const level = failed.state === 'failed' ? 'error' : 'warn';
+      const level = permanent ? 'error' : 'warn';
       log?.[level](
         {
           err,
@@ -195,6 +207,27 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       return failed;
     } finally {
       clearInterval(heartbeat);
+    }
+  };
+
+  /**
+   * A push found the job leased by a worker (the workers are woken by the very enqueue of the push,
+   * in this process or another): the push waits for that attempt's outcome, polling the row, for at
+   * most `pushWaitMs`, and answers with the job as it then stands (published, or queued with the
+   * attempt's error and its next attempt).
+   */
+  const heldElsewhere = async (
+    jobId: string,
+    seen: TransparencyJob,
+    signal: AbortSignal | undefined,
+  ): Promise<TransparencyJob> => {
+    const deadline = Date.now() + (deps.pushWaitMs ?? DEFAULT_PUSH_WAIT_MS);
+    let job = seen;
+    for (;;) {
+      job = (await jobs.get({ id: jobId })) ?? job;
+      if (job.state === 'published' || job.leaseToken === null) return job;
+      if (Date.now() >= deadline || signal?.aborted === true) return job;
+      await sleep(PUSH_POLL_MS);
     }
   };
 
@@ -220,13 +253,12 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         throw err;
       }
       const jobId = queued[0]!.id;
-      let job = await jobs.get({ id: jobId });
+      const job = await jobs.get({ id: jobId });
       // Invariant: jobs are never deleted (a plain Error, issue 23).
       if (job === null) throw new Error(`transparency job ${jobId} vanished`);
       if (job.state === 'published') return job;
-      if (job.state === 'failed') job = (await jobs.requeue(job.id)) ?? job;
       const [claimed] = await claim(jobs, 1, { policy, jobIds: [jobId], skipBackoff: true });
-      if (claimed === undefined) return (await jobs.get({ id: jobId })) ?? job;
+      if (claimed === undefined) return heldElsewhere(jobId, job, options.signal);
       return (await process(claimed, options)) ?? (await jobs.get({ id: jobId })) ?? job;
     },
   };

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
+import { withStapled } from './stapled.ts';
 import { JOBS_JOIN, jobOfJoinedRow, type TransparencyJob } from './transparency-jobs.ts';
 import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
 
@@ -81,7 +82,7 @@ export async function getAttestation(
   const row = rows[0];
   if (row === undefined) return null;
   if (options.namespaces !== undefined && !options.namespaces.includes(row.namespace)) return null;
-  return toStored(row);
+  return (await withStapled(pool, [toStored(row)]))[0]!;
 }
 
 /** Many records by id in one query (ids that are not UUIDs or not stored are absent). */
@@ -96,7 +97,7 @@ export async function getAttestations(
     text: `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = ANY($1::uuid[])`,
     values: [keys],
   });
-  return new Map(rows.map((r) => [r.id, toStored(r)]));
+  return new Map((await withStapled(pool, rows.map(toStored))).map((r) => [r.id, r]));
 }
 
 /**
@@ -118,7 +119,7 @@ export async function queryAttestations(
   const join = page.withTransparencyJobs === true ? JOBS_JOIN : undefined;
   const rows = await selectBatch(pool, filter, after, null, limit + 1, join);
   const kept = rows.slice(0, limit);
-  const items = kept.map(toStored);
+  const items = await withStapled(pool, kept.map(toStored));
   const last = items.at(-1);
   return {
     items,
@@ -147,10 +148,11 @@ export async function* streamAttestations(
   const until = options.until !== undefined ? options.until : await headId(pool);
   if (until === null) return;
   yield* batches(
-    (after) => selectBatch(pool, filter, after, until, batchSize),
+    async (after) =>
+      withStapled(pool, (await selectBatch(pool, filter, after, until, batchSize)).map(toStored)),
     batchSize,
     options.readAhead === true,
-    toStored,
+    (r) => r,
   );
 }
 

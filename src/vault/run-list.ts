@@ -47,7 +47,8 @@ export interface RunSummary {
   readonly transparency: {
     readonly queued: number;
     readonly published: number;
-    readonly failed: number;
+    /** Queued jobs whose last attempt failed. */
+    readonly retrying: number;
     readonly publishedLocal: number;
     readonly publishedRemote: number;
   };
@@ -90,7 +91,7 @@ interface Row {
   attestations: string;
   queued: string | null;
   published: string | null;
-  failed: string | null;
+  retrying: string | null;
   published_local: string | null;
   published_remote: string | null;
 }
@@ -115,7 +116,7 @@ const WITH_COUNTS =
   'LEFT JOIN LATERAL (SELECT ' +
   "count(*) FILTER (WHERE j.state = 'queued') AS queued, " +
   "count(*) FILTER (WHERE j.state = 'published') AS published, " +
-  "count(*) FILTER (WHERE j.state = 'failed') AS failed, " +
+  "count(*) FILTER (WHERE j.state = 'queued' AND j.last_error IS NOT NULL) AS retrying, " +
   "count(*) FILTER (WHERE j.state = 'published' AND j.backend = 'local') AS published_local, " +
   "count(*) FILTER (WHERE j.state = 'published' AND j.backend = 'scrapi') AS published_remote " +
   'FROM attestations a JOIN transparency_jobs j ON j.attestation_id = a.id WHERE a.run_id = p.id) t ON true ' +
@@ -188,7 +189,7 @@ export async function listRuns(
       transparency: {
         queued: n(r.queued),
         published: n(r.published),
-        failed: n(r.failed),
+        retrying: n(r.retrying),
         publishedLocal: n(r.published_local),
         publishedRemote: n(r.published_remote),
       },

@@ -9,13 +9,17 @@ import type pg from 'pg';
  * complete or fail the job, and a worker that dies leaves the job claimable again once the lease
  * ends. Attempts count claims. A published job is immutable (enforced by a trigger).
  *
- * Every change a reader cares about (a job enqueued, published, failed or put back) is announced on
+ * Every change a reader cares about (a job enqueued, published, or an attempt failed) is announced on
  * the channel {@link TRANSPARENCY_CHANNEL}, and a job that became claimable on {@link DUE_CHANNEL},
  * by triggers, in the transaction of the change (migration 0007, listener.ts). The retry policy (how long a lease, how many attempts, which backoff) is the
  * caller's: src/transparency/jobs.ts.
  */
 
-export type JobState = 'queued' | 'published' | 'failed';
+/**
+ * `queued` until `published`: there is no third state (migration 0017). A job that cannot publish
+ * stays queued with its attempts, last error and next attempt (docs/transparency.md).
+ */
+export type JobState = 'queued' | 'published';
 export type JobBackend = 'local' | 'scrapi';
 
 /** NOTIFY channel of job changes; the payload is the comma-separated run ids concerned, or `*`. */
@@ -50,6 +54,14 @@ export interface ClaimedJob extends TransparencyJob {
   readonly leaseToken: string;
 }
 
+/** Job counts of the whole deployment (metrics). */
+export interface JobStats {
+  readonly queued: number;
+  readonly published: number;
+  /** Queued jobs whose last attempt failed (they wait out a backoff, or a new attempt runs). */
+  readonly retrying: number;
+}
+
 export interface Publication {
   readonly backend: JobBackend;
   readonly entryId: string;
@@ -65,8 +77,6 @@ export interface RunJob {
 }
 
 export interface ClaimOptions {
-  /** Attempts (claims) before a job is left failed. */
-  readonly maxAttempts: number;
   /** How long a claim is exclusive. */
   readonly leaseMs: number;
   /** Only these jobs (the synchronous publish path). */
@@ -81,10 +91,7 @@ export interface TransparencyJobRepository {
    * the jobs of all given ids (new and pre-existing). An unknown attestation is SQLSTATE 23503.
    */
   enqueue(attestationIds: readonly string[]): Promise<{ id: string; attestationId: string }[]>;
-  /**
-   * Claims up to `limit` due jobs (lease of `leaseMs`). Jobs whose lease expired with the attempt
-   * cap reached (their worker died on the last attempt) are marked failed first.
-   */
+  /** Claims up to `limit` due jobs (lease of `leaseMs`). */
   claim(limit: number, options: ClaimOptions): Promise<ClaimedJob[]>;
   /** Extends the lease (a heartbeat while a slow remote is polled); false when it was lost. */
   renewLease(job: ClaimedJob, leaseMs: number): Promise<boolean>;
@@ -95,13 +102,8 @@ export interface TransparencyJobRepository {
   setStatement(job: ClaimedJob, statement: Buffer): Promise<Buffer | null>;
   /** Records the receipt and publishes the job (immutable from then on); null when the lease was lost. */
   complete(job: ClaimedJob, publication: Publication): Promise<TransparencyJob | null>;
-  /** Records a failed attempt: back to `queued` after `delayMs`, or `failed`; null when the lease was lost. */
-  fail(
-    job: ClaimedJob,
-    outcome: { state: 'queued' | 'failed'; error: string; delayMs: number },
-  ): Promise<TransparencyJob | null>;
-  /** Puts a failed job back in the queue with a fresh attempt budget (an operator's retry). */
-  requeue(jobId: string): Promise<TransparencyJob | null>;
+  /** Records a failed attempt: the job stays queued, due again after `delayMs`; null when the lease was lost. */
+  fail(job: ClaimedJob, outcome: { error: string; delayMs: number }): Promise<TransparencyJob | null>;
   get(key: { id: string } | { attestationId: string }): Promise<TransparencyJob | null>;
   /** Jobs of several attestations, keyed by attestation id. */
   getByAttestation(attestationIds: readonly string[]): Promise<Map<string, TransparencyJob>>;
@@ -109,8 +111,8 @@ export interface TransparencyJobRepository {
   forRun(
     runId: string,
   ): Promise<{ run: { namespace: string; name: string } | null; jobs: RunJob[]; records: number }>;
-  /** Counts per state: for metrics and readiness. */
-  stats(): Promise<Record<JobState, number>>;
+  /** Counts per state, and of the queued jobs whose last attempt failed: for metrics. */
+  stats(): Promise<JobStats>;
   /** Seconds since the oldest queued job was enqueued; null when none is queued (metrics). */
   oldestQueuedAgeSeconds(): Promise<number | null>;
   /** Milliseconds until the earliest queued job (or lease) is due, ≤ 0 when one is due now; null when none is queued. */
@@ -228,14 +230,8 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
       const only = options.jobIds === undefined ? null : [...options.jobIds];
       const { rows } = await pool.query<JobRow>({
         name: 'transparency_claim',
-        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_claim($1, $2, $3, $4::uuid[], $5)`,
-        values: [
-          limit,
-          options.maxAttempts,
-          options.leaseMs,
-          only,
-          only !== null && options.skipBackoff === true,
-        ],
+        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_claim($1, $2, $3::uuid[], $4)`,
+        values: [limit, options.leaseMs, only, only !== null && options.skipBackoff === true],
       });
       return rows.map((r) => toJob(r) as ClaimedJob);
     },
@@ -277,17 +273,8 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
     async fail(job, outcome) {
       const { rows } = await pool.query<JobRow>({
         name: 'transparency_fail',
-        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_fail($1, $2, $3, $4, $5)`,
-        values: [job.id, job.leaseToken, outcome.state, outcome.error.slice(0, 2000), outcome.delayMs],
-      });
-      return rows[0] === undefined ? null : toJob(rows[0]);
-    },
-
-    async requeue(jobId) {
-      const { rows } = await pool.query<JobRow>({
-        name: 'transparency_requeue',
-        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_requeue($1)`,
-        values: [jobId],
+        text: `SELECT ${JOB_COLUMNS} FROM transparency_jobs_fail($1, $2, $3, $4)`,
+        values: [job.id, job.leaseToken, outcome.error.slice(0, 2000), outcome.delayMs],
       });
       return rows[0] === undefined ? null : toJob(rows[0]);
     },
@@ -335,12 +322,20 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
     },
 
     async stats() {
-      const { rows } = await pool.query<{ state: JobState; n: string }>(
-        'SELECT state, count(*) AS n FROM transparency_jobs GROUP BY state',
-      );
-      const out: Record<JobState, number> = { queued: 0, published: 0, failed: 0 };
-      for (const r of rows) out[r.state] = Number(r.n);
-      return out;
+      const { rows } = await pool.query<{ queued: string; published: string; retrying: string }>({
+        name: 'transparency_stats',
+        text:
+          "SELECT count(*) FILTER (WHERE state = 'queued') AS queued, " +
+          "count(*) FILTER (WHERE state = 'published') AS published, " +
+          "count(*) FILTER (WHERE state = 'queued' AND last_error IS NOT NULL) AS retrying " +
+          'FROM transparency_jobs',
+      });
+      const r = rows[0];
+      return {
+        queued: Number(r?.queued ?? 0),
+        published: Number(r?.published ?? 0),
+        retrying: Number(r?.retrying ?? 0),
+      };
     },
 
     async oldestQueuedAgeSeconds() {

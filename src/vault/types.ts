@@ -124,7 +124,18 @@ export interface StoredAttestation {
   /** Digest of the row before this one in `seq` order ({@link GENESIS_DIGEST} for seq 1). */
   readonly prevDigest: string;
   readonly signature: SignatureMeta;
+  /**
+   * What was stored with the record (the AIBOM record's original sidecar key, `s3://…`): internal,
+   * never served. The API's `c2pa_manifest_ref` comes from {@link stapled}.
+   */
   readonly c2paManifestRef: string | null;
+  /**
+   * True when the C2PA manifest of the run's AIBOM staples this record: the manifest lists its id
+   * (every record of the run stored before the AIBOM), or it is the AIBOM's own record or the
+   * artifact record of the AIBOM bytes. Known at read time only (the AIBOM is made after the
+   * records it staples, which are immutable): set by every read of the vault (stapled.ts).
+   */
+  readonly stapled?: boolean;
   /** Millisecond precision; non-decreasing with `seq`. */
   readonly createdAt: Date;
   /**

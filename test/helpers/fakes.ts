@@ -556,6 +556,15 @@ function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Reco
   const out: Record<string, unknown> = { ...a };
   for (const [k, v] of Object.entries(b)) {
     const prev = out[k];
+    // `conditions` is a list-map keyed by `type` in the CRD: each manager owns its own entries.
+    if (k === 'conditions' && Array.isArray(prev) && Array.isArray(v)) {
+      const types = new Set((v as { type: string }[]).map((c) => c.type));
+      out[k] = [
+        ...(prev as { type: string }[]).filter((c) => !types.has(c.type)),
+        ...clone(v as { type: string }[]),
+      ];
+      continue;
+    }
     out[k] = isMap(prev) && isMap(v) ? deepMerge(prev, v) : clone(v);
   }
   return out;

@@ -6,7 +6,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driveRun } from '../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../hack/stack/stack.ts';
+import { canonicalJson } from '../../src/attest/index.ts';
 import type { Run } from '../../src/crd/run.ts';
 import { startController, type RunningController } from '../../src/controller/manager.ts';
 import { kubeClient } from '../../src/kube/index.ts';
@@ -99,7 +100,7 @@ beforeAll(async () => {
     vault,
     blobs: stackBlobs(),
     runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve(signer),
+    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
     logger: pino({ level: 'silent' }),
     registry: new Registry(),
     namespace: 'aibom-vault-system',
@@ -387,6 +388,101 @@ describe('service-ctl query', { timeout: 300_000 }, () => {
     } finally {
       child.kill('SIGTERM');
     }
+  });
+});
+
+describe('service-ctl aibom generate --policy-pack and --output', { timeout: 300_000 }, () => {
+  let run: Run;
+  let storedBytes: Buffer;
+  beforeAll(async () => {
+    // A run-level pack, and a first step naming its own: the pack found in the step specs is the
+    // run's (the spec: "default is the pack found in the step specs, else baseline"); the step
+    // naming none carries the run-level pack.
+    await createRun(ns, 'packs', {
+      policyPack: { name: 'house', version: '3', guardrails: ['pii-redaction'] },
+      steps: [
+        {
+          id: 'answer',
+          model: { name: 'm', provider: 'p', version: '1' },
+          policyPack: { name: 'strict', version: '2', guardrails: ['toxicity'] },
+        },
+        { id: 'post', dependsOn: ['answer'], tool: { name: 'curl', command: ['curl'] } },
+      ],
+    });
+    await driveRun(kubeConfig('admin'), ns, 'packs', { stepDelayMs: 10 });
+    run = await poll(async () => {
+      const r = await getRun(ns, 'packs');
+      return aibomReady(r) ? r : undefined;
+    }, 'packs with its AIBOM');
+    const key = (run.status!.artifacts!.aibom as { key: string }).key;
+    storedBytes = (await stackBlobs().get(key))!;
+  }, 180_000);
+
+  it('without the flag: the pack of the step specs, the stored bytes; the help says the same', async () => {
+    const stored = JSON.parse(storedBytes.toString('utf8')) as {
+      metadata: { policy_pack: string; policy_pack_version: string };
+      components: {
+        models: { properties: { policy_pack: string } }[];
+        policies: { pack: string; version: string }[];
+      };
+    };
+    expect(stored.metadata).toMatchObject({ policy_pack: 'strict', policy_pack_version: '2' });
+    expect(stored.components.models[0]!.properties.policy_pack).toBe('strict');
+    expect(stored.components.policies.map((p) => `${p.pack}@${p.version}`)).toEqual(['strict@2', 'house@3']);
+    const out = await ok(['aibom', 'generate', '--run', run.metadata.uid]);
+    expect(Buffer.from(canonicalJson(JSON.parse(out))).equals(storedBytes)).toBe(true);
+    const help = (await ok(['aibom', 'generate', '--help'])).replace(/\s+/g, ' ');
+    expect(help).toContain('default, as recorded: the pack found in the step specs (the first step');
+    expect(help).toContain('else baseline');
+  });
+
+  it('--policy-pack overrides the run pack; --output writes the pretty JSON to the file and nothing to stdout', async () => {
+    const file = join(dir, 'packs.aibom.json');
+    const r = await cli([
+      'aibom',
+      'generate',
+      '--run',
+      `${ns}/packs`,
+      '--policy-pack',
+      'audit@9',
+      '--output',
+      file,
+    ]);
+    expect(r).toMatchObject({ code: 0, stdout: '' });
+    const text = await readFile(file, 'utf8');
+    // Pretty-printed: two-space indentation, one member per line.
+    expect(text.split('\n')[1]).toMatch(/^ {2}"/);
+    const bom = JSON.parse(text) as {
+      metadata: { policy_pack: string; policy_pack_version: string; run_id: string };
+      components: { policies: { pack: string; version: string }[] };
+    };
+    expect(bom.metadata).toMatchObject({
+      run_id: run.metadata.uid,
+      policy_pack: 'audit',
+      policy_pack_version: '9',
+    });
+    expect(bom.components.policies[0]).toMatchObject({ pack: 'audit', version: '9' });
+    // Without a version, the override takes the version of a reference to it in the spec.
+    const strict = JSON.parse(
+      await ok(['aibom', 'generate', '--run', run.metadata.uid, '--policy-pack', 'strict']),
+    ) as {
+      metadata: { policy_pack_version: string };
+    };
+    expect(strict.metadata.policy_pack_version).toBe('2');
+    // A bad value is a usage error on one line (exit 2), and no file is written.
+    const bad = await cli([
+      'aibom',
+      'generate',
+      '--run',
+      run.metadata.uid,
+      '--policy-pack',
+      'a@b@c',
+      '--output',
+      join(dir, 'none.json'),
+    ]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    await expect(readFile(join(dir, 'none.json'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });
 

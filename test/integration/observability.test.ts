@@ -156,8 +156,11 @@ describe('metrics', () => {
     }
     for (const status of ['succeeded', 'failed'])
       expect(expositions.controller).toContain(`aibom_vault_aiboms_recorded_total{status="${status}"} 0`);
-    for (const state of ['queued', 'published', 'failed'])
+    for (const state of ['queued', 'published'])
       expect(expositions.controller).toContain(`aibom_vault_transparency_jobs{state="${state}"} 0`);
+    // A job is queued until it is published: no third series.
+    expect(expositions.controller).not.toContain('aibom_vault_transparency_jobs{state="failed"}');
+    expect(expositions.controller).toContain('aibom_vault_transparency_jobs_retrying 0');
     expect(expositions.sidecar).toContain('aibom_vault_exports_blocked_total 0');
     for (const name of await documentedRuntimeMetrics()) {
       expect(expositions.controller, name).toMatch(new RegExp(`^# TYPE ${name} `, 'm'));
@@ -229,6 +232,7 @@ describe('metrics', () => {
       expect(metricValue(controller, 'aibom_vault_aibom_record_duration_seconds_count')).toBe(1);
       expect(metricValue(controller, 'aibom_vault_transparency_jobs', { state: 'published' })).toBe(total);
       expect(metricValue(controller, 'aibom_vault_transparency_jobs', { state: 'queued' })).toBe(0);
+      expect(metricValue(controller, 'aibom_vault_transparency_jobs_retrying')).toBe(0);
       expect(metricValue(controller, 'aibom_vault_transparency_oldest_queued_job_age_seconds')).toBe(0);
       const sidecar = await scrape('sidecar');
       expect(metricValue(sidecar, 'aibom_vault_exports_blocked_total')).toBe(1);

@@ -118,7 +118,7 @@ beforeAll(async () => {
     vault,
     blobs: stackBlobs(),
     runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve(signer),
+    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
     logger: pino({ level: 'silent' }),
     registry: new Registry(),
     namespace: 'aibom-vault-system',
@@ -165,12 +165,17 @@ describe.each([
     expect(Object.keys(meta.views ?? {}).sort()).toEqual([...VIEW_FORMAT_NAMES].sort());
     const records = await vault.attestations.ofRun(ns, runId);
     const aibomAt = records.findIndex((r) => r.kind === 'aibom');
+    // The AIBOM's batch: its record, its two views, then the AIBOM blob's artifact record (issue 22).
     const after = records.slice(aibomAt + 1);
     expect(after.map((r) => [r.kind, r.predicateType])).toEqual([
       ['artifact', 'https://cyclonedx.org/bom'],
       ['artifact', 'https://spdx.dev/Document/v3'],
+      ['artifact', 'https://vault.service.dev/attestations/artifact/v1'],
     ]);
-    expect(after.map((r) => r.id)).toEqual(VIEW_FORMAT_NAMES.map((f) => meta.views![f]!.attestation_id));
+    expect(after[2]!.subjects).toEqual([`artifact:${runId}:aibom`]);
+    expect(after.slice(0, 2).map((r) => r.id)).toEqual(
+      VIEW_FORMAT_NAMES.map((f) => meta.views![f]!.attestation_id),
+    );
     // The AIBOM itself is unchanged by them: it lists only the records before it.
     expect(meta.attestation_ids).toEqual(records.slice(0, aibomAt).map((r) => r.id));
   });

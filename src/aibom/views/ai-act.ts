@@ -57,7 +57,7 @@ const ofKind =
 const n = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
 
 const counted = (c: Readonly<Record<string, number>>): string =>
-  ['step', 'capability', 'policy', 'run']
+  ['step', 'artifact', 'capability', 'policy', 'run']
     .filter((k) => (c[k] ?? 0) > 0)
     .map((k) => `${c[k]} ${k}`)
     .join(', ') || 'none';

@@ -1,5 +1,5 @@
 import { subjectNames } from '../../attest/index.ts';
-import { resolveStepPack } from '../../policy/index.ts';
+import { packContext, resolveStepPack } from '../../policy/index.ts';
 import type { AibomPolicy } from '../types.ts';
 import {
   ASSESSOR_REF,
@@ -37,7 +37,9 @@ export const standardRef = (p: Pick<AibomPolicy, 'pack' | 'version'>): string =>
 
 export function guardrailDeclarations(input: ViewInput, runRef: string): GuardrailDeclarations {
   const { run, bom, records } = input;
-  const runPack = { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version };
+  // The step packs as the recorder resolved them when it signed the step records (no override: a
+  // view is of the stored AIBOM).
+  const packs = packContext(run.spec);
   const stepRecords = new Map<string, { record: ViewRecord; pack: string }>();
   const policyRecords = new Map<string, { record: ViewRecord; guardrails: readonly string[] }>();
   for (const r of records) {
@@ -60,7 +62,7 @@ export function guardrailDeclarations(input: ViewInput, runRef: string): Guardra
     const label = `${policy.pack}@${policy.version}`;
     // The steps the pack governs: the same resolution the recorder signed into each step record.
     const governed = run.spec.steps.filter((s) => {
-      const p = resolveStepPack(s, runPack);
+      const p = resolveStepPack(s, packs);
       return packKey(p.name, p.version) === key;
     });
     const recorded = governed.flatMap((s) => {

@@ -1,5 +1,5 @@
 import { PredicateTypes, RUN_BUILD_TYPE } from '../../attest/index.ts';
-import { resolveStepPack } from '../../policy/index.ts';
+import { packContext, resolveStepPack } from '../../policy/index.ts';
 import { GENERATOR_NAME } from '../cyclonedx.ts';
 import { nameBasedUuidV8 } from '../uuid.ts';
 import { recordLabel } from './cdxa.ts';
@@ -96,7 +96,9 @@ export function toSpdx3(input: ViewInput): Spdx3Document {
   const { run, bom, records } = input;
   const runId = bom.metadata.run_id;
   const id = ids(runId);
-  const runPack = { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version };
+  // The step packs as the recorder resolved them when it signed the step records (no override: a
+  // view is of the stored AIBOM).
+  const packs = packContext(run.spec);
   const times = records.map(runTimes).find((t) => t !== undefined);
   const started = times !== undefined ? spdxTime(times.startedOn) : undefined;
   const finished = times !== undefined ? spdxTime(times.finishedOn) : undefined;
@@ -236,7 +238,7 @@ export function toSpdx3(input: ViewInput): Spdx3Document {
     });
     const governed = run.spec.steps
       .filter((s) => {
-        const r = resolveStepPack(s, runPack);
+        const r = resolveStepPack(s, packs);
         return r.name === p.pack && r.version === p.version;
       })
       .map((s) => id.step(s.id));

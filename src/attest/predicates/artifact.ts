@@ -1,6 +1,13 @@
 import { PredicateTypes, subjectNames, type DigestSet, type Statement, type Subject } from '../statement.ts';
 import { buildStatement } from './common.ts';
 
+/**
+ * Where an artifact's bytes are: an object in the store (the AIBOM blob), or the output of a step
+ * of the run, whose bytes are the RFC 8785 (JCS) serialisation of that JSON value, UTF-8 (as the
+ * Run's `status.steps[].output` and the run detail hold it; docs/predicates/README.md).
+ */
+export type ArtifactLocation = { bucket: string; key: string } | { step: string };
+
 /** Mirrors docs/predicates/artifact.schema.json. */
 export interface ArtifactPredicate {
   runId: string;
@@ -8,20 +15,21 @@ export interface ArtifactPredicate {
   mediaType: string;
   digest: DigestSet;
   size: number;
-  location: { bucket: string; key: string };
+  location: ArtifactLocation;
 }
 
-export interface ArtifactInput {
+interface ArtifactBase {
   runId: string;
   /** Artifact name within the run, e.g. `aibom`; no whitespace. */
   name: string;
   mediaType: string;
-  /** Hex SHA-256 of the stored bytes. */
+  /** Hex SHA-256 of the artifact bytes. */
   sha256: string;
   size: number;
-  bucket: string;
-  key: string;
 }
+
+/** An object-store artifact (`bucket`, `key`) or a step's output (`step`). */
+export type ArtifactInput = ArtifactBase & ({ bucket: string; key: string } | { step: string });
 
 /** Subject `artifact:<runId>:<name>` with the digest of the artifact bytes. */
 export function artifactSubject(predicate: ArtifactPredicate): Subject {
@@ -40,7 +48,7 @@ export function artifactStatement(
     mediaType: input.mediaType,
     digest: { sha256: input.sha256 },
     size: input.size,
-    location: { bucket: input.bucket, key: input.key },
+    location: 'step' in input ? { step: input.step } : { bucket: input.bucket, key: input.key },
   };
   return buildStatement(PredicateTypes.artifact, predicate, artifactSubject);
 }

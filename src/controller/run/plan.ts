@@ -1,4 +1,4 @@
-import { ConditionTypes, Reasons, type FailureReason } from '../../crd/reasons.ts';
+import { ConditionTypes, RECONCILER_CONDITIONS, Reasons, type FailureReason } from '../../crd/reasons.ts';
 import { isFinished, isTerminal, type Condition, type Run, type RunStatus } from '../../crd/run.ts';
 import {
   currentMetadata,
@@ -56,7 +56,10 @@ export interface Plan {
  * namespaces' Runs are served in between (the work queue is round-robin across namespaces).
  */
 export interface ReconcileLimits {
-  /** Step records appended per reconcile: whole steps (capabilities + 1 each), at least one step. */
+  /**
+   * Step records appended per reconcile: whole steps (capabilities, the step and its output's
+   * artifact record), at least one step.
+   */
   readonly records: number;
   /** Attestation resources created per reconcile. */
   readonly resources: number;
@@ -89,8 +92,12 @@ export function plan(run: Run, observed: Observed, limits: ReconcileLimits = REC
   const due = finishedSteps(run).filter(({ step }) => !observed.claimed.has(stepKey(id, step.id)));
   const steps: string[] = [];
   let records = 0;
-  for (const { step } of due) {
-    const n = (step.capabilities?.length ?? 0) + 1;
+  for (const { step, status } of due) {
+    // Its capabilities, the step, and the artifact record of its output when it has one.
+    const n =
+      (step.capabilities?.length ?? 0) +
+      1 +
+      (status.phase === 'Succeeded' && status.output !== undefined ? 1 : 0);
     if (steps.length > 0 && records + n > limits.records) break;
     steps.push(step.id);
     records += n;
@@ -151,6 +158,15 @@ function aibomCondition(aibom: ArtifactRecord): {
   };
 }
 
+/**
+ * The conditions this reconciler owns (Attested, AIBOMReady, RecordsLost) out of a Run's list: it applies and
+ * compares only those, so the projection's TransparencyPublished (another field manager) is never
+ * co-owned, overwritten or taken for a change of ours.
+ */
+function ownConditions(conditions: readonly Condition[] | undefined): Condition[] {
+  return (conditions ?? []).filter((c) => RECONCILER_CONDITIONS.includes(c.type));
+}
+
 function withCondition(
   conditions: Condition[] | undefined,
   type: string,
@@ -161,7 +177,7 @@ function withCondition(
   now: Date,
 ): Condition[] {
   return setCondition(
-    conditions ?? [],
+    ownConditions(conditions),
     {
       type,
       status,
@@ -222,16 +238,78 @@ export function desiredStatus(run: Run, observed: Observed, now: Date): RunStatu
   };
 }
 
-/** After a failure: the condition of the stage that failed says why; the rest stays as it is. */
-export function failedStatus(run: Run, reason: FailureReason, message: string, now: Date): RunStatus {
+/**
+ * After a failure: the condition of the stage that failed says why; the rest stays as it is. For a
+ * terminal Run both conditions speak of the end, never of "waiting for the run to finish":
+ * `terminalRecorded` says whether the run's own records (policies and provenance) are in the vault
+ * (undefined: unknown, the vault could not be read). Stored: Attested is True and AIBOMReady says
+ * why the AIBOM is not. Not stored (or unknown): Attested is False with the failure too, unless a
+ * status written earlier already showed them stored.
+ */
+export function failedStatus(
+  run: Run,
+  reason: FailureReason,
+  message: string,
+  now: Date,
+  terminalRecorded?: boolean,
+): RunStatus {
   const gen = run.metadata.generation;
-  const type = isTerminal(run.status?.phase) ? ConditionTypes.AIBOMReady : ConditionTypes.Attested;
-  return {
+  const phase = run.status?.phase;
+  const base = {
     ...(run.status?.artifacts ? { artifacts: ownArtifacts(run.status.artifacts) } : {}),
     ...(run.status?.attestations ? { attestations: run.status.attestations } : {}),
-    conditions: withCondition(run.status?.conditions, type, 'False', reason, message, gen, now),
     ...(gen !== undefined ? { observedGeneration: gen } : {}),
   };
+  if (!isTerminal(phase)) {
+    return {
+      ...base,
+      conditions: withCondition(
+        run.status?.conditions,
+        ConditionTypes.Attested,
+        'False',
+        reason,
+        message,
+        gen,
+        now,
+      ),
+    };
+  }
+  const shown = run.status?.conditions?.find((c) => c.type === ConditionTypes.Attested);
+  const stored = terminalRecorded ?? (shown?.status === 'True' && shown.reason === Reasons.RunAttested);
+  let conditions = stored
+    ? withCondition(
+        run.status?.conditions,
+        ConditionTypes.Attested,
+        'True',
+        Reasons.RunAttested,
+        // Kept when it is already the terminal message (with its record count).
+        shown?.reason === Reasons.RunAttested
+          ? shown.message
+          : `the run ${phase}: its records are in the vault`,
+        gen,
+        now,
+      )
+    : withCondition(
+        run.status?.conditions,
+        ConditionTypes.Attested,
+        'False',
+        reason,
+        terminalRecorded === undefined
+          ? `the run ${phase}; whether its records are all in the vault cannot be read now: ${message}`
+          : `the run ${phase}; its records are not all in the vault yet: ${message}`,
+        gen,
+        now,
+      );
+  conditions = withCondition(
+    conditions,
+    ConditionTypes.AIBOMReady,
+    'False',
+    reason,
+    stored ? message : `the AIBOM waits for the run's records: ${message}`,
+    gen,
+    now,
+  );
+  return { ...base, conditions };
 }
 
 /** A Run that cannot be recorded (recordable.ts): neither condition can become True; both say why. */
@@ -305,7 +383,7 @@ function ownArtifacts(artifacts: Record<string, unknown>): Record<string, unknow
 /** Whether writing `desired` would change the fields the reconciler owns. */
 export function statusChanged(current: RunStatus | undefined, desired: RunStatus): boolean {
   return !(
-    conditionsEqual(current?.conditions, desired.conditions) &&
+    conditionsEqual(ownConditions(current?.conditions), ownConditions(desired.conditions)) &&
     jsonEqual(current?.attestations ?? {}, desired.attestations ?? {}) &&
     jsonEqual(ownArtifacts(current?.artifacts ?? {}), desired.artifacts ?? {}) &&
     current?.observedGeneration === desired.observedGeneration

@@ -14,6 +14,7 @@ import {
 } from '../../vault/index.ts';
 import { hasFinalizer, isTooLarge } from '../../kube/index.ts';
 import { unrecordable } from './recordable.ts';
+import { terminalKey } from '../../recorder/index.ts';
 import {
   claimKeys,
   desiredStatus,
@@ -151,8 +152,11 @@ export async function reconcileRun(
   const log = deps.logger.child({ run: `${namespace}/${name}`, runId: run.metadata.uid });
 
   const limits = deps.limits ?? RECONCILE_LIMITS;
-  let observed: Observed;
+  let observed: Observed | undefined;
   let todo: Plan;
+  // Whether the terminal records (policies, provenance) are in the vault: for the conditions a
+  // failure writes (failedStatus). Known once gathered, and once this reconcile recorded them.
+  let terminalRecorded: boolean | undefined;
   let resourcesLeft: boolean;
   // The vault lost records this Run's status shows (recorder/losses.ts): said on the Run for good.
   let lost: string | undefined;
@@ -180,6 +184,7 @@ export async function reconcileRun(
       lost = lossMessage(loss, row.id);
       if (created) await deps.api.event(run, 'Warning', EventReasons.RecordsLost, lost);
     }
+    terminalRecorded = observed.claimed.has(terminalKey(run.metadata.uid));
     // A terminal Run is final by admission (its spec and phase cannot change: the CRD's rules), so
     // the cached copy is the Run the terminal records and the AIBOM are made from; no live GET.
     todo = plan(run, observed, limits);
@@ -187,7 +192,10 @@ export async function reconcileRun(
       const current = run;
       if (todo.mirror) await because(Reasons.VaultUnavailable, () => deps.vault.runs.upsert(current));
       const recorded = await deps.recorder.recordSteps(current, todo.steps);
-      if (todo.terminal) recorded.push(await deps.recorder.recordTerminal(current));
+      if (todo.terminal) {
+        recorded.push(await deps.recorder.recordTerminal(current));
+        terminalRecorded = true;
+      }
       const created = recorded.filter((r) => r.created);
       if (created.length > 0)
         notes.push(
@@ -281,7 +289,7 @@ export async function reconcileRun(
     log.warn({ err, reason: failure }, 'reconcile failed; will retry');
     // What was recorded before the failure is told still: a retry finds it claimed and stays silent.
     await tell(run);
-    const failed = noted(failedStatus(run, failure, message, now()));
+    const failed = noted(failedStatus(run, failure, message, now(), terminalRecorded));
     if (statusChanged(run.status, failed)) await writeStatus(deps, run, failed);
     await deps.api.event(run, 'Warning', failure, message);
     throw err;

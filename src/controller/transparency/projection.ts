@@ -1,10 +1,15 @@
-import { EventReasons } from '../../crd/reasons.ts';
+import { ConditionTypes, EventReasons } from '../../crd/reasons.ts';
 import type { Run, RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
 import { transparencyView, type TransparencyView } from '../../transparency/jobs.ts';
-import { modeOf, summarize, type TransparencySummary } from '../../transparency/summary.ts';
+import {
+  modeOf,
+  summarize,
+  transparencyCondition,
+  type TransparencySummary,
+} from '../../transparency/summary.ts';
 import type { RunJob, TransparencyJob, TransparencyJobRepository } from '../../vault/index.ts';
-import { jsonEqual } from '../../kube/index.ts';
+import { findCondition, jsonEqual, setCondition } from '../../kube/index.ts';
 
 /**
  * The transparency projection: SCITT job state (the vault's) → `status.transparency` of each
@@ -50,9 +55,9 @@ export function attestationTransparency(job: TransparencyJob): Record<string, un
     ...(job.backend !== null ? { backend: job.backend } : {}),
     // Beside `published`: whether that means this deployment's own log (a dry run) or a remote one.
     ...(modeOf(job) !== undefined ? { mode: modeOf(job) } : {}),
-    ...(job.lastError !== null && job.state !== 'published'
-      ? { lastError: job.lastError.slice(0, 4000) }
-      : {}),
+    // A queued job says why it waits and when it is tried next (there is no `failed` state).
+    ...(job.lastError !== null && job.state === 'queued' ? { lastError: job.lastError.slice(0, 4000) } : {}),
+    ...(job.state === 'queued' ? { nextAttemptAt: job.nextAttemptAt.toISOString() } : {}),
   };
 }
 
@@ -74,11 +79,32 @@ function shownAibom(run: Run): Record<string, unknown> | undefined {
   return typeof aibom === 'object' && aibom !== null && 'digest' in aibom ? aibom : undefined;
 }
 
-/** The projection's fields of the Run's status. */
-export function desiredRunTransparency(run: Run, jobs: readonly RunJob[], records: number): RunStatus {
+/**
+ * The projection's fields of the Run's status: the summary, the AIBOM's entry and the
+ * TransparencyPublished condition (its lastTransitionTime moves only when its status flips).
+ */
+export function desiredRunTransparency(
+  run: Run,
+  jobs: readonly RunJob[],
+  records: number,
+  now: Date = new Date(),
+): RunStatus {
   const aibomJob = jobs.find((j) => j.kind === 'aibom');
+  const summary = summarize(jobs, records);
+  const condition = transparencyCondition(summary, jobs);
+  const current = findCondition(run.status?.conditions, ConditionTypes.TransparencyPublished);
+  const conditions = setCondition(
+    current !== undefined ? [current] : [],
+    {
+      type: ConditionTypes.TransparencyPublished,
+      ...condition,
+      ...(run.metadata.generation !== undefined ? { observedGeneration: run.metadata.generation } : {}),
+    },
+    now,
+  );
   return {
-    transparency: summarize(jobs, records),
+    transparency: summary,
+    conditions,
     // Only onto a recorded AIBOM: an `artifacts.aibom` holding nothing but this entry would read
     // as an AIBOM that is not there.
     ...(aibomJob !== undefined && shownAibom(run) !== undefined
@@ -90,9 +116,17 @@ export function desiredRunTransparency(run: Run, jobs: readonly RunJob[], record
 function runTransparencyChanged(run: Run, desired: RunStatus): boolean {
   const current = run.status;
   const aibom = desired.artifacts?.aibom as { transparency?: unknown } | undefined;
+  const shown = findCondition(current?.conditions, ConditionTypes.TransparencyPublished);
+  const wanted = desired.conditions?.[0];
   return !(
     jsonEqual(current?.transparency, desired.transparency) &&
-    (aibom === undefined || jsonEqual(shownAibom(run)?.transparency, aibom.transparency))
+    (aibom === undefined || jsonEqual(shownAibom(run)?.transparency, aibom.transparency)) &&
+    wanted !== undefined &&
+    shown !== undefined &&
+    shown.status === wanted.status &&
+    shown.reason === wanted.reason &&
+    shown.message === wanted.message &&
+    shown.observedGeneration === wanted.observedGeneration
   );
 }
 
@@ -107,7 +141,9 @@ export function mayNeedProjection(run: Run): boolean {
   if (count === 0) return false;
   const t = run.status?.transparency;
   if (t === undefined || t.state !== 'published' || t.mode === undefined) return true;
-  if ((t.published ?? 0) + (t.queued ?? 0) + (t.failed ?? 0) !== count) return true;
+  if ((t.published ?? 0) + (t.queued ?? 0) + (t.notQueued ?? 0) !== count) return true;
+  if (findCondition(run.status?.conditions, ConditionTypes.TransparencyPublished)?.status !== 'True')
+    return true;
   const aibom = shownAibom(run);
   return (
     aibom !== undefined && (aibom.transparency as { status?: string } | undefined)?.status !== 'published'

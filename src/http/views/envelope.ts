@@ -99,6 +99,13 @@ function subjectsOf(subject: unknown): ApiEnvelopeFields['subject'] {
   });
 }
 
+/**
+ * `c2pa_manifest_ref` of a record the AIBOM's C2PA manifest staples: the API path of that manifest
+ * (relative to the base URL; GET it with the same credentials). It serves the manifest in force,
+ * so after a repair it resolves to the new one; the path itself never changes.
+ */
+export const aibomManifestRef = (runId: string): string => `/v1/runs/${runId}/artifacts/aibom/manifest`;
+
 const TRANSPARENCY_FIELDS = Object.keys(transparencyViewSchema.properties);
 
 /** The transparency view with only the fields its schema lists (the job row holds more). */
@@ -271,7 +278,7 @@ export function toApiEnvelope(
       payloadType: a.envelope.payloadType,
       signatures: a.envelope.signatures.map((s) => ({ keyid: s.keyid, sig: s.sig })),
     },
-    c2pa_manifest_ref: a.c2paManifestRef,
+    c2pa_manifest_ref: a.stapled === true && a.runId !== null ? aibomManifestRef(a.runId) : null,
     transparency: transparencyOf(transparency, audience),
   });
 }

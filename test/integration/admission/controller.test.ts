@@ -43,7 +43,7 @@ beforeAll(async () => {
     vault,
     blobs: stackBlobs(),
     runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve(signer),
+    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
     logger: pino({ level: 'silent' }),
     registry: new Registry(),
     namespace: 'aibom-vault-system',

@@ -59,7 +59,16 @@ beforeAll(async () => {
     client(),
     RUN_TYPE,
     { namespace: ns, name: 'shown' },
-    { transparency: { state: 'published', mode: 'dry_run', published: 3, queued: 0, failed: 0 } },
+    {
+      transparency: {
+        state: 'published',
+        mode: 'dry_run',
+        published: 3,
+        queued: 0,
+        retrying: 0,
+        notQueued: 0,
+      },
+    },
     { fieldManager: TRANSPARENCY_FIELD_MANAGER },
   );
   await createRun(ns, 'waiting', { steps: [toolStep('a')] });

@@ -343,7 +343,7 @@ describe('what stays legal', () => {
       conditions: [condition('True', 'AIBOMRecorded')],
       artifacts: { aibom: { digest: `sha256:${'a'.repeat(64)}`, key: 'runs/x/aibom.json' } },
       attestations: { count: 7 },
-      transparency: { state: 'queued', queued: 7, published: 0, failed: 0 },
+      transparency: { state: 'queued', queued: 7, published: 0, retrying: 0, notQueued: 0 },
       observedGeneration: 1,
     });
     expect(run.status).toMatchObject({ phase: 'Failed', attestations: { count: 7 } });

@@ -130,7 +130,7 @@ beforeAll(async () => {
     vault,
     blobs: stackBlobs(),
     runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve(signer),
+    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
     logger: quiet,
     registry: new Registry(),
     namespace: 'aibom-vault-system',

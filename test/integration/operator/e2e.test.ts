@@ -90,7 +90,7 @@ beforeAll(async () => {
     vault,
     blobs: stackBlobs(),
     runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve(signer),
+    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
     logger: pino({ level: 'silent' }),
     registry: new Registry(),
     namespace: 'aibom-vault-system',
@@ -188,8 +188,9 @@ describe('a Run driven to Succeeded', () => {
     ).items;
     const stored = await vault.attestations.query({ namespaces: [ns], runId }, { limit: 1000 });
     expect(items.map((i) => i.spec.id).sort()).toEqual(stored.items.map((a) => a.id).sort());
-    // 3 capability + 3 step + 2 policy + 1 run + 1 aibom + 2 standard views of the AIBOM
-    expect(items).toHaveLength(12);
+    // 3 capability + 3 step + 3 step output artifacts + 2 policy + 1 run + 1 aibom + 2 standard
+    // views of the AIBOM + 1 AIBOM blob artifact
+    expect(items).toHaveLength(16);
     for (const i of items) expect(i.metadata.ownerReferences[0]!.uid).toBe(runId);
     for (const a of stored.items) expect(envelopeDigest(a.envelope)).toBe(a.digest);
     const table = await run(stack().tools.kubectl, [
@@ -200,19 +201,25 @@ describe('a Run driven to Succeeded', () => {
       ns,
       'ok',
     ]);
-    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+AIBOMRecorded\s+12\s/);
+    expect(table.stdout).toMatch(/ok\s+Succeeded\s+True\s+AIBOMRecorded\s+16\s/);
   });
 
   it('serves the run detail with artifacts.aibom through the API and service-ctl get', async () => {
     const { stdout } = await cli(['get', '--run', runId]);
     const detail = JSON.parse(stdout) as {
       artifacts: { aibom: unknown };
-      steps: { artifacts?: unknown }[];
+      steps: { id: string; output?: unknown }[];
       phase: string;
     };
     expect(detail.phase).toBe('Succeeded');
     expect(detail.artifacts.aibom).toEqual(done.status?.artifacts?.aibom);
-    expect(detail.steps.at(-1)?.artifacts).toMatchObject({ aibom: { $ref: '#/artifacts/aibom' } });
+    // The final step (the last to finish; the sample pipeline runs them in order) references the BOM
+    // inside its output.
+    expect(detail.steps.at(-1)?.output).toMatchObject({
+      value: expect.anything() as unknown,
+      artifacts: { aibom: { $ref: '#/artifacts/aibom' } },
+    });
+    expect(detail.steps.at(-1)).not.toHaveProperty('artifacts');
   });
 
   it('regenerates the identical AIBOM with service-ctl aibom generate, and a valid CycloneDX 1.5 view', async () => {

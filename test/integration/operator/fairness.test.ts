@@ -1,6 +1,6 @@
 /**
  * Issue 11 item 7: one tenant cannot starve the others. Five Runs of the largest size admission
- * allows (128 steps, 256 capabilities: 517 records and Attestation resources each) finish at once
+ * allows (128 steps, 256 capabilities: 646 records and Attestation resources each) finish at once
  * in one namespace while they occupy the controller; then a 3-step Run finishes in another
  * namespace. The work queue is round-robin across namespaces and a reconcile of a large Run stops
  * after a bounded batch (plan.ts RECONCILE_LIMITS), so the small Run's AIBOM is recorded before
@@ -24,8 +24,11 @@ import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 const BIG = 5;
-/** 128 step records + 256 capability records + 129 policy records + provenance + AIBOM. */
-const BIG_RECORDS = 2 * 128 + 256 + 5;
+/**
+ * 128 step records + their 128 output artifact records + 256 capability records + 129 policy
+ * records + provenance + AIBOM + its two standard views + the AIBOM blob's artifact record.
+ */
+const BIG_RECORDS = 3 * 128 + 256 + 6;
 const hog = uniqueName('fair-hog');
 const small = uniqueName('fair-small');
 const label = `fairness-${randomBytes(4).toString('hex')}`;
@@ -115,7 +118,7 @@ beforeAll(async () => {
     vault,
     blobs: stackBlobs(),
     runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve(signer),
+    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
     logger: pino({ level: 'silent' }),
     registry: new Registry(),
     namespace: 'aibom-vault-system',

@@ -79,7 +79,7 @@ function start(client: KubeClient, registry: Registry, workers: number): Running
     vault,
     blobs: stackBlobs(),
     runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve(signer),
+    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
     logger: pino({ level: 'silent' }),
     registry,
     namespace: 'aibom-vault-system',

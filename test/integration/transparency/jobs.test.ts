@@ -7,7 +7,6 @@ import { statementSigner } from '../../unit/transparency/fixtures.ts';
 import { record, setupDb, sqlstate, type TestDb } from './helpers.ts';
 
 const POLICY: RetryPolicy = {
-  maxAttempts: 3,
   baseDelayMs: 1_000,
   maxDelayMs: 60_000,
   maxRetryAfterMs: 3_600_000,
@@ -80,7 +79,10 @@ describe('transparency job queue', () => {
   });
 
   it('gives each job to exactly one of 4 concurrent workers (SKIP LOCKED)', async () => {
-    await db.admin.query(`UPDATE transparency_jobs SET state = 'failed' WHERE state = 'queued'`);
+    // Earlier tests' queued jobs are set aside (due tomorrow): only this test's 80 are claimable.
+    await db.admin.query(
+      `UPDATE transparency_jobs SET next_attempt_at = now() + interval '1 day' WHERE state = 'queued'`,
+    );
     const ids = await store(80);
     const processed = new Map<string, string[]>();
     const workers = await Promise.all(
@@ -155,7 +157,7 @@ describe('transparency job queue', () => {
     });
   });
 
-  it('backs off, honours Retry-After, and leaves the job failed (visible) at the attempt cap', async () => {
+  it('backs off, honours Retry-After, and keeps a job that keeps failing queued with its error and next attempt', async () => {
     const [id] = await store(1);
     const jobId = (await db.vault.transparencyJobs.get({ attestationId: id! }))!.id;
     const gap = async (): Promise<number> => {
@@ -192,40 +194,56 @@ describe('transparency job queue', () => {
     await makeDue(jobId);
     [job] = await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] });
     expect(job).toMatchObject({ attempts: 3 });
-    const failed = await fail(db.vault.transparencyJobs, job!, 'REMOTE_UNAVAILABLE: still down', {
+    // A permanent refusal: still queued, due again after the cap of the backoff (never given up).
+    const refused = await fail(db.vault.transparencyJobs, job!, 'REMOTE_REJECTED: 400', {
       policy: POLICY,
+      permanent: true,
     });
-    expect(failed).toMatchObject({
-      state: 'failed',
-      attempts: 3,
-      lastError: 'REMOTE_UNAVAILABLE: still down',
-    });
-    await makeDue(jobId);
-    expect(await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
-    expect(transparencyView(failed!)).toEqual({
+    expect(refused).toMatchObject({ state: 'queued', attempts: 3, lastError: 'REMOTE_REJECTED: 400' });
+    expect(await gap()).toBe(POLICY.maxDelayMs);
+    expect(transparencyView(refused!)).toEqual({
       job_id: jobId,
-      status: 'failed',
+      status: 'queued',
       attempts: 3,
-      last_error: 'REMOTE_UNAVAILABLE: still down',
+      last_error: 'REMOTE_REJECTED: 400',
+      next_attempt_at: refused!.nextAttemptAt.toISOString(),
     });
-
-    // An operator's retry starts a fresh budget.
-    expect(await db.vault.transparencyJobs.requeue(jobId)).toMatchObject({ state: 'queued', attempts: 0 });
+    // Long past any former attempt cap, the job is still claimed when due.
+    for (let i = 4; i <= 12; i++) {
+      await makeDue(jobId);
+      [job] = await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] });
+      expect(job).toMatchObject({ attempts: i, state: 'queued' });
+      await fail(db.vault.transparencyJobs, job!, 'REMOTE_UNAVAILABLE: still down', { policy: POLICY });
+    }
+    // A push takes it at once, whatever backoff it waits out.
+    [job] = await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId], skipBackoff: true });
+    expect(job).toMatchObject({ attempts: 13 });
+    await db.vault.transparencyJobs.setStatement(job!, Buffer.from('s'));
+    expect(await db.vault.transparencyJobs.complete(job!, publication())).toMatchObject({
+      state: 'published',
+      lastError: null,
+    });
   });
 
-  it('fails a job whose worker died on the last allowed attempt once its lease ends', async () => {
+  it('claims a job again once the lease of a worker that died ends, however many attempts it had', async () => {
     const [id] = await store(1);
     const jobId = (await db.vault.transparencyJobs.get({ attestationId: id! }))!.id;
-    for (let i = 0; i < POLICY.maxAttempts; i++) {
+    for (let i = 0; i < 12; i++) {
       await makeDue(jobId);
       expect(await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] })).toHaveLength(1);
     }
-    await makeDue(jobId);
-    expect(await claim(db.vault.transparencyJobs, 1, { policy: POLICY, jobIds: [jobId] })).toEqual([]);
     expect(await db.vault.transparencyJobs.get({ id: jobId })).toMatchObject({
-      state: 'failed',
-      attempts: POLICY.maxAttempts,
+      state: 'queued',
+      attempts: 12,
     });
+  });
+
+  it('refuses a third state in the table itself', async () => {
+    const [id] = await store(1);
+    const jobId = (await db.vault.transparencyJobs.get({ attestationId: id! }))!.id;
+    expect(
+      await sqlstate(db.admin.query("UPDATE transparency_jobs SET state = 'failed' WHERE id = $1", [jobId])),
+    ).toBe('23514');
   });
 
   it('keeps published jobs immutable and undeletable; queued jobs are never deleted by the runtime role', async () => {

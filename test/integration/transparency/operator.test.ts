@@ -77,6 +77,7 @@ async function deployment(
     // B registers statements signed under A's CA as well as its own.
     scrapiTrustAnchors: [...signer.caCertificates, ...registrars.map((pem) => new X509Certificate(pem))],
     transparency,
+    transparencyWriter: true,
   });
   return { vault, signer, transparency, app };
 }
@@ -119,7 +120,7 @@ beforeAll(async () => {
     vault: a.vault,
     blobs: stackBlobs(),
     runtimeSigner: a.signer,
-    envelopeSigner: () => Promise.resolve(a.signer),
+    envelopeSigner: () => Promise.resolve({ signer: a.signer, authority: 'service' as const }),
     logger: quiet,
     registry: new Registry(),
     namespace: 'aibom-vault-system',
@@ -185,19 +186,20 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     });
     await driveRun(kubeConfig('admin'), ns, 'anchored');
 
-    // 1 capability + 2 steps + 1 policy + 1 run + 1 AIBOM + 2 standard views of it = 8 records.
+    // 1 capability + 2 steps + their 2 output artifacts + 1 policy + 1 run + the AIBOM, its 2
+    // standard views and its blob's artifact record = 11 records.
     // B is not listening: every record is stored, enqueued, and shown as queued after a failed attempt.
     const queued = await waitFor('queued attestations', async () => {
       const r = await getRun();
       const states = await attestationStates();
       const ready = r.status?.conditions?.some((c) => c.type === 'AIBOMReady' && c.status === 'True');
       return ready &&
-        states.length === 8 &&
+        states.length === 11 &&
         states.every((s) => s.state === 'queued' && (s.attempts ?? 0) >= 1)
         ? { r, states }
         : undefined;
     });
-    expect(queued.r.status?.transparency).toMatchObject({ state: 'queued', queued: 8, published: 0 });
+    expect(queued.r.status?.transparency).toMatchObject({ state: 'queued', queued: 11, published: 0 });
     expect(
       (queued.r.status?.artifacts?.aibom as { transparency?: { status: string } }).transparency?.status,
     ).toBe('queued');
@@ -217,7 +219,12 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       const r = await getRun();
       return r.status?.transparency?.state === 'published' ? r : undefined;
     });
-    expect(published.status?.transparency).toMatchObject({ published: 8, queued: 0, failed: 0 });
+    expect(published.status?.transparency).toMatchObject({
+      published: 11,
+      queued: 0,
+      retrying: 0,
+      notQueued: 0,
+    });
     expect((await attestationStates()).every((s) => s.state === 'published')).toBe(true);
     const aibomT = (published.status?.artifacts?.aibom as { transparency: Record<string, unknown> })
       .transparency;
@@ -235,7 +242,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     expect((await metaInBucket(published)).transparency).toEqual(aibomT);
 
     // Exactly one entry per attestation in B's log, whatever the retries.
-    expect((await b.transparency.log.treeHead()).size).toBe(8);
+    expect((await b.transparency.log.treeHead()).size).toBe(11);
 
     // Offline: envelopes from A's API, B's log keys, A's signer certificate.
     const token = stack().kube.tokens.admin;
@@ -249,8 +256,8 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       body: JSON.stringify({ namespaces: [ns] }),
     });
     const ndjson = await res.text();
-    // Eight records and the stream's trailer line.
-    expect(ndjson.trim().split('\n')).toHaveLength(9);
+    // Eleven records and the stream's trailer line.
+    expect(ndjson.trim().split('\n')).toHaveLength(12);
     const dir = stack().root;
     const keys = Buffer.from(
       await (
@@ -271,8 +278,8 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       '--log-keys',
       `${dir}/${ns}-keys.cbor`,
     ]);
-    expect(ok.stdout).toContain('8 verified, 0 failed');
-    expect(ok.stdout.match(/receipt ok/g)).toHaveLength(8);
+    expect(ok.stdout).toContain('11 verified, 0 failed');
+    expect(ok.stdout.match(/receipt ok/g)).toHaveLength(11);
     // A receipt over a different statement is rejected.
     const lines = ndjson
       .trim()
@@ -315,7 +322,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
     expect(typeof body.log_index).toBe('number');
     expect(typeof body.receipt).toBe('string');
     // Already published: the same entry, not a second one.
-    expect((await b.transparency.log.treeHead()).size).toBe(8);
+    expect((await b.transparency.log.treeHead()).size).toBe(11);
     const unknown = await a.app.inject({
       method: 'POST',
       url: '/v1/attestations/scitt',
@@ -350,7 +357,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       const headers = { authorization: `Bearer ${stack().kube.tokens.admin}` };
       const made = await a.app.inject({ method: 'POST', url: '/v1/chain/checkpoint?wait=30', headers });
       expect(made.statusCode, made.body).toBe(200);
-      expect(made.json<{ tree_size: number }>().tree_size).toBe(8);
+      expect(made.json<{ tree_size: number }>().tree_size).toBe(11);
       const view = await waitFor('checkpoint receipt', async () => {
         const v = (await a.app.inject({ url: '/v1/chain/checkpoint', headers })).json<{
           statement: string;
@@ -366,7 +373,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 publishing to a remote SCRAPI service', 
       });
       expect(receipt.ok).toBe(true);
       // One entry more in B's log: the checkpoint, once.
-      expect((await b.transparency.log.treeHead()).size).toBe(9);
+      expect((await b.transparency.log.treeHead()).size).toBe(12);
     } finally {
       stop.abort();
       await running;
@@ -384,7 +391,7 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 with the local log (a dry run)', () => {
       vault: c.vault,
       blobs: stackBlobs(),
       runtimeSigner: c.signer,
-      envelopeSigner: () => Promise.resolve(c.signer),
+      envelopeSigner: () => Promise.resolve({ signer: c.signer, authority: 'service' as const }),
       logger: quiet,
       registry: new Registry(),
       namespace: 'aibom-vault-system',

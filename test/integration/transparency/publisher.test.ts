@@ -16,7 +16,6 @@ import { logSigner, statementSigner } from '../../unit/transparency/fixtures.ts'
 import { record, setupDb, type TestDb } from './helpers.ts';
 
 const POLICY: RetryPolicy = {
-  maxAttempts: 5,
   baseDelayMs: 10,
   maxDelayMs: 100,
   maxRetryAfterMs: 1_000,
@@ -153,7 +152,7 @@ describe('publisher and worker', () => {
     expect(await publisher.publishNow(id!)).toMatchObject({ state: 'published', receipt: second.receipt });
   });
 
-  it('fails for good, visibly, when the vault record does not match its digest', async () => {
+  it('keeps the job queued, visibly, with the cap of the backoff, when the vault record does not match its digest', async () => {
     const [id] = await storeAndEnqueue(1);
     const publisher = createPublisher({
       jobs: a.vault.transparencyJobs,
@@ -167,8 +166,10 @@ describe('publisher and worker', () => {
       policy: POLICY,
     });
     const job = await publisher.publishNow(id!);
-    expect(job).toMatchObject({ state: 'failed', attempts: 1, receipt: null });
+    expect(job).toMatchObject({ state: 'queued', attempts: 1, receipt: null });
     expect(job.lastError).toMatch(/^ATTESTATION_DIGEST_MISMATCH/);
+    // Not a transient failure: the next attempt waits the cap of the backoff, not the base delay.
+    expect(job.nextAttemptAt.getTime() - job.updatedAt.getTime()).toBe(POLICY.maxDelayMs);
     await expect(publisher.publishNow('01890000-0000-7000-8000-000000000000')).rejects.toMatchObject({
       code: 'ATTESTATION_NOT_FOUND',
     });

@@ -251,7 +251,6 @@ describe('SCRAPI client ↔ server', () => {
     const [queued] = await db.vault.transparencyJobs.enqueue([stored!.id]);
     answer = Buffer.from('garbage');
     const policy: RetryPolicy = {
-      maxAttempts: 5,
       baseDelayMs: 10,
       maxDelayMs: 100,
       maxRetryAfterMs: 1000,

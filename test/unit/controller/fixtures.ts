@@ -124,7 +124,9 @@ export async function world(options: { transparency?: boolean } = {}): Promise<W
       blobs,
       runtimeSigner: signer,
       envelopeSigner: () =>
-        w.signerDown ? Promise.reject(new Error('secret team-a/signer not found')) : Promise.resolve(signer),
+        w.signerDown
+          ? Promise.reject(new Error('secret team-a/signer not found'))
+          : Promise.resolve({ signer, authority: 'service' as const }),
       enqueueTransparency: options.transparency === true,
       logger,
       now: () => new Date('2026-03-01T11:00:00Z'),

@@ -54,7 +54,17 @@ describe('lost records (pure comparison)', () => {
     const shorter = { ...held, attestations: held.attestations.slice(1) };
     expect(lostRecords(run, shorter)?.missingIds).toEqual([held.attestations[0]!.id]);
     expect(lostRecords(run, { ...held, aibom: null })).toMatchObject({ aibomLost: true });
-    expect(claimOf(run).ids.length).toBe(held.attestations.length);
+    // The status names every record but the AIBOM blob's artifact record (its loss shows in the count).
+    const blobRecord = held.attestations.filter(
+      (r) => r.kind === 'artifact' && r.subjects.includes(`artifact:${run.metadata.uid}:aibom`),
+    );
+    expect(blobRecord).toHaveLength(1);
+    expect(claimOf(run).ids).toEqual(
+      held.attestations
+        .filter((r) => r !== blobRecord[0])
+        .map((r) => r.id)
+        .sort(),
+    );
   });
 });
 
@@ -66,9 +76,12 @@ describe('the reconciler after the vault lost a Run’s records', () => {
     const oldMeta = before.status!.artifacts!.aibom as AibomMetadata;
     const oldBlob = w.blobs.objects.get(oldMeta.key)!.body;
     const oldResources = [...w.kube.attestations.keys()];
-    // The standby had the first two records (the capability and step of `retrieve`).
-    const lostIds = loseAllBut(w.vault, 2);
+    // The standby had the first three records (the capability, step and output artifact of
+    // `retrieve`: one claimed batch).
+    const lostIds = loseAllBut(w.vault, 3);
     expect(lostIds.length).toBeGreaterThan(3);
+    // The status names them all but the AIBOM blob's artifact record (the last of the AIBOM's batch).
+    const namedIds = lostIds.slice(0, -1);
 
     await reconcileIn(w, before);
     const after = storedRun(w, before);
@@ -77,7 +90,7 @@ describe('the reconciler after the vault lost a Run’s records', () => {
     const rows = [...w.vault.lossRows.values()];
     expect(rows.map((r) => r.details.source).sort()).toEqual(['bucket', 'run-status']);
     const fromStatus = rows.find((r) => r.details.source === 'run-status')!;
-    expect(new Set(fromStatus.missingIds)).toEqual(new Set(lostIds));
+    expect(new Set(fromStatus.missingIds)).toEqual(new Set(namedIds));
     expect(fromStatus.runId).toBe(id);
 
     // Recorded again: every claim back, one record per step, one AIBOM record.
@@ -108,7 +121,7 @@ describe('the reconciler after the vault lost a Run’s records', () => {
 
     // Kubernetes mirrors the vault again: resources of lost ids deleted, new ones created.
     expect([...w.kube.attestations.keys()].sort()).toEqual(held.map((r) => r.id).sort());
-    expect(oldResources.filter((r) => w.kube.attestations.has(r))).toEqual(held.slice(0, 2).map((r) => r.id));
+    expect(oldResources.filter((r) => w.kube.attestations.has(r))).toEqual(held.slice(0, 3).map((r) => r.id));
     expect(after.status?.attestations?.count).toBe(held.length);
 
     // Said on the Run, for good.
@@ -134,20 +147,21 @@ describe('the reconciler after the vault lost a Run’s records', () => {
     const w = await world();
     const before = await recorded(w);
     const oldMeta = before.status!.artifacts!.aibom as AibomMetadata;
-    // Only the last transaction (the AIBOM's: its record, then its standard views' records) was lost.
-    const aibomTx = [
-      oldMeta.aibom_attestation_id,
-      ...Object.values(oldMeta.views ?? {}).map((v) => v.attestation_id),
-    ];
-    expect(aibomTx.length).toBeGreaterThan(1);
-    const lost = loseAllBut(w.vault, w.vault.rows.length - aibomTx.length);
-    expect(lost).toEqual(aibomTx);
+    // Only the last transaction (the AIBOM's: its record, its two views, its blob's artifact record) was lost.
+    const lost = loseAllBut(w.vault, w.vault.rows.length - 4);
+    expect(lost[0]).toEqual(oldMeta.aibom_attestation_id);
+    expect(lost.slice(1, 3).sort()).toEqual(
+      Object.values(oldMeta.views ?? {})
+        .map((v) => v.attestation_id)
+        .sort(),
+    );
     await reconcileIn(w, before);
     const meta = storedRun(w, before).status!.artifacts!.aibom as AibomMetadata;
     expect(meta.digest).toBe(oldMeta.digest);
     expect(meta.key).toBe(oldMeta.key);
     expect(meta.aibom_attestation_id).not.toBe(oldMeta.aibom_attestation_id);
-    expect([...meta.supersedes!.lost_attestation_ids].sort()).toEqual([...aibomTx].sort());
+    // The superseded metadata names the AIBOM's record and its views' (not the blob's record).
+    expect([...meta.supersedes!.lost_attestation_ids].sort()).toEqual(lost.slice(0, 3).sort());
     expect(conditionOf(storedRun(w, before), ConditionTypes.RecordsLost)?.status).toBe('True');
   });
 });
@@ -156,7 +170,7 @@ describe('a loss judged on a stale cached Run', () => {
   it('is written down from the live Run: one row naming every id the newest status shows', async () => {
     const w = await world();
     const before = await recorded(w);
-    const lostIds = loseAllBut(w.vault, 0);
+    const lostIds = loseAllBut(w.vault, 0).slice(0, -1); // the AIBOM blob's artifact record is not named
     // The informer still holds an older copy: only the first step counted, no AIBOM shown.
     const stale = structuredClone(before);
     stale.status = { ...stale.status, attestations: { count: 1 } };

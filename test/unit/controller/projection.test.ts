@@ -65,7 +65,17 @@ describe('transparency projection (in-memory seams)', () => {
     await projectRun(projection(w), run.metadata.uid);
     expect(w.kube.requests.calls.get('PATCH attestations/status')).toBe(count);
     const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
-    expect(now.status?.transparency).toEqual({ state: 'queued', queued: count, published: 0, failed: 0 });
+    expect(now.status?.transparency).toEqual({
+      state: 'queued',
+      queued: count,
+      published: 0,
+      retrying: 0,
+      notQueued: 0,
+    });
+    expect(now.status?.conditions?.find((c) => c.type === 'TransparencyPublished')).toMatchObject({
+      status: 'False',
+      reason: 'PublicationQueued',
+    });
     const aibom = now.status?.artifacts?.aibom as { digest: string; transparency: { status: string } };
     // The entry joins the record the reconciler wrote (its own fields untouched).
     expect(aibom.digest).toMatch(/^sha256:/);
@@ -169,18 +179,26 @@ describe('transparency projection (in-memory seams)', () => {
     expect(w3.kube.run(run3.metadata.namespace, run3.metadata.name)!.status?.transparency).toBeUndefined();
   });
 
-  it('a failed job makes the Run failed, with the error on its Attestation', async () => {
+  it('a job that keeps failing keeps the Run queued; the condition and its Attestation say why', async () => {
     const w = await world({ transparency: true });
     const run = await recorded(w, stepsDone(1));
     const id = w.vault.rows[0]!.id;
-    w.vault.publish(id, { state: 'failed', attempts: 10, lastError: 'REMOTE_UNAVAILABLE: 503' });
+    const next = new Date(Date.now() + 600_000);
+    w.vault.publish(id, { attempts: 10, lastError: 'REMOTE_UNAVAILABLE: 503', nextAttemptAt: next });
     await projectRun(projection(w), run.metadata.uid);
     const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
-    expect(now.status?.transparency).toMatchObject({ state: 'failed', failed: 1 });
+    expect(now.status?.transparency).toMatchObject({ state: 'queued', retrying: 1 });
+    expect(now.status?.transparency).not.toHaveProperty('failed');
     expect(w.kube.attestations.get(id)!.status.transparency).toMatchObject({
-      state: 'failed',
+      state: 'queued',
+      attempts: 10,
       lastError: 'REMOTE_UNAVAILABLE: 503',
+      nextAttemptAt: next.toISOString(),
     });
+    const condition = now.status?.conditions?.find((c) => c.type === 'TransparencyPublished');
+    expect(condition).toMatchObject({ status: 'False', reason: 'PublicationRetrying' });
+    expect(condition?.message).toContain('attempt 10: REMOTE_UNAVAILABLE: 503');
+    expect(condition?.message).toContain(`next attempt at ${next.toISOString()}`);
     // No AIBOM yet: no `artifacts.aibom` appears with only a transparency entry in it.
     expect(now.status?.artifacts).toBeUndefined();
   });
@@ -205,17 +223,25 @@ describe('transparency projection (in-memory seams)', () => {
     await projectRun(projection(w), run.metadata.uid);
     const now = w.kube.run(run.metadata.namespace, run.metadata.name)!;
     expect(now.status?.transparency).toEqual({
-      state: 'failed',
+      state: 'queued',
       mode: 'dry_run',
       queued: 0,
       published: 1,
-      failed: 0,
+      retrying: 0,
+      notQueued: ids.length - 1,
+    });
+    expect(now.status?.conditions?.find((c) => c.type === 'TransparencyPublished')).toMatchObject({
+      status: 'False',
+      reason: 'RecordsNotQueued',
     });
     expect(w.kube.events.filter((e) => e.reason === 'TransparencyPublished')).toEqual([]);
     // The runs list computes the same from its SQL counts and the run's record count.
-    const counts = { queued: 0, published: 1, failed: 0, publishedLocal: 1, publishedRemote: 0 };
-    expect(summaryOfCounts({ ...counts, records: 10 }).state).toBe('failed');
-    expect(summaryOfCounts({ ...counts, queued: 9, records: 10 }).state).toBe('queued');
+    const counts = { queued: 0, published: 1, retrying: 0, publishedLocal: 1, publishedRemote: 0 };
+    expect(summaryOfCounts({ ...counts, records: 10 })).toMatchObject({ state: 'queued', notQueued: 9 });
+    expect(summaryOfCounts({ ...counts, queued: 9, records: 10 })).toMatchObject({
+      state: 'queued',
+      notQueued: 0,
+    });
     expect(summaryOfCounts({ ...counts, records: 1 }).state).toBe('published');
   });
 
@@ -238,7 +264,16 @@ describe('transparency projection (in-memory seams)', () => {
     expect(mayNeedProjection(base)).toBe(true);
     const done = runFixture(succeeded, (r) => {
       r.status!.attestations = { count: 3 };
-      r.status!.transparency = { state: 'published', mode: 'dry_run', published: 3, queued: 0, failed: 0 };
+      r.status!.transparency = { state: 'published', mode: 'dry_run', published: 3, queued: 0, notQueued: 0 };
+      r.status!.conditions = [
+        {
+          type: 'TransparencyPublished',
+          status: 'True',
+          reason: 'Published',
+          message: '3 of 3 record(s) in a transparency log',
+          lastTransitionTime: '2026-01-01T00:00:00Z',
+        },
+      ];
     });
     expect(mayNeedProjection(done)).toBe(false);
     const more = structuredClone(done);

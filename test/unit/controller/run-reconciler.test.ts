@@ -65,18 +65,22 @@ describe('Run reconciler (in-memory seams)', () => {
     const run = w.kube.put(runFixture(stepsDone(2)));
     await reconcileIn(w, run);
     const id = run.metadata.uid;
-    // retrieve: 1 capability + 1 step; summarise: 1 step.
-    expect(w.vault.claimed.get(stepKey(id, 'retrieve'))).toHaveLength(2);
-    expect(w.vault.claimed.get(stepKey(id, 'summarise'))).toHaveLength(1);
+    // retrieve: 1 capability + 1 step + its output artifact; summarise: 1 step + its output artifact.
+    expect(w.vault.claimed.get(stepKey(id, 'retrieve'))).toHaveLength(3);
+    expect(w.vault.claimed.get(stepKey(id, 'summarise'))).toHaveLength(2);
     expect(w.vault.claimed.has(stepKey(id, 'post'))).toBe(false);
     expect(w.vault.claimed.has(terminalKey(id))).toBe(false);
-    expect(w.kube.attestations.size).toBe(3);
+    expect(w.kube.attestations.size).toBe(5);
     // One Event for everything one reconcile recorded.
     expect(w.kube.events.filter((e) => e.reason === 'Attested').map((e) => e.note)).toEqual([
-      'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise',
+      'recorded 3 attestation(s) for step retrieve, 2 attestation(s) for step summarise',
     ]);
     const now = storedRun(w, run);
-    expect(now.status?.attestations).toEqual({ count: 3 });
+    expect(now.status?.attestations).toEqual({ count: 5 });
+    expect(w.vault.rows.filter((r) => r.kind === 'artifact').map((r) => r.record.subjects)).toEqual([
+      [`artifact:${id}:steps/retrieve/output`],
+      [`artifact:${id}:steps/summarise/output`],
+    ]);
     expect(conditionOf(now, ConditionTypes.Attested)).toMatchObject({
       status: 'True',
       reason: Reasons.StepsAttested,
@@ -152,8 +156,9 @@ describe('Run reconciler (in-memory seams)', () => {
       'baseline',
       'strict',
     ]);
-    // The AIBOM record and its two standard views (CycloneDX 1.7, SPDX 3.0.1), in one batch.
-    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(3);
+    // The AIBOM record, its two standard views (CycloneDX 1.7, SPDX 3.0.1) and the AIBOM blob's
+    // artifact record, in one batch.
+    expect(w.vault.claimed.get(aibomKey(id))).toHaveLength(4);
 
     const now = storedRun(w, run);
     const meta = now.status?.artifacts?.aibom as AibomMetadata;
@@ -165,14 +170,14 @@ describe('Run reconciler (in-memory seams)', () => {
       status: 'True',
       reason: Reasons.RunAttested,
     });
-    // The AIBOM lists every record made before it (its two views come after it), and its C2PA
-    // manifest binds the stored bytes.
+    // The AIBOM lists every record made before it (its two views and its blob's artifact record come
+    // after it), and its C2PA manifest binds the stored bytes.
     const at = w.vault.rows.findIndex((r) => r.kind === 'aibom');
     const before = w.vault.rows.slice(0, at).map((r) => r.id);
     expect(meta.attestation_ids).toEqual(before);
-    expect(w.vault.rows.slice(at + 1).map((r) => r.kind)).toEqual(['artifact', 'artifact']);
+    expect(w.vault.rows.slice(at).map((r) => r.kind)).toEqual(['aibom', 'artifact', 'artifact', 'artifact']);
     expect(now.status?.attestations).toMatchObject({
-      count: before.length + 3,
+      count: before.length + 4,
       runAttestationId: w.vault.rows.find((r) => r.kind === 'run')!.id,
       aibomAttestationId: meta.aibom_attestation_id,
     });
@@ -182,14 +187,14 @@ describe('Run reconciler (in-memory seams)', () => {
     expect(JSON.parse(w.blobs.objects.get(meta.key.replace(/json$/, 'meta.json'))!.body.toString())).toEqual(
       meta,
     );
-    expect(w.kube.attestations.size).toBe(before.length + 3);
+    expect(w.kube.attestations.size).toBe(before.length + 4);
     expect(w.kube.events).toEqual([
       {
         type: 'Normal',
         reason: 'AIBOMRecorded',
         note:
-          'recorded 2 attestation(s) for step retrieve, 1 attestation(s) for step summarise, ' +
-          `1 attestation(s) for step post, 3 attestation(s) for run and policies; AIBOM ${meta.digest} stored at ${meta.key}`,
+          'recorded 3 attestation(s) for step retrieve, 2 attestation(s) for step summarise, ' +
+          `2 attestation(s) for step post, 3 attestation(s) for run and policies; AIBOM ${meta.digest} stored at ${meta.key}`,
       },
     ]);
 
@@ -398,10 +403,11 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
 
   it('records a large Run over several reconciles, each within the limits, to the same end state', async () => {
     const w = await world();
-    // 9 × (3 + 1) step records, 9 + 1 policies, 1 run, 1 AIBOM and its 2 views
+    // 9 × (3 capabilities + 1 step + 1 output artifact), 9 + 1 policies, 1 run, the AIBOM, its 2
+    // views and its blob's artifact record
     const run = w.kube.put(bigRun(9, 3));
     const id = run.metadata.uid;
-    const total = 9 * 4 + 10 + 1 + 1 + 2;
+    const total = 9 * 5 + 10 + 1 + 4;
     let reconciles = 0;
     for (;;) {
       const rows = w.vault.rows.length;
@@ -415,8 +421,12 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
       );
       reconciles += 1;
       const newRows = w.vault.rows.slice(rows);
-      const steps = newRows.filter((r) => r.kind === 'step' || r.kind === 'capability');
-      // Whole steps of 4 records: at most 2 fit in 10.
+      const steps = newRows.filter(
+        (r) =>
+          r.kind === 'step' || r.kind === 'capability' || (r.kind === 'artifact' && r.record.stepId !== null),
+      );
+      // Whole steps of 5 records: at most 2 fit in 10.
+      expect(steps.length % 5).toBe(0);
       expect(steps.length).toBeLessThanOrEqual(limits.records);
       expect(w.kube.attestations.size - resources).toBeLessThanOrEqual(limits.resources);
       // The terminal records and the AIBOM only once every step is recorded.
@@ -462,7 +472,8 @@ describe('Run reconciler: bounded work per reconcile (fairness)', () => {
       run.metadata.name,
     );
     expect(out).toEqual({ more: true });
-    expect(w.vault.claimed.get(stepKey(run.metadata.uid, 's0'))).toHaveLength(17);
+    // 16 capabilities, the step and its output's artifact record.
+    expect(w.vault.claimed.get(stepKey(run.metadata.uid, 's0'))).toHaveLength(18);
     expect(w.vault.claimed.has(stepKey(run.metadata.uid, 's1'))).toBe(false);
   });
 

@@ -67,7 +67,7 @@ describe('parsePolicyPackRef', () => {
   });
 });
 
-describe('run policy pack resolution: override > run > first step > baseline', () => {
+describe('run policy pack resolution: override > the pack found in the step specs > baseline (the spec)', () => {
   const full: RunSpec = {
     policyPack: { name: 'run-pack', version: '3' },
     steps: [
@@ -81,13 +81,36 @@ describe('run policy pack resolution: override > run > first step > baseline', (
     expect(packOf(bomOf(full, { name: 'cli', version: '9' }))).toBe('cli@9');
   });
 
-  it('then the run-level pack', () => {
+  it('then the pack found in the step specs: the first step spec with one, the run-level pack being the pack of those naming none', () => {
+    // `a` names none: it carries the run-level pack, so that is the pack found in the step specs.
     expect(packOf(bomOf(full))).toBe('run-pack@3');
-  });
-
-  it('then the first step pack in spec order', () => {
+    // The first step names its own: it wins over the run-level pack.
+    const ownFirst: RunSpec = {
+      ...full,
+      steps: [model('b', { name: 'first-step', version: '1' }), tool('a')],
+    };
+    expect(packOf(bomOf(ownFirst))).toBe('first-step@1');
+    expect(bomOf(ownFirst).components.policies.map((p) => `${p.pack}@${p.version}`)).toEqual([
+      'first-step@1',
+      'run-pack@3',
+    ]);
+    // Without a run-level pack: the first step spec that names one.
     const { policyPack: _, ...noRun } = full;
     expect(packOf(bomOf(noRun))).toBe('first-step@1');
+  });
+
+  it('then the run-level pack (a run without steps), which the steps without a pack of their own follow', () => {
+    expect(packOf(bomOf({ policyPack: { name: 'run-pack', version: '3' }, steps: [] }))).toBe('run-pack@3');
+    const bom = bomOf({ policyPack: { name: 'run-pack', version: '3' }, steps: [tool('a'), model('b')] });
+    expect(bom.components.models[0]!.properties.policy_pack).toBe('run-pack');
+  });
+
+  it("gives a step pack without a version the run-level pack's version of the same name", () => {
+    const spec: RunSpec = {
+      policyPack: { name: 'strict', version: '4' },
+      steps: [model('a', { name: 'strict' })],
+    };
+    expect(packOf(bomOf(spec))).toBe('strict@4');
   });
 
   it('then baseline, unversioned, with the built-in guardrail catalog', () => {
@@ -127,15 +150,26 @@ describe('run policy pack resolution: override > run > first step > baseline', (
 });
 
 describe('step packs and components.policies', () => {
-  it("records a model step's own pack name, else the run's", () => {
+  it("records a model step's own pack name, else the run-level pack, else the run's", () => {
     const bom = bomOf({
       policyPack: { name: 'run-pack', version: '1' },
       steps: [model('a'), model('b', { name: 'strict', version: '2' })],
     });
     expect(bom.components.models.map((m) => m.properties.policy_pack)).toEqual(['run-pack', 'strict']);
+    expect(packOf(bom)).toBe('run-pack@1');
+    // A first step with its own pack makes it the run's; the others still follow the run-level one.
+    const own = bomOf({
+      policyPack: { name: 'run-pack', version: '1' },
+      steps: [model('b', { name: 'strict', version: '2' }), model('a')],
+    });
+    expect(packOf(own)).toBe('strict@2');
+    expect(own.components.models.map((m) => m.properties.policy_pack)).toEqual(['strict', 'run-pack']);
+    // Without a run-level pack, a step without one follows the run's pack.
+    const noRun = bomOf({ steps: [model('a'), model('b', { name: 'strict', version: '2' })] });
+    expect(noRun.components.models.map((m) => m.properties.policy_pack)).toEqual(['strict', 'strict']);
   });
 
-  it('lists the run pack first, then step packs in order of first use, once each', () => {
+  it('lists the run pack first, then the run-level pack, then step packs in order of first use, once each', () => {
     const bom = bomOf({
       policyPack: { name: 'run-pack', version: '1' },
       steps: [
@@ -147,8 +181,8 @@ describe('step packs and components.policies', () => {
       ],
     });
     expect(bom.components.policies.map((p) => `${p.pack}@${p.version}`)).toEqual([
-      'run-pack@1',
       'z-pack@1',
+      'run-pack@1',
       'a-pack@1',
       'z-pack@2',
     ]);

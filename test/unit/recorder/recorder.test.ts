@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { aibomRunOf } from '../../../src/aibom/index.ts';
 import { serializeView, VIEW_FORMAT_NAMES } from '../../../src/aibom/views/index.ts';
-import { verifyRecord } from '../../../src/attest/index.ts';
+import { canonicalJson, sha256Hex, verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
 import {
   aibomKeys,
@@ -19,24 +19,37 @@ import {
 import { runFixture, stepsDone, succeeded, world } from '../controller/fixtures.ts';
 
 describe('recorder', () => {
-  it('records finished steps once per key: capability tokens, then the step they authorise', async () => {
+  it('records finished steps once per key: capability tokens, the step they authorise, its output artifact', async () => {
     const w = await world();
     const run = runFixture(stepsDone(3));
     const first = await w.recorder.recordSteps(run, ['retrieve', 'summarise']);
     expect(first.map((r) => [r.key, r.what, r.ids.length, r.created])).toEqual([
-      [stepKey(run.metadata.uid, 'retrieve'), 'step retrieve', 2, true],
-      [stepKey(run.metadata.uid, 'summarise'), 'step summarise', 1, true],
+      [stepKey(run.metadata.uid, 'retrieve'), 'step retrieve', 3, true],
+      [stepKey(run.metadata.uid, 'summarise'), 'step summarise', 2, true],
     ]);
-    const [capability, step] = w.vault.rows;
+    const [capability, step, output] = w.vault.rows;
     expect(capability!.kind).toBe('capability');
     expect(step!.record.capabilityTokenIds).toEqual(capability!.record.capabilityTokenIds);
+    // The output's artifact record: named by the step, its subject digest the step's outputDigest.
+    expect(output!.kind).toBe('artifact');
+    expect(output!.record).toMatchObject({
+      stepId: 'retrieve',
+      subjects: [`artifact:${run.metadata.uid}:steps/retrieve/output`],
+      artifactDigests: [`sha256:${sha256Hex(Buffer.from(canonicalJson(run.status!.steps![0]!.output)))}`],
+    });
+    const stepPredicate = (
+      JSON.parse(Buffer.from(step!.record.envelope.payload, 'base64').toString('utf8')) as {
+        predicate: { outputDigest: { sha256: string } };
+      }
+    ).predicate;
+    expect(output!.record.artifactDigests).toEqual([`sha256:${stepPredicate.outputDigest.sha256}`]);
     for (const row of w.vault.rows) {
       expect(verifyRecord(row.record, { publicKeys: [w.signer.publicKey] }).ok).toBe(true);
     }
     // Again (a retry, a racing replica): the stored ids, nothing new.
     const again = await w.recorder.recordSteps(run, ['retrieve']);
     expect(again).toEqual([{ ...first[0], created: false }]);
-    expect(w.vault.rows).toHaveLength(3);
+    expect(w.vault.rows).toHaveLength(5);
     // Only finished steps: an unfinished one asked for is skipped.
     expect(await w.recorder.recordSteps(runFixture(stepsDone(0)), ['retrieve'])).toEqual([]);
   });
@@ -104,12 +117,20 @@ describe('recorder', () => {
     const { artifact, created } = await w.recorder.recordAibom(run);
     expect(created).toBe(true);
     const meta = artifact.metadata as unknown as AibomMetadata;
-    // The AIBOM record comes after every record it lists; its two standard views right after it.
+    // The AIBOM record comes after every record it lists.
     const at = w.vault.rows.findIndex((r) => r.kind === 'aibom');
     expect(meta.attestation_ids).toEqual(w.vault.rows.slice(0, at).map((r) => r.id));
     const aibomRow = w.vault.rows[at]!;
     expect(meta.aibom_attestation_id).toBe(aibomRow.id);
-    const viewRows = w.vault.rows.slice(at + 1);
+    // Then its two standard views, then the artifact record of its blob, last.
+    expect(w.vault.rows).toHaveLength(at + 4);
+    const viewRows = w.vault.rows.slice(at + 1, at + 3);
+    const blobRow = w.vault.rows[at + 3]!;
+    expect(blobRow.kind).toBe('artifact');
+    expect(blobRow.record).toMatchObject({
+      subjects: [`artifact:${run.metadata.uid}:aibom`],
+      artifactDigests: [meta.digest],
+    });
     expect(viewRows.map((r) => [r.kind, r.predicateType, r.subjects])).toEqual([
       ['artifact', 'https://cyclonedx.org/bom', [`artifact:${run.metadata.uid}:aibom.cdx-1.7.json`]],
       ['artifact', 'https://spdx.dev/Document/v3', [`artifact:${run.metadata.uid}:aibom.spdx-3.0.1.json`]],
@@ -141,7 +162,15 @@ describe('recorder', () => {
     // (issue 10 item 5: it used to appear only in the API's view, joined at read time).
     const metaKey = aibomKeys(run.metadata.namespace, run.metadata.uid).meta;
     const job = w.vault.jobs.get(aibomRow.id)!;
-    const expected = { ...meta, transparency: { job_id: job.id, status: 'queued', attempts: 0 } };
+    const expected = {
+      ...meta,
+      transparency: {
+        job_id: job.id,
+        status: 'queued',
+        attempts: 0,
+        next_attempt_at: job.nextAttemptAt.toISOString(),
+      },
+    };
     expect(JSON.parse(w.blobs.objects.get(metaKey)!.body.toString())).toEqual(expected);
 
     // Again: the stored record, no new object, no new row.

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parseClaimSignature, sigTstOf } from '../../../src/c2pa/claim-signature.ts';
 import { childSuperBoxes, contentBoxes, parseJumbf, Uuids } from '../../../src/c2pa/jumbf.ts';
 import { createRecorder, RecordError, type AibomMetadata } from '../../../src/recorder/index.ts';
-import { signerFromPem, type KeySigner, type Signer } from '../../../src/signing/index.ts';
+import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { TimestampError, type Timestamper, type VerifiedTimestamp } from '../../../src/timestamp/index.ts';
 import type { NewSignerCertificate } from '../../../src/vault/index.ts';
 import { FakeBlobs, FakeVault } from '../../helpers/fakes.ts';
@@ -73,7 +73,12 @@ async function setup(opts: { tsa?: (s: KeySigner) => Timestamper; customer?: boo
     blobs,
     runtimeSigner: () => current,
     signers: vault.signers,
-    envelopeSigner: (): Promise<Signer> => Promise.resolve(opts.customer ? signers.customer : current),
+    envelopeSigner: () =>
+      Promise.resolve(
+        opts.customer
+          ? { signer: signers.customer, authority: 'namespace' as const }
+          : { signer: current, authority: 'service' as const },
+      ),
     ...(tsa ? { timestamper: tsa } : {}),
     logger,
   });

@@ -63,6 +63,22 @@ describe('SCRAPI wire helpers', () => {
       job_id: 'job-1',
       status: 'queued',
       attempts: 1,
+      next_attempt_at: '1970-01-01T00:00:00.000Z',
+    });
+    // A failed attempt: still queued, with the error and when it is tried next.
+    expect(
+      transparencyView({
+        ...base,
+        state: 'queued',
+        lastError: 'REMOTE_REJECTED: 400',
+        nextAttemptAt: new Date(5),
+      }),
+    ).toEqual({
+      job_id: 'job-1',
+      status: 'queued',
+      attempts: 1,
+      last_error: 'REMOTE_REJECTED: 400',
+      next_attempt_at: '1970-01-01T00:00:00.005Z',
     });
     const published = {
       ...base,

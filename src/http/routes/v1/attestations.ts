@@ -269,13 +269,21 @@ function scittRoute(app: TypedApp, deps: AttestationRouteDeps): void {
       }
       const job = await deps.transparency.publisher.publishNow(record.id);
       const view = transparencyView(job, { position: true });
+      // The spec's common fields are in every answer of the attestation endpoints, this one too.
+      const envelope = withJob(record, job, await audienceOf(deps.authorizer, req));
       return reply.code(job.state === 'published' ? 200 : 202).send({
         attestation_id: record.id,
         status: job.state,
         ...(job.entryId !== null ? { entry_id: job.entryId } : {}),
         ...(job.logIndex !== null ? { log_index: job.logIndex } : {}),
         ...(view.receipt !== undefined ? { receipt: view.receipt } : {}),
-        transparency: view,
+        predicate_type: envelope.predicate_type,
+        predicate: envelope.predicate,
+        ...(envelope.capability_tokens !== undefined
+          ? { capability_tokens: envelope.capability_tokens }
+          : {}),
+        c2pa_manifest_ref: envelope.c2pa_manifest_ref,
+        transparency: envelope.transparency,
       });
     },
   );
@@ -284,14 +292,19 @@ function scittRoute(app: TypedApp, deps: AttestationRouteDeps): void {
 const scittResultSchema = {
   $id: 'ScittResult',
   type: 'object',
-  required: ['attestation_id', 'status', 'transparency'],
+  required: ['attestation_id', 'status', 'predicate_type', 'predicate', 'c2pa_manifest_ref', 'transparency'],
   properties: {
     attestation_id: { type: 'string' },
-    status: { type: 'string', enum: ['queued', 'published', 'failed'] },
+    status: { type: 'string', enum: ['queued', 'published'] },
     entry_id: { type: 'string' },
     log_index: { type: 'integer', description: 'position of the entry in the log' },
     receipt: { type: 'string', description: 'COSE receipt (base64), RFC9162_SHA256 inclusion proof' },
-    transparency: { type: 'object', additionalProperties: true },
+    // The spec's common fields, as GET /v1/attestations/{id} has them.
+    predicate_type: envelopeSchema.properties.predicate_type,
+    predicate: envelopeSchema.properties.predicate,
+    capability_tokens: envelopeSchema.properties.capability_tokens,
+    c2pa_manifest_ref: envelopeSchema.properties.c2pa_manifest_ref,
+    transparency: { $ref: 'TransparencyView#' },
   },
 } as const;
 

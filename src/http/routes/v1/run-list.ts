@@ -72,18 +72,26 @@ export const runListSchemas = [
       transparency: {
         type: ['object', 'null'],
         description: 'null when no record of the run has a transparency job',
-        required: ['state', 'mode', 'queued', 'published', 'failed'],
+        required: ['state', 'mode', 'queued', 'published', 'retrying', 'not_queued'],
         properties: {
-          state: { type: 'string', enum: ['queued', 'published', 'failed'] },
+          state: {
+            type: 'string',
+            enum: ['queued', 'published'],
+            description: 'published once every record of the run is, else queued',
+          },
           mode: {
             type: ['string', 'null'],
             enum: ['dry_run', 'published', 'mixed', null],
             description:
               "where the published records went: dry_run (this deployment's own log), published, mixed",
           },
-          queued: { type: 'integer' },
-          published: { type: 'integer' },
-          failed: { type: 'integer' },
+          queued: { type: 'integer', description: 'records whose SCITT job waits' },
+          published: { type: 'integer', description: 'records in a transparency log' },
+          retrying: { type: 'integer', description: 'queued records whose last attempt failed' },
+          not_queued: {
+            type: 'integer',
+            description: 'records without a SCITT job (stored while the writer was off)',
+          },
         },
       },
       created_at: { type: 'string', format: 'date-time' },
@@ -115,7 +123,7 @@ export function runListItem(r: RunSummary) {
     pack = null; // a spec admission would refuse today (mirrored before a rule existed)
   }
   const t = r.transparency;
-  const any = t.queued + t.published + t.failed > 0;
+  const any = t.queued + t.published > 0;
   // Against the run's record count: records without a job keep the run from `published`.
   const summary = any ? summaryOfCounts({ ...t, records: r.attestations }) : undefined;
   return {
@@ -137,7 +145,8 @@ export function runListItem(r: RunSummary) {
             mode: summary.mode ?? null,
             queued: summary.queued,
             published: summary.published,
-            failed: summary.failed,
+            retrying: summary.retrying,
+            not_queued: summary.notQueued,
           },
     created_at: r.createdAt.toISOString(),
     updated_at: r.updatedAt.toISOString(),

@@ -30,6 +30,12 @@ export interface RunRouteDeps {
   readonly tsaTrustAnchors?: readonly X509Certificate[];
   /** The PolicyPack resources the run's pack is resolved against (`policy_pack`). */
   readonly policyPacks?: PolicyPackSource;
+  /**
+   * SERVICE_TRANSPARENCY_WRITER=1: `artifacts.aibom.transparency` is shown (the spec: present only
+   * then), as `aibom.meta.json` and the Run's status show it; off, never, even for an AIBOM record a
+   * push or an export gave a job.
+   */
+  readonly transparencyWriter?: boolean;
 }
 
 const free = { type: 'object', additionalProperties: true } as const;
@@ -308,6 +314,32 @@ export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
   );
 }
 
+/**
+ * The final step of a run: the last to finish in its DAG. Among the finished steps of `status`
+ * (Succeeded or Failed), the one with the latest `finishedAt` (by instant: RFC 3339 admits any
+ * offset); on a tie, or without times, the one later in spec order, which is a topological order
+ * of the DAG (a step may only depend on steps listed before it), so a step never precedes one it
+ * depends on. Returns its index in `status`, or -1 when no step finished.
+ */
+export function finalStepIndex(
+  spec: readonly { readonly id: string }[],
+  status: readonly { readonly id: string; readonly phase?: string; readonly finishedAt?: string }[],
+): number {
+  const order = new Map(spec.map((s, i) => [s.id, i]));
+  let best = -1;
+  let bestKey: [number, number] = [-Infinity, -Infinity];
+  status.forEach((s, i) => {
+    if (s.phase !== 'Succeeded' && s.phase !== 'Failed') return;
+    const at = s.finishedAt !== undefined ? Date.parse(s.finishedAt) : Number.NaN;
+    const key: [number, number] = [Number.isNaN(at) ? -Infinity : at, order.get(s.id) ?? -1];
+    if (key[0] > bestKey[0] || (key[0] === bestKey[0] && key[1] > bestKey[1])) {
+      best = i;
+      bestKey = key;
+    }
+  });
+  return best;
+}
+
 /** The run detail: the run, its steps, and `artifacts` (with the AIBOM's transparency state). */
 async function runDetail(
   deps: RunRouteDeps,
@@ -317,9 +349,10 @@ async function runDetail(
   const id = run.id;
   const artifacts: Record<string, Record<string, unknown>> = {};
   for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = currentMetadata(a);
-  // The transparency entry changes (queued → published) while the record is immutable: joined here.
+  // The transparency entry changes (queued → published) while the record is immutable: joined here,
+  // only with the writer on (what the controller writes beside the blob and on the Run, too).
   const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
-  if (typeof aibomAttestation === 'string') {
+  if (deps.transparencyWriter === true && typeof aibomAttestation === 'string') {
     const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
     // Its place in the shared log only for a reader who may see positions (src/http/views/envelope.ts).
     if (job) {
@@ -328,11 +361,14 @@ async function runDetail(
     }
   }
   const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
-  // The final step's output (or error) points at the BOM recorded for the run.
+  // The final step's output (or error) references the BOM recorded for the run (spec).
   const aibom = artifacts.aibom;
-  const last = steps.at(-1);
-  if (aibom && last) {
-    last.artifacts = { aibom: { $ref: '#/artifacts/aibom', digest: aibom.digest, key: aibom.key } };
+  const final = aibom !== undefined ? finalStepIndex(run.spec.steps, run.status.steps ?? []) : -1;
+  if (aibom !== undefined && final >= 0) {
+    const step = steps[final]!;
+    const ref = { aibom: { $ref: '#/artifacts/aibom', digest: aibom.digest, key: aibom.key } };
+    if (step.phase === 'Failed') step.error = { message: step.error ?? null, artifacts: ref };
+    else step.output = { value: step.output ?? null, artifacts: ref };
   }
   return {
     id: run.id,

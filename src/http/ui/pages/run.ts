@@ -226,8 +226,18 @@ function declaredChain(run: RunView, step: StepSpec, finished: boolean): Html {
 }
 
 export function stepError(s: StepStatus | undefined): Html {
-  if (s?.error === undefined) return html``;
-  const text = s.error.length > 300 ? `${s.error.slice(0, 300)}…` : s.error;
+  // The run detail gives the final step's error as `{message, artifacts}` (it references the BOM).
+  const error: unknown = s?.error;
+  const message =
+    typeof error === 'string'
+      ? error
+      : typeof error === 'object' &&
+          error !== null &&
+          typeof (error as { message?: unknown }).message === 'string'
+        ? (error as { message: string }).message
+        : undefined;
+  if (message === undefined) return html``;
+  const text = message.length > 300 ? `${message.slice(0, 300)}…` : message;
   return html`<br /><span class="bad">${text}</span>`;
 }
 
@@ -296,7 +306,8 @@ export function verificationCell(v: VerificationState): Html {
 function receiptCell(t: Record<string, unknown> | null): Html {
   if (t === null) return html`<span class="muted">none</span>`;
   const status = typeof t.status === 'string' ? t.status : '?';
-  const tone = status === 'published' ? 'ok' : status === 'failed' ? 'bad' : 'warn';
+  // Queued after a failed attempt reads as a problem (the job says why and when it is tried next).
+  const tone = status === 'published' ? 'ok' : typeof t.last_error === 'string' ? 'bad' : 'warn';
   const mode = t.mode === 'dry_run' ? 'dry run (own log)' : t.mode === 'published' ? 'remote log' : '';
   return html`${badge(status, tone)}
   ${mode}${

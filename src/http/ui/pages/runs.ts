@@ -34,7 +34,8 @@ function aibomCell(a: RunListItemView['aibom']): Html {
 
 export function transparencyCell(t: RunListItemView['transparency']): Html {
   if (t === null) return html`<span class="muted">off</span>`;
-  const tone = t.state === 'published' ? 'ok' : t.state === 'failed' ? 'bad' : 'warn';
+  // Queued with failed attempts (or records no job will publish) reads as a problem.
+  const tone = t.state === 'published' ? 'ok' : t.retrying > 0 || t.not_queued > 0 ? 'bad' : 'warn';
   const mode =
     t.mode === 'dry_run'
       ? 'dry run (own log)'
