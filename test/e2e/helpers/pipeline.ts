@@ -49,8 +49,8 @@ export function burstSpec(i: number): RunSpec {
 }
 
 /**
- * The largest Run admission allows in steps and capabilities (128 steps, 256 capabilities: 515
- * records), each step with an input and an output of a few KiB, so that recording it and building
+ * The largest Run admission allows in steps and capabilities (128 steps, 256 capabilities: 646
+ * records, docs/runs.md), each step with an input and an output of a few KiB, so that recording it and building
  * its AIBOM is the largest piece of work one Run gives the controller.
  */
 export function hugeSpec(): RunSpec {
