@@ -112,17 +112,18 @@ export function witnessMetrics(registry?: Registry) {
           registers,
         }),
     ),
-    inconsistentLog: metric(
-      registry,
-      'aibom_vault_tlog_checkpoint_failures_total',
-      (registers) =>
-        new Counter({
-          name: 'aibom_vault_tlog_checkpoint_failures_total',
-          help: 'Rounds in which a log refused to sign a checkpoint of its tree, by code (CHECKPOINT_INCONSISTENT: its stored tree no longer extends its last signed note)',
-          labelNames: ['log', 'code'],
-          registers,
-        }),
-    ),
+    inconsistentLog: metric(registry, 'aibom_vault_tlog_checkpoint_failures_total', (registers) => {
+      const c = new Counter({
+        name: 'aibom_vault_tlog_checkpoint_failures_total',
+        help: 'Rounds in which a log refused to sign a checkpoint of its tree, by code (CHECKPOINT_INCONSISTENT: its stored tree no longer extends its last signed note)',
+        labelNames: ['log', 'code'],
+        registers,
+      });
+      // Both logs and the one code exist from the start (0), so an alert can tell "never" from "no data".
+      for (const log of ['vault', 'scitt'] satisfies TlogName[])
+        c.labels(log, 'CHECKPOINT_INCONSISTENT').inc(0);
+      return c;
+    }),
   };
 }
 
