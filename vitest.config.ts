@@ -1,9 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects: `unit` (pure logic, in-memory fakes allowed), `integration` (one real stack per
-// test run: kube-apiserver + etcd + kube-controller-manager, PostgreSQL, MinIO; see
-// test/global-setup.ts) and `integration-seaweedfs`: the files that touch the bucket again, on a
-// stack whose S3-compatible store is SeaweedFS (the matrix of docs/storage.md).
+// Four projects, one after the other: `unit` (pure logic, in-memory fakes allowed), `integration`
+// (one real stack per test run: kube-apiserver + etcd + kube-controller-manager, PostgreSQL, MinIO;
+// see test/global-setup.ts), `integration-seaweedfs` (the files that touch the bucket again, on a
+// stack whose S3-compatible store is SeaweedFS: the matrix of docs/storage.md) and `e2e` (a real
+// node with the chart on it, its own stack: test/e2e/node.test.ts).
 
 /** The integration files whose subject is the object store: run against both S3 servers. */
 const S3_MATRIX = [
@@ -55,6 +56,23 @@ export default defineConfig({
           name: 'integration-seaweedfs',
           include: S3_MATRIX,
           sequence: { groupOrder: 2 },
+        },
+      },
+      {
+        test: {
+          // A real node (kubelet, containerd, kube-proxy) with the chart on it, and faults while
+          // bursts of Runs finish (test/e2e/node.test.ts, docs/install.md "A real node"). After both
+          // integration projects, alone: its own stack, and the machine's two cores to itself.
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          environment: 'node',
+          sequence: { groupOrder: 3 },
+          // Each fault round drives 200 Runs through the pods and waits for their AIBOMs (a few
+          // minutes); the limits are far above that and never what a test checks.
+          testTimeout: 90 * 60_000,
+          hookTimeout: 60 * 60_000,
+          fileParallelism: false,
+          maxWorkers: 1,
         },
       },
     ],

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the paths of the real components used by tests and the local stack:
-#   kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority weed
-#   litewitness witness-add-log tlog-tiles-check tlog-cosign-check
-# from the Go module proxy only, at the versions pinned in hack/versions.env. See docs/tools.md.
+#   kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority    (set "stack")
+#     litewitness witness-add-log
+#   helm cosign crane weed tlog-tiles-check tlog-cosign-check                        (+ set "test")
+#   kube-scheduler kubelet kube-proxy containerd ctr containerd-shim-runc-v2 pause   (set "node")
+# from the Go module proxy only (pause: compiled with the C compiler from the pinned Kubernetes
+# module's build/pause/linux/pause.c), at the versions pinned in hack/versions.env. docs/tools.md.
 #
-# Usage: hack/ensure-tools.sh [tool...]            (default: all tools)
+# Usage: hack/ensure-tools.sh [tool|@set...]       (default: all tools; sets: @stack @test @node)
 #        hack/ensure-tools.sh --update-modules [tool...]
 #            regenerate the wrapper modules' go.mod/go.sum under hack/go/ (after a version bump)
 #
@@ -21,9 +24,18 @@ source "$HACK_DIR/versions.env"
 
 CACHE=${AIBOM_VAULT_CACHE:-${HOME:?HOME or AIBOM_VAULT_CACHE must be set}/.cache/aibom-vault}
 [[ $CACHE == /* ]] || CACHE=$(realpath -m -- "$CACHE") # printed paths must be absolute
-ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd helm minio cosign crane timestamp-authority weed
+# What the local stack (and so the demo) runs; what only the test suite adds (weed: the SeaweedFS
+# half of the S3 matrix; `up --s3 seaweedfs` asks for it by name); what only the node
+# (`npm run stack -- up --node`, the e2e suite) adds. hack/stack/tools.ts names the same sets.
+STACK_TOOLS=(kube-apiserver kubectl kube-controller-manager etcd minio timestamp-authority litewitness
+  witness-add-log)
+TEST_TOOLS=("${STACK_TOOLS[@]}" helm cosign crane weed tlog-tiles-check tlog-cosign-check)
+NODE_TOOLS=(kube-scheduler kubelet kube-proxy containerd ctr containerd-shim-runc-v2 pause helm)
+ALL_TOOLS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy etcd helm minio
+  cosign crane timestamp-authority weed containerd ctr containerd-shim-runc-v2 pause
   litewitness witness-add-log tlog-tiles-check tlog-cosign-check)
-KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager)
+KUBE_TOOLS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
+CONTAINERD_TOOLS=(containerd ctr containerd-shim-runc-v2)
 
 log() { echo "ensure-tools: $*" >&2; }
 run() { echo "+ $*" >&2; "$@"; } # for the build logs
@@ -33,8 +45,9 @@ die() { log "error: $*"; exit 1; }
 
 group_of() {
   case $1 in
-    kube-apiserver | kubectl | kube-controller-manager) echo kubernetes ;;
-    etcd | helm | minio | cosign | crane | timestamp-authority | tlog-cosign-check) echo "$1" ;;
+    kube-apiserver | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) echo kubernetes ;;
+    containerd | ctr | containerd-shim-runc-v2) echo containerd ;;
+    etcd | helm | minio | cosign | crane | timestamp-authority | pause | tlog-cosign-check) echo "$1" ;;
     litewitness | witness-add-log | tlog-tiles-check) echo torchwood ;;
     weed) echo seaweedfs ;; # SeaweedFS's server binary is `weed`
     *) return 1 ;;
@@ -51,6 +64,8 @@ group_version() {
     cosign) echo "$COSIGN_VERSION" ;;
     crane) echo "$CRANE_VERSION" ;;
     timestamp-authority) echo "$TSA_VERSION" ;;
+    containerd) echo "$CONTAINERD_VERSION" ;;
+    pause) echo "$PAUSE_VERSION-$KUBERNETES_VERSION" ;;
     seaweedfs) echo "$SEAWEEDFS_VERSION" ;;
     torchwood) echo "$TORCHWOOD_VERSION" ;;
     tlog-cosign-check) echo "$TLOG_FORMATS_VERSION" ;;
@@ -69,6 +84,7 @@ group_module() {
     cosign) echo "github.com/sigstore/cosign/v$(major_of "$COSIGN_VERSION")" ;;
     crane) echo "github.com/google/go-containerregistry" ;;
     timestamp-authority) echo "github.com/sigstore/timestamp-authority/v$(major_of "$TSA_VERSION")" ;;
+    containerd) echo "github.com/containerd/containerd/v$(major_of "$CONTAINERD_VERSION")" ;;
     seaweedfs) echo "github.com/seaweedfs/seaweedfs" ;;
     torchwood) echo "filippo.io/torchwood" ;;
     tlog-cosign-check) echo "github.com/transparency-dev/formats" ;;
@@ -85,7 +101,8 @@ group_module_version() {
 # Main package of a tool, as built from inside the wrapper module.
 tool_package() {
   case $1 in
-    kube-apiserver | kubectl | kube-controller-manager) echo "k8s.io/kubernetes/cmd/$1" ;;
+    kube-apiserver | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) echo "k8s.io/kubernetes/cmd/$1" ;;
+    containerd | ctr | containerd-shim-runc-v2) echo "$(group_module containerd)/cmd/$1" ;;
     etcd) echo "aibom-vault.local/tools/etcd" ;; # hack/go/etcd/main.go -> etcdmain.Main
     helm) echo "$(group_module helm)/cmd/helm" ;;
     minio) echo "github.com/minio/minio" ;;
@@ -115,9 +132,18 @@ group_toolchain() {
   esac
 }
 
+# Platforms whose dependencies the wrapper module's go.sum covers (the node's tools are Linux-only).
+group_platforms() {
+  case $1 in
+    containerd) echo linux/amd64 linux/arm64 ;;
+    *) echo linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 ;;
+  esac
+}
+
 group_tools() {
   case $1 in
     kubernetes) echo "${KUBE_TOOLS[*]}" ;;
+    containerd) echo "${CONTAINERD_TOOLS[*]}" ;;
     seaweedfs) echo weed ;;
     torchwood) echo "litewitness witness-add-log tlog-tiles-check" ;;
     *) echo "$1" ;;
@@ -133,12 +159,21 @@ tools=()
 for arg in "$@"; do
   case $arg in
     --update-modules) update_modules=true ;;
-    -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    @stack) tools+=("${STACK_TOOLS[@]}") ;;
+    @test) tools+=("${TEST_TOOLS[@]}") ;;
+    @node) tools+=("${NODE_TOOLS[@]}") ;;
+    @*) die "unknown set '$arg' (known: @stack @test @node)" ;;
     -*) die "unknown option $arg" ;;
     *) group_of "$arg" >/dev/null || die "unknown tool '$arg' (known: ${ALL_TOOLS[*]})"; tools+=("$arg") ;;
   esac
 done
 ((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
+# Each tool once, in the order first named.
+declare -A seen_tool=()
+uniq_tools=()
+for t in "${tools[@]}"; do [[ -n ${seen_tool[$t]:-} ]] || { seen_tool[$t]=1; uniq_tools+=("$t"); }; done
+tools=("${uniq_tools[@]}")
 
 print_paths() {
   local t
@@ -290,7 +325,7 @@ gen_module() {
   # list is exactly the upstream module's requirements plus the replacements above.
   local p pkgs=()
   for t in $(group_tools "$group"); do pkgs+=("$(tool_package "$t")"); done
-  for p in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
+  for p in $(group_platforms "$group"); do
     (cd "$dir" && GOOS=${p%/*} GOARCH=${p#*/} run go list -deps "${pkgs[@]}" </dev/null >/dev/null)
   done
   # The pin must survive (it would only move if a dependency required a newer version).
@@ -365,6 +400,10 @@ group_ldflags() {
     timestamp-authority)
       p=sigs.k8s.io/release-utils/version
       printf -- ' -X %s' "$p.gitVersion=$TSA_VERSION" "$p.gitTreeState=clean" ;;
+    containerd)
+      # as containerd's Makefile: Version and Package (Revision, the commit, is not known here).
+      p=$(group_module containerd)/version
+      printf -- ' -X %s' "$p.Version=$CONTAINERD_VERSION" "$p.Package=$(group_module containerd)" ;;
     seaweedfs) printf -- ' -X %s' "github.com/seaweedfs/seaweedfs/weed/util/version.COMMIT=$SEAWEEDFS_COMMIT" ;;
     torchwood | tlog-cosign-check) ;;
   esac
@@ -375,13 +414,16 @@ verify_tool() {
   local t=$1 bin=$2 out want
   case $t in
     kubectl) out=$("$bin" version --client 2>&1) want="Client Version: $KUBERNETES_VERSION" ;;
-    kube-*) out=$("$bin" --version 2>&1) want="Kubernetes $KUBERNETES_VERSION" ;;
+    kube-* | kubelet) out=$("$bin" --version 2>&1) want="Kubernetes $KUBERNETES_VERSION" ;;
     etcd) out=$("$bin" --version 2>&1) want="etcd Version: ${ETCD_VERSION#v}" ;;
     helm) out=$("$bin" version 2>&1) want="Version:\"$HELM_VERSION\"" ;;
     minio) out=$("$bin" --version 2>&1) want="$MINIO_RELEASE" ;;
     cosign) out=$("$bin" version 2>&1) want="$COSIGN_VERSION" ;;
     crane) out=$("$bin" version 2>&1) want="$CRANE_VERSION" ;;
     timestamp-authority) out=$("$bin" --version 2>&1) want="timestamp-server $TSA_VERSION" ;;
+    containerd | ctr) out=$("$bin" --version 2>&1) want="$CONTAINERD_VERSION" ;;
+    containerd-shim-runc-v2) out=$("$bin" -v 2>&1) want="$CONTAINERD_VERSION" ;;
+    pause) out=$("$bin" -v 2>&1) want="pause.c v$PAUSE_VERSION" ;;
     weed) out=$("$bin" version 2>&1) want="$SEAWEEDFS_VERSION $SEAWEEDFS_COMMIT" ;;
     # No version flags: the module versions the binary was built from (the pin, not a replacement).
     litewitness | witness-add-log | tlog-tiles-check)
@@ -392,6 +434,22 @@ verify_tool() {
   echo "\$ $t version:"
   echo "$out"
   grep -qF -- "$want" <<<"$out" || { echo "expected '$want' in the version output of $t"; return 1; }
+}
+
+# The pod sandbox ("pause") binary, as Kubernetes builds its pause image: build/pause/linux/pause.c
+# of the pinned k8s.io/kubernetes module (downloaded through the module proxy, no registry needed),
+# compiled static with the flags of build/pause/Makefile. The version must be the Makefile's TAG.
+build_pause() {
+  local out=$1 info dir tag
+  info=$(cd / && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" </dev/null)
+  dir=$(go_json_field Dir <<<"$info")
+  [[ -f $dir/build/pause/linux/pause.c ]] || die "no build/pause/linux/pause.c in k8s.io/kubernetes@$KUBERNETES_VERSION: $info"
+  tag=$(sed -n 's/^TAG ?= *//p' "$dir/build/pause/Makefile")
+  [[ $tag == "$PAUSE_VERSION" ]] || die "versions.env PAUSE_VERSION=$PAUSE_VERSION but k8s.io/kubernetes@$KUBERNETES_VERSION builds pause $tag"
+  command -v "${CC:-cc}" >/dev/null || die "no C compiler (${CC:-cc}): install build-essential"
+  run "${CC:-cc}" -Os -Wall -Werror -static "-DVERSION=v$PAUSE_VERSION-aibom-vault" \
+    -o "$out/pause" "$dir/build/pause/linux/pause.c"
+  strip "$out/pause" 2>/dev/null || true
 }
 
 # Builds every missing tool of a group in one `go build` (the Kubernetes binaries share most
@@ -406,7 +464,7 @@ build_group() {
   tmp=$(mktemp -d "$CACHE/tmp/$group.XXXXXX")
   for t in "${todo[@]}"; do pkgs+=("$(tool_package "$t")"); done
   check_sumdb
-  if ! module_is_current "$group"; then
+  if [[ $group != pause ]] && ! module_is_current "$group"; then
     log "hack/go/$group/go.mod does not pin $(group_module "$group")@$(group_module_version "$group"):" \
       "generating the module (run hack/ensure-tools.sh --update-modules $todo and commit hack/go/)"
   fi
@@ -421,10 +479,14 @@ build_group() {
     use_toolchain "$group"
     echo "# $(date -u +%FT%TZ) building ${todo[*]}; GOSUMDB=${GOSUMDB:-} GOTOOLCHAIN=$GOTOOLCHAIN GOFLAGS=$GOFLAGS"
     run go version
-    prepare_module "$group" "$dir"
-    cd "$dir"
-    ldflags="-s -w$(group_ldflags "$group" "$dir")"
-    run go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+    if [[ $group == pause ]]; then
+      build_pause "$tmp"
+    else
+      prepare_module "$group" "$dir"
+      cd "$dir"
+      ldflags="-s -w$(group_ldflags "$group" "$dir")"
+      run go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+    fi
     for t in "${todo[@]}"; do verify_tool "$t" "$tmp/$t"; done
   )
   rc=$?
@@ -449,6 +511,7 @@ if $update_modules; then
   groups=()
   for t in "${tools[@]}"; do
     g=$(group_of "$t")
+    [[ $g == pause ]] && continue # no Go module: compiled from the Kubernetes module's source
     [[ " ${groups[*]} " == *" $g "* ]] || groups+=("$g")
   done
   check_sumdb

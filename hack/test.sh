@@ -4,7 +4,7 @@
 # kube-controller-manager, PostgreSQL, MinIO on random loopback ports, torn down at the end).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash hack/install.sh
+bash hack/install.sh --test
 export PATH="$PWD/node_modules/.bin:$PATH"
 npm run typecheck
 npm run lint

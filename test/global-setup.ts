@@ -1,9 +1,10 @@
 import type { TestProject } from 'vitest/node';
 import { startStack, stopStack, type StackInfo } from '../hack/stack/stack.ts';
+import { TEST_TOOLS, type TestTool } from '../hack/stack/tools.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    stack: StackInfo;
+    stack: StackInfo<TestTool>;
   }
 }
 
@@ -13,10 +14,13 @@ declare module 'vitest' {
  * servers.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  // The S3 matrix (vitest.config.ts): the integration-seaweedfs project runs on SeaweedFS.
+  // The S3 matrix (vitest.config.ts): the integration-seaweedfs project runs on SeaweedFS. The
+  // stack's tools plus what only tests run (helm, cosign, crane, weed): hack/install.sh --test
+  // builds them.
   const s3 = project.name === 'integration-seaweedfs' ? 'seaweedfs' : 'minio';
   const stack = await startStack({
     s3,
+    tools: TEST_TOOLS,
     log: (l) => console.log(`[stack${s3 === 'minio' ? '' : ` ${s3}`}] ${l}`),
   });
   project.provide('stack', stack);

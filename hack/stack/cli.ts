@@ -1,11 +1,16 @@
 /**
- * `npm run stack -- up [--standby sync|async] [--s3 minio|seaweedfs] | failover | restart controller |
- * down | status`: the local stack in the background, described by .stack/env.
+ * `npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover |
+ * restart controller | down | status`: the local stack in the background, described by .stack/env.
+ * `--node` adds a real node (hack/stack/node) with the chart installed onto it: its pods are then
+ * the controller and the API, SERVICE_API_URL is the API's Service, SERVICE_NAMESPACE the chart's
+ * namespace.
  * State lives in .stack/state.json so `down` (another process) can stop exactly what `up` started.
  * STACK_STATE_DIR moves that directory (tests run a second stack beside a developer's own).
  */
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { orphanedNode } from './node/index.ts';
 import { isAlive, stopProcess } from './proc.ts';
 import { restartService } from './restart.ts';
 import { isS3Server, S3_SERVERS, type S3Server } from './s3.ts';
@@ -36,7 +41,8 @@ async function linkBins(info: StackInfo): Promise<string> {
   const bin = join(stateDir, 'bin');
   await rm(bin, { recursive: true, force: true });
   await mkdir(bin, { recursive: true });
-  for (const [name, path] of Object.entries(info.tools)) await symlink(path, join(bin, name));
+  const tools = { ...info.tools, ...(info.node?.tools ?? {}) };
+  for (const [name, path] of Object.entries(tools)) await symlink(path, join(bin, name));
   // Node 24 from node_modules first; service-ctl and the sample pipeline (a dev tool, not in the
   // image) run this checkout's source.
   await symlink(process.execPath, join(bin, 'node'));
@@ -118,6 +124,8 @@ async function reconcileServices(existing: StackInfo): Promise<number> {
 interface Shape {
   readonly standby?: StandbyMode;
   readonly s3: S3Server;
+  /** A real node with the chart on it (hack/stack/node) in place of the host controller and sidecar. */
+  readonly node: boolean;
 }
 
 class UsageError extends Error {}
@@ -125,9 +133,12 @@ class UsageError extends Error {}
 function parseUp(args: readonly string[]): Shape {
   let standby: StandbyMode | undefined;
   let s3: S3Server = 'minio';
+  let node = false;
   for (let i = 0; i < args.length; i++) {
     const [flag, value] = [args[i], args[i + 1]];
-    if (flag === '--standby') {
+    if (flag === '--node') {
+      node = true;
+    } else if (flag === '--standby') {
       if (!(STANDBY_MODES as readonly string[]).includes(value ?? '')) {
         throw new UsageError(
           `--standby takes ${STANDBY_MODES.join(' or ')}, got ${JSON.stringify(value ?? '')}`,
@@ -145,7 +156,7 @@ function parseUp(args: readonly string[]): Shape {
       throw new UsageError(`up: unknown argument ${JSON.stringify(flag)}`);
     }
   }
-  return { ...(standby !== undefined ? { standby } : {}), s3 };
+  return { ...(standby !== undefined ? { standby } : {}), s3, node };
 }
 
 /** What differs between the servers the stack was started with and the ones asked for. */
@@ -160,8 +171,30 @@ function shapeDiff(info: StackInfo, want: Shape): string[] {
 
 async function up(args: readonly string[]): Promise<number> {
   const shape = parseUp(args);
+  const withNode = shape.node;
   const existing = await readState();
-  if (existing) {
+  if (existing && !!existing.node !== withNode) {
+    console.error(
+      existing.node
+        ? 'the stack is running with the node: `npm run stack -- up --node` keeps it; `npm run stack -- down` first to run it without'
+        : 'the stack is running without the node: `npm run stack -- down` first, then `npm run stack -- up --node`',
+    );
+    return 1;
+  }
+  if (existing?.node) {
+    const diff = shapeDiff(existing, shape);
+    if (diff.length === 0 && existing.procs.every((p) => isAlive(p.pid))) {
+      console.log(`stack with the node already running (started from ${existing.root}); source .stack/env`);
+      return 0;
+    }
+    console.log(
+      diff.length > 0
+        ? `stack with the node running with other servers (${diff.join(', ')}); stopping it and starting a new one`
+        : 'found a partly dead stack with the node; stopping what is left of it first',
+    );
+    reportLeft(await stopStack(existing));
+    await rm(stateFile, { force: true });
+  } else if (existing) {
     const servers = existing.procs.filter((p) => !(SERVICE_NAMES as readonly string[]).includes(p.name));
     const diff = shapeDiff(existing, shape);
     if (diff.length === 0 && servers.every((p) => isAlive(p.pid))) return reconcileServices(existing);
@@ -174,25 +207,74 @@ async function up(args: readonly string[]): Promise<number> {
     await rm(stateFile, { force: true });
   }
   const t0 = performance.now();
-  const info = await startStack({ services: true, log: (l) => console.log(`  ${l}`), ...shape });
+  // Ctrl-C (or SIGTERM) during the start stops what started instead of leaving it behind.
+  const interrupted = new AbortController();
+  const onSignal = (): void => {
+    console.log('interrupted: stopping what started');
+    interrupted.abort();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let info;
+  try {
+    info = await startStack({
+      services: !withNode,
+      node: withNode,
+      log: (l) => console.log(`  ${l}`),
+      signal: interrupted.signal,
+      ...(shape.standby !== undefined ? { standby: shape.standby } : {}),
+      s3: shape.s3,
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
   await saveState(info);
   console.log(`stack up in ${((performance.now() - t0) / 1000).toFixed(1)} s (logs in ${info.root})`);
   console.log(
     '  source .stack/env   # KUBECONFIG, DATABASE_URL, S3_*, SERVICE_API_URL, SERVICE_TOKEN, PATH (kubectl, service-ctl, sample-pipeline)',
   );
+  if (info.node) {
+    console.log(
+      `  the chart runs on the node: release ${info.node.release} in namespace ${info.node.namespace} (SERVICE_NAMESPACE); the API through its Service at ${info.node.apiUrl}`,
+    );
+    console.log('  kubectl get pods,svc,runs -A');
+  }
   return 0;
+}
+
+/** Prints what a node teardown could not remove; none is the normal case. */
+function reportLeft(left: readonly string[]): void {
+  for (const l of left) console.error(`left behind: ${l}`);
 }
 
 async function down(): Promise<number> {
   const info = await readState();
   if (!info) {
+    // A node whose `up` was killed before it saved the state: the owner file still lists it.
+    const orphan = await orphanedNode();
+    if (orphan && orphan.root.startsWith(tmpdir())) {
+      console.log(`no stack state here; stopping the orphaned node of the stack in ${orphan.root}`);
+      const left = await stopStack({
+        root: orphan.root,
+        procs: [...(orphan.procs ?? [])],
+        node: orphan.node,
+      });
+      reportLeft(left);
+      return left.length === 0 ? 0 : 1;
+    }
     console.log('no stack running');
     return 0;
   }
-  await stopStack(info);
+  const left = await stopStack(info);
   await rm(stateDir, { recursive: true, force: true });
-  console.log('stack stopped and its temp dir removed');
-  return 0;
+  reportLeft(left);
+  console.log(
+    info.node
+      ? 'stack and node stopped: pods, containers, mounts, cgroups, network and its temp dir removed'
+      : 'stack stopped and its temp dir removed',
+  );
+  return left.length === 0 ? 0 : 1;
 }
 
 async function status(): Promise<number> {
@@ -220,7 +302,14 @@ async function status(): Promise<number> {
     );
   }
   if (info.servers) console.log(`${'s3'.padEnd(24)} ${info.servers.s3}`);
-  for (const k of ['KUBECONFIG', 'DATABASE_URL', 'S3_ENDPOINT', 'SERVICE_API_URL'] as const) {
+  for (const k of [
+    'KUBECONFIG',
+    'DATABASE_URL',
+    'S3_ENDPOINT',
+    'SERVICE_API_URL',
+    'SERVICE_NAMESPACE',
+  ] as const) {
+    if (k === 'SERVICE_NAMESPACE' && !info.node) continue;
     const v = info.env[k] ?? '';
     console.log(`${k.padEnd(24)} ${k === 'DATABASE_URL' ? v.replace(/:[^:@/]+@/, ':***@') : v}`);
   }
@@ -273,6 +362,12 @@ async function restart(args: readonly string[]): Promise<number> {
     console.error('no stack running: `npm run stack -- up` starts one');
     return 1;
   }
+  if (info.node) {
+    console.error(
+      `the controller runs as pods on the node: kubectl -n ${info.node.namespace} delete pod <controller pod> restarts one`,
+    );
+    return 1;
+  }
   const t0 = performance.now();
   const procs = await restartService(info.procs, 'controller');
   await saveState({ ...info, procs });
@@ -284,7 +379,7 @@ async function restart(args: readonly string[]): Promise<number> {
 }
 
 const USAGE =
-  'usage: npm run stack -- up [--standby sync|async] [--s3 minio|seaweedfs] | failover | restart controller | down | status';
+  'usage: npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover | restart controller | down | status';
 const commands: Record<string, (args: readonly string[]) => Promise<number>> = {
   up,
   failover,

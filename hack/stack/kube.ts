@@ -5,7 +5,7 @@ import { Agent } from 'node:https';
 import { dirname, join } from 'node:path';
 import { request } from 'node:https';
 import { freePort, startProcess, StartError, waitReady, type Launch, type Proc } from './proc.ts';
-import type { Tools } from './tools.ts';
+import type { StackTool, Tools } from './tools.ts';
 
 /** Users of the static token file: an admin and two users with no RBAC grants. */
 export const STACK_USERS = {
@@ -72,6 +72,21 @@ const testIdentityRbac = [
   },
 ];
 
+/**
+ * What a node (hack/stack/node, `npm run stack -- up --node`) needs of the control plane: the API
+ * server advertised at the node's address (the `kubernetes` Service's endpoint pods connect to), the
+ * ServiceAccount admission plugin (pods get their token volume), the Node authorizer with
+ * NodeRestriction for the kubelet, a client certificate for the kubelet API (logs, exec), static
+ * tokens for the node's components, and every default controller of kube-controller-manager
+ * (Deployments, ReplicaSets, EndpointSlices, kube-root-ca.crt, ...).
+ */
+export interface KubeNodeOptions {
+  readonly address: string;
+  /** Static-token users of the node's components: name → groups. */
+  readonly users: Record<string, readonly string[]>;
+  readonly kubeletClient: { readonly certFile: string; readonly keyFile: string };
+}
+
 export interface Kube {
   readonly procs: Proc[];
   readonly server: string;
@@ -80,6 +95,8 @@ export interface Kube {
   readonly kubeconfigs: Record<StackUser, string>;
   readonly tokens: Record<StackUser, string>;
   readonly caFile: string;
+  /** Kubeconfigs of KubeNodeOptions.users (empty without a node). */
+  readonly nodeKubeconfigs: Record<string, string>;
 }
 
 async function httpsGet(url: string, token: string): Promise<{ status: number; body: string }> {
@@ -121,10 +138,11 @@ function kubeconfigFor(server: string, caData: string, user: string, token: stri
 
 export async function startKube(
   root: string,
-  tools: Tools,
+  tools: Tools<StackTool>,
   crdDir: string,
   rbacFile: string,
   launch: Launch = {},
+  node?: KubeNodeOptions,
 ): Promise<Kube> {
   const spawnHook = launch.onSpawn ? { onSpawn: launch.onSpawn } : {};
   const dir = join(root, 'kube');
@@ -159,11 +177,17 @@ export async function startKube(
   const tokens = Object.fromEntries(
     Object.keys(STACK_USERS).map((u) => [u, randomBytes(24).toString('base64url')]),
   ) as Record<StackUser, string>;
+  const nodeTokens = Object.fromEntries(
+    Object.keys(node?.users ?? {}).map((u) => [u, randomBytes(24).toString('base64url')]),
+  );
   const tokenFile = join(dir, 'tokens.csv');
   await writeFile(
     tokenFile,
-    Object.entries(STACK_USERS)
-      .map(([u, groups]) => `${tokens[u as StackUser]},${u},${u},"${groups.join(',')}"`)
+    [
+      ...Object.entries(STACK_USERS).map(([u, groups]) => [tokens[u as StackUser], u, groups] as const),
+      ...Object.entries(node?.users ?? {}).map(([u, groups]) => [nodeTokens[u]!, u, groups] as const),
+    ]
+      .map(([token, u, groups]) => `${token},${u},${u},"${groups.join(',')}"`)
       .join('\n') + '\n',
     { mode: 0o600 },
   );
@@ -182,14 +206,21 @@ export async function startKube(
       `--cert-dir=${certDir}`,
       `--secure-port=${apiPort}`,
       '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--advertise-address=${node?.address ?? '127.0.0.1'}`,
       '--service-cluster-ip-range=10.0.0.0/24',
-      '--authorization-mode=RBAC',
+      `--authorization-mode=${node ? 'Node,RBAC' : 'RBAC'}`,
       `--token-auth-file=${tokenFile}`,
       '--service-account-issuer=https://kubernetes.default.svc',
       `--service-account-key-file=${saPub}`,
       `--service-account-signing-key-file=${saKey}`,
-      '--disable-admission-plugins=ServiceAccount',
+      ...(node
+        ? [
+            '--enable-admission-plugins=NodeRestriction',
+            `--kubelet-client-certificate=${node.kubeletClient.certFile}`,
+            `--kubelet-client-key=${node.kubeletClient.keyFile}`,
+            '--kubelet-preferred-address-types=InternalIP,Hostname',
+          ]
+        : ['--disable-admission-plugins=ServiceAccount']),
       '--allow-privileged=false',
       '--enable-priority-and-fairness=false',
       // STACK_KUBE_PROFILING=1 serves /debug/pprof (bench/operator-compare.ts BENCH_PPROF_DIR).
@@ -217,6 +248,12 @@ export async function startKube(
     kubeconfigs[user] = file;
   }
   const kubeconfig = kubeconfigs.admin;
+  const nodeKubeconfigs: Record<string, string> = {};
+  for (const [user, token] of Object.entries(nodeTokens)) {
+    const file = join(dir, `kubeconfig-${user.replaceAll(':', '-')}.yaml`);
+    await writeFile(file, kubeconfigFor(server, caData, user, token), { mode: 0o600 });
+    nodeKubeconfigs[user] = file;
+  }
 
   // kube-controller-manager: garbage collection of owned objects and namespace deletion are part of
   // the Kubernetes behaviour the operator relies on (Attestations owned by their Run).
@@ -225,7 +262,9 @@ export async function startKube(
     command: tools['kube-controller-manager'],
     args: [
       `--kubeconfig=${kubeconfig}`,
-      '--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token',
+      node
+        ? '--controllers=*'
+        : '--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token',
       `--service-account-private-key-file=${saKey}`,
       `--root-ca-file=${caFile}`,
       '--leader-elect=false',
@@ -307,5 +346,5 @@ export async function startKube(
     const e = err as { stderr?: string; message: string };
     throw new StartError('crds', 'applying manifests/policypacks failed', e.stderr ?? e.message);
   }
-  return { procs, server, kubeconfig, kubeconfigs, tokens, caFile };
+  return { procs, server, kubeconfig, kubeconfigs, tokens, caFile, nodeKubeconfigs };
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { startMinio } from './minio.ts';
 import type { Launch, Proc } from './proc.ts';
 import { startSeaweedfs } from './seaweedfs.ts';
-import type { Tools } from './tools.ts';
+import type { Tool, Tools } from './tools.ts';
 
 /**
  * The S3-compatible stores the stack can run (`npm run stack -- up --s3 NAME`). The service speaks
@@ -21,6 +21,12 @@ export interface S3Store {
   readonly bucket: string;
 }
 
+/** The tools each store runs (hack/ensure-tools.sh): MinIO is the stack's own, SeaweedFS a test tool. */
+export const S3_TOOLS = {
+  minio: ['minio'],
+  seaweedfs: ['weed'],
+} as const satisfies Record<S3Server, readonly Tool[]>;
+
 export function isS3Server(s: string): s is S3Server {
   return (S3_SERVERS as readonly string[]).includes(s);
 }
@@ -35,16 +41,19 @@ export interface S3Tls {
 export async function startS3(
   server: S3Server,
   root: string,
-  tools: Pick<Tools, 'minio' | 'weed'>,
+  tools: Partial<Tools<'minio' | 'weed'>>,
   bucket: string,
   launch: Launch = {},
   tls?: S3Tls,
 ): Promise<S3Store> {
-  if (server === 'minio') return startMinio(root, tools.minio, bucket, launch, tls);
-  if (!tls) return startSeaweedfs(root, tools.weed, bucket, launch);
+  const [bin] = S3_TOOLS[server];
+  const binary = tools[bin];
+  if (binary === undefined) throw new Error(`startS3: ${server} needs the tool ${bin}, which was not built`);
+  if (server === 'minio') return startMinio(root, binary, bucket, launch, tls);
+  if (!tls) return startSeaweedfs(root, binary, bucket, launch);
   await mkdir(root, { recursive: true });
   const [certFile, keyFile] = [join(root, 'seaweedfs-tls.crt'), join(root, 'seaweedfs-tls.key')];
   await writeFile(certFile, tls.cert);
   await writeFile(keyFile, tls.key, { mode: 0o600 });
-  return startSeaweedfs(root, tools.weed, bucket, launch, { tls: { certFile, keyFile }, ca: tls.ca });
+  return startSeaweedfs(root, binary, bucket, launch, { tls: { certFile, keyFile }, ca: tls.ca });
 }

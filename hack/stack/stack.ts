@@ -1,23 +1,32 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startKube, type StackUser } from './kube.ts';
 import { startPostgres } from './postgres.ts';
-import { startS3, type S3Server } from './s3.ts';
+import { S3_TOOLS, startS3, type S3Server } from './s3.ts';
 import { startReplicatedPostgres, type Replication, type StandbyMode } from './standby.ts';
 import { freePort, startProcess, stopProcess, waitReady, type Launch, type Proc } from './proc.ts';
 import { schema } from '../../src/config/schema.ts';
 import { createSignerSecret } from './signer.ts';
 import { startTsa } from './tsa.ts';
+import { ensureTools, STACK_TOOLS, type StackTool, type Tool, type Tools } from './tools.ts';
+import { prepareNode, startNode, stopNode, type NodeInfo } from './node/index.ts';
 import { startStackWitness } from './witness.ts';
-import { ensureTools, type Tools } from './tools.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
-export interface StackOptions {
+export interface StackOptions<T extends Tool = StackTool> {
   /** Also run the controller and the sidecar from this checkout (the `up` command does). */
   readonly services?: boolean;
+  /** Tools to build (or find) beyond the stack's own, in StackInfo.tools (the tests': TEST_TOOLS). */
+  readonly tools?: readonly T[];
+  /**
+   * A real node beside the servers (hack/stack/node: containerd, kubelet, scheduler, kube-proxy)
+   * with the chart installed onto it, wired to the stack's servers; the chart's pods are then the
+   * controller and the API (`services` is ignored) and SERVICE_API_URL is the API's Service.
+   */
+  readonly node?: boolean;
   /**
    * Configuration keys (src/config/schema.ts) for the controller and sidecar; default: those set
    * in this process's environment (see serviceSettings).
@@ -32,13 +41,15 @@ export interface StackOptions {
   /** The S3-compatible store (hack/stack/s3.ts); default MinIO. */
   readonly s3?: S3Server;
   readonly log?: (line: string) => void;
+  /** Aborts the start (Ctrl-C of `up`): what started is stopped and the temp dir removed. */
+  readonly signal?: AbortSignal;
 }
 
 /** Everything a client needs to reach the stack; serialisable (vitest `provide`, state file). */
-export interface StackInfo {
+export interface StackInfo<T extends Tool = StackTool> {
   readonly root: string;
   readonly procs: Proc[];
-  readonly tools: Tools;
+  readonly tools: Tools<T>;
   /**
    * Variables written to .stack/env (KUBECONFIG, DATABASE_URL, DATABASE_MIGRATION_URL, S3_*,
    * SERVICE_API_URL, SERVICE_TOKEN, TSA_*).
@@ -59,6 +70,8 @@ export interface StackInfo {
     readonly tokens: Record<StackUser, string>;
   };
   readonly timings: Record<string, number>;
+  /** The node (StackOptions.node): its dirs, release, namespace, image, the API's Service URL. */
+  readonly node?: NodeInfo;
   /** Which servers run: the standby mode (`none` after a failover) and the S3 store. */
   readonly servers?: { readonly standby: StandbyMode | 'none'; readonly s3: S3Server };
   /** The primary, standby and proxy of `--standby` (what `failover` acts on). */
@@ -122,7 +135,9 @@ export function serviceSettings(env: NodeJS.ProcessEnv = process.env): Record<st
  * all concurrent starts are settled before teardown (a server spawned after the failure is still
  * stopped), then every recorded process is stopped and the temp dir removed.
  */
-export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
+export async function startStack<T extends Tool = StackTool>(
+  opts: StackOptions<T> = {},
+): Promise<StackInfo<T | StackTool>> {
   const log = opts.log ?? (() => undefined);
   const timings: Record<string, number> = {};
   const timed = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
@@ -135,17 +150,31 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
   const root = await mkdtemp(join(opts.tmpParent ?? tmpdir(), 'aibom-vault-stack-'));
   const procs: Proc[] = [];
   const abort = new AbortController();
+  opts.signal?.addEventListener('abort', () => abort.abort(), { once: true });
   const launch: Launch = { onSpawn: (p) => procs.push(p), signal: abort.signal };
   const settings = opts.settings ?? serviceSettings();
+  let node: NodeInfo | undefined;
   try {
-    const tools = await timed('tools', () => ensureTools());
+    const s3Server = opts.s3 ?? 'minio';
+    // SeaweedFS is not among the stack's own tools (the everyday stack runs MinIO): asked for here.
+    const tools = await timed('tools', () =>
+      ensureTools([...STACK_TOOLS, ...S3_TOOLS[s3Server], ...(opts.tools ?? [])]),
+    );
+    const prepared = opts.node ? await timed('node network', () => prepareNode(root, procs)) : undefined;
+    node = prepared?.node;
     const bucket = process.env.S3_BUCKET ?? 'aibom-vault';
     // The three servers are independent: start them concurrently; the first failure stops the rest.
-    const s3Server = opts.s3 ?? 'minio';
     const [kube, postgres, s3, tsa] = await settleAll(
       [
         timed('kubernetes', () =>
-          startKube(root, tools, join(repoRoot, 'crds'), join(repoRoot, 'manifests/rbac.yaml'), launch),
+          startKube(
+            root,
+            tools,
+            join(repoRoot, 'crds'),
+            join(repoRoot, 'manifests/rbac.yaml'),
+            launch,
+            prepared?.kube,
+          ),
         ),
         timed('postgres', () =>
           opts.standby !== undefined
@@ -182,7 +211,7 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       TSA_URL: tsa.url,
       TSA_TRUST_ANCHORS: tsa.trustAnchor,
     };
-    const info: StackInfo = {
+    const info: StackInfo<T | StackTool> = {
       root,
       procs,
       tools,
@@ -191,6 +220,7 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
       database: { superuser: postgres.url, owner: postgres.ownerUrl, runtime: postgres.runtimeUrl },
       kube: { server: kube.server, caFile: kube.caFile, kubeconfigs: kube.kubeconfigs, tokens: kube.tokens },
       timings,
+      ...(node ? { node } : {}),
       servers: { standby: opts.standby ?? 'none', s3: s3Server },
       ...('replication' in postgres
         ? { replication: (postgres as { replication: Replication }).replication }
@@ -202,16 +232,70 @@ export async function startStack(opts: StackOptions = {}): Promise<StackInfo> {
         db: witnessed.witness.db,
       },
     };
-    if (opts.services) {
+    if (node) {
+      const port = (url: string): number => Number(new URL(url).port);
+      await timed('node', () =>
+        startNode(
+          node!,
+          {
+            root,
+            repoRoot,
+            procs,
+            tools,
+            kube: { server: kube.server, kubeconfig: kube.kubeconfig, nodeKubeconfigs: kube.nodeKubeconfigs },
+            forward: [port(kube.server), postgres.port, port(s3.endpoint), port(tsa.url)],
+            wiring: {
+              databaseUrl: postgres.runtimeUrl,
+              migrationUrl: postgres.ownerUrl,
+              s3: {
+                endpoint: s3.endpoint,
+                accessKey: s3.accessKey,
+                secretKey: s3.secretKey,
+                bucket: s3.bucket,
+              },
+              tsa: { url: tsa.url, caFile: tsa.trustAnchor },
+            },
+            settings,
+          },
+          launch,
+          log,
+        ),
+      );
+      env.SERVICE_API_URL = node.apiUrl!;
+      env.SERVICE_NAMESPACE = node.namespace;
+    } else if (opts.services) {
       const svc = await timed('services', () => startServices(info, settings, undefined, launch));
       env.SERVICE_API_URL = svc.apiUrl;
     }
     return info;
   } catch (err) {
     abort.abort();
+    if (node) {
+      // The node's logs say why a pod did not start: keep them beyond the temp dir.
+      const kept = await keepLogs(root);
+      if (kept) log(`the stack's logs are kept in ${kept}`);
+      const left = await stopNode(node, procs);
+      if (left.length) log(`node teardown left: ${left.join('; ')}`);
+    }
     await stopAll(procs);
     await rm(root, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/** Copies the stack's *.log files (and the pods' logs) to a new dir under the temp dir; its path. */
+async function keepLogs(root: string): Promise<string | undefined> {
+  try {
+    const dest = await mkdtemp(join(tmpdir(), 'aibom-vault-node-failed-'));
+    for (const f of await readdir(root)) {
+      if (f.endsWith('.log')) await cp(join(root, f), join(dest, f));
+    }
+    await cp(join(root, 'node', 'kubelet', 'pod-logs'), join(dest, 'pod-logs'), { recursive: true }).catch(
+      () => undefined,
+    );
+    return dest;
+  } catch {
+    return undefined;
   }
 }
 
@@ -318,9 +402,15 @@ export async function stopAll(procs: readonly Proc[]): Promise<void> {
   for (const p of [...procs].reverse()) await stopProcess(p.pid);
 }
 
-export async function stopStack(info: Pick<StackInfo, 'procs' | 'root'>): Promise<void> {
+/**
+ * Stops the node first (if any: its pods, runtime state and host changes go; what could not be
+ * removed is returned), then every server, and removes the temp dir.
+ */
+export async function stopStack(info: Pick<StackInfo, 'procs' | 'root' | 'node'>): Promise<string[]> {
+  const left = info.node ? await stopNode(info.node, info.procs) : [];
   await stopAll(info.procs);
   await rm(info.root, { recursive: true, force: true });
+  return left;
 }
 
 /** Sourceable shell: exports the env and puts the stack's kubectl/helm first on PATH. */
