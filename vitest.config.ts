@@ -25,6 +25,8 @@ const integration = {
   maxWorkers: 2,
 };
 
+const e2eProject = e2eProjectOf();
+
 export default defineConfig({
   test: {
     reporters: ['default'],
@@ -58,23 +60,31 @@ export default defineConfig({
           sequence: { groupOrder: 2 },
         },
       },
-      {
-        test: {
-          // A real node (kubelet, containerd, kube-proxy) with the chart on it, and faults while
-          // bursts of Runs finish (test/e2e/node.test.ts, docs/install.md "A real node"). After both
-          // integration projects, alone: its own stack, and the machine's two cores to itself.
-          name: 'e2e',
-          include: ['test/e2e/**/*.test.ts'],
-          environment: 'node',
-          sequence: { groupOrder: 3 },
-          // Each fault round drives 200 Runs through the pods and waits for their AIBOMs (a few
-          // minutes); the limits are far above that and never what a test checks.
-          testTimeout: 90 * 60_000,
-          hookTimeout: 60 * 60_000,
-          fileParallelism: false,
-          maxWorkers: 1,
-        },
-      },
+      // The e2e project runs when AIBOM_E2E=1 (`AIBOM_E2E=1 bash hack/test.sh --project e2e`): its
+      // fault rounds take about an hour on a busy 2-core machine and have not yet been timed on an
+      // idle one, so the everyday suite (and CI's 90 minutes) leaves it out until they have.
+      ...(process.env.AIBOM_E2E === '1' ? [e2eProject] : []),
     ],
   },
 });
+
+/** The e2e project (test/e2e): see above. */
+function e2eProjectOf() {
+  return {
+    test: {
+      // A real node (kubelet, containerd, kube-proxy) with the chart on it, and faults while
+      // bursts of Runs finish (test/e2e/node.test.ts, docs/install.md "A real node"). After both
+      // integration projects, alone: its own stack, and the machine's two cores to itself.
+      name: 'e2e',
+      include: ['test/e2e/**/*.test.ts'],
+      environment: 'node',
+      sequence: { groupOrder: 3 },
+      // Each fault round drives 200 Runs through the pods and waits for their AIBOMs (a few
+      // minutes); the limits are far above that and never what a test checks.
+      testTimeout: 90 * 60_000,
+      hookTimeout: 60 * 60_000,
+      fileParallelism: false,
+      maxWorkers: 1,
+    },
+  };
+}
