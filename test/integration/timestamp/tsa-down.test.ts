@@ -165,11 +165,17 @@ describe('the TSA is down', () => {
     const meta = ready.status!.artifacts!.aibom as AibomMetadata;
     expect(meta.signature.timestamp?.tsa).toContain('time-stamping authority');
     expect(meta.c2pa_manifest.timestamp?.time).toBeDefined();
-    // Nothing recorded twice, nothing lost: the records made while waiting plus the AIBOM's record
-    // and its blob's artifact record (issue 22 item 6).
+    // Nothing recorded twice, nothing lost: the records made while waiting plus the AIBOM's
+    // batch: its record, its two standard views' records and its blob's artifact record (issue 22
+    // item 6, docs/aibom.md "Standard views").
     const after = await vault.attestations.ofRun(namespace, runId);
     expect(after.map((r) => r.id).slice(0, records.length)).toEqual(records.map((r) => r.id));
-    expect(after.length).toBe(records.length + 2);
-    expect(after.slice(records.length).map((r) => r.kind)).toEqual(['aibom', 'artifact']);
+    expect(after.length).toBe(records.length + 4);
+    expect(after.slice(records.length).map((r) => r.kind)).toEqual([
+      'aibom',
+      'artifact',
+      'artifact',
+      'artifact',
+    ]);
   });
 });
