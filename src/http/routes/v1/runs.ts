@@ -7,9 +7,7 @@ import { guardStoredArtifact } from '../../../export/guard.ts';
 import { transparencyView } from '../../../transparency/jobs.ts';
 import type { RunRecord, Vault } from '../../../vault/index.ts';
 import type { Authorizer } from '../../auth/authorizer.ts';
-import { audienceOf } from '../../auth/audience.ts';
 import { requireVisible } from '../../auth/plugin.ts';
-import { TENANT } from '../../views/envelope.ts';
 import { ProblemError } from '../../problem.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, problemResponses, UUID_PATTERN } from '../../schemas.ts';
 import { runPolicyPack } from '../../../policy/index.ts';
@@ -289,7 +287,7 @@ export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
         response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
       },
     },
-    async (req) => runDetail(deps, req, await visibleRun(deps, req, req.params.id)),
+    async (req) => runDetail(deps, await visibleRun(deps, req, req.params.id)),
   );
 
   app.get(
@@ -309,8 +307,7 @@ export function runRoutes(fastify: FastifyInstance, deps: RunRouteDeps): void {
         response: { 200: { $ref: 'RunDetail#' }, ...problemResponses },
       },
     },
-    async (req) =>
-      runDetail(deps, req, await visibleRunByName(deps, req, req.params.namespace, req.params.name)),
+    async (req) => runDetail(deps, await visibleRunByName(deps, req, req.params.namespace, req.params.name)),
   );
 }
 
@@ -341,11 +338,7 @@ export function finalStepIndex(
 }
 
 /** The run detail: the run, its steps, and `artifacts` (with the AIBOM's transparency state). */
-async function runDetail(
-  deps: RunRouteDeps,
-  req: FastifyRequest,
-  run: RunRecord,
-): Promise<Record<string, unknown>> {
+async function runDetail(deps: RunRouteDeps, run: RunRecord): Promise<Record<string, unknown>> {
   const id = run.id;
   const artifacts: Record<string, Record<string, unknown>> = {};
   for (const a of await deps.vault.artifacts.list(id)) artifacts[a.kind] = currentMetadata(a);
@@ -354,11 +347,10 @@ async function runDetail(
   const aibomAttestation = artifacts.aibom?.aibom_attestation_id;
   if (deps.transparencyWriter === true && typeof aibomAttestation === 'string') {
     const job = await deps.vault.transparencyJobs.get({ attestationId: aibomAttestation });
-    // Its place in the shared log only for a reader who may see positions (src/http/views/envelope.ts).
-    if (job) {
-      const { positions } = job.logIndex !== null ? await audienceOf(deps.authorizer, req) : TENANT;
-      artifacts.aibom!.transparency = transparencyView(job, { position: positions });
-    }
+    // The same entry the controller writes on the Run and beside the blob (issue 22 item 2: the
+    // three agree), so without the shared log's position, whoever reads: a chain reader finds
+    // `log_index` on the AIBOM's record (src/http/views/envelope.ts).
+    if (job) artifacts.aibom!.transparency = transparencyView(job, { position: false });
   }
   const steps = (run.status.steps ?? []).map((s) => ({ ...s })) as Record<string, unknown>[];
   // The final step's output (or error) references the BOM recorded for the run (spec).
