@@ -190,10 +190,11 @@ describe('recordAibom from two replicas at once', () => {
       expect(meta.aibom_attestation_id).toBe(aibomRow.id);
       // The AIBOM attestation and the metadata record name the same C2PA manifest.
       expect(aibomRow.ref).toBe(`s3://${blobs[0]!.bucket}/${meta.c2pa_manifest.key}`);
-      // The AIBOM lists every record of the run made before it; its two views follow it.
+      // The AIBOM lists every record of the run made before it; its two views and its blob's
+      // artifact record follow it, once (one batch for the winner only).
       const at = rows.rows.indexOf(aibomRow);
       expect(meta.attestation_ids).toEqual(rows.rows.slice(0, at).map((r) => r.id));
-      expect(rows.rows.slice(at + 1).map((r) => r.kind)).toEqual(['artifact', 'artifact']);
+      expect(rows.rows.slice(at + 1).map((r) => r.kind)).toEqual(['artifact', 'artifact', 'artifact']);
       // The metadata object beside the blob is the record that won.
       const metaObject = await blobs[0]!.get(aibomKeys(namespace, runId).meta);
       expect(metaObject, 'aibom.meta.json').not.toBeNull();
