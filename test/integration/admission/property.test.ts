@@ -226,12 +226,12 @@ async function expectAibomMatches(run: Run, fail: boolean): Promise<number> {
     expect.arrayContaining([`run:${id}`, ...run.spec.steps.map((s) => `step:${id}:${s.id}`)]),
   );
   // Its attestation ids are the run's records before the AIBOM's own, in the order they were
-  // stored; its two standard views come right after it.
+  // stored; its two standard views and its blob's artifact record come right after it.
   const records = await vault.attestations.ofRun(ns, id);
   expect(records.filter((r) => r.kind === 'aibom')).toHaveLength(1);
   const at = records.findIndex((r) => r.kind === 'aibom');
   expect(bom.trust.attestation_ids).toEqual(records.slice(0, at).map((r) => r.id));
-  expect(records.slice(at + 1).map((r) => r.kind)).toEqual(['artifact', 'artifact']);
+  expect(records.slice(at + 1).map((r) => r.kind)).toEqual(['artifact', 'artifact', 'artifact']);
   const caps = run.spec.steps.reduce((n, s) => n + (s.capabilities?.length ?? 0), 0);
   expect(records.filter((r) => r.kind === 'step')).toHaveLength(run.spec.steps.length);
   expect(records.filter((r) => r.kind === 'capability')).toHaveLength(caps);
