@@ -3,6 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GENESIS_DIGEST, isUuidV7, VaultError } from '../../../src/vault/index.ts';
 import { attestation, digestOf, setupVault, type TestVault } from './helpers.ts';
 
+/**
+ * What a read returns for a record `append` returned: reads add `stapled` (whether an AIBOM's
+ * manifest staples it, src/vault/stapled.ts); no run here has an AIBOM, so it is false.
+ */
+const read = <T extends object>(stored: T): T & { stapled: boolean } => ({ ...stored, stapled: false });
+
 describe('vault append', () => {
   let t: TestVault;
   beforeAll(async () => {
@@ -29,16 +35,16 @@ describe('vault append', () => {
 
     for (const [i, s] of stored.entries()) {
       const got = await t.vault.attestations.get(s.id);
-      expect(got).toEqual(s);
+      expect(got).toEqual(read(s));
       expect(got?.envelope).toEqual(input[i]!.envelope);
       expect(digestOf(got!.envelope)).toBe(got!.digest);
     }
-    expect(await t.vault.attestations.get(stored[0]!.id.toUpperCase())).toEqual(stored[0]);
+    expect(await t.vault.attestations.get(stored[0]!.id.toUpperCase())).toEqual(read(stored[0]!));
   });
 
   it('get hides rows outside the caller namespaces and ignores malformed ids', async () => {
     const [s] = await t.vault.attestations.append([attestation({ namespace: 'team-b' })]);
-    expect(await t.vault.attestations.get(s!.id, { namespaces: ['team-b'] })).toEqual(s);
+    expect(await t.vault.attestations.get(s!.id, { namespaces: ['team-b'] })).toEqual(read(s!));
     expect(await t.vault.attestations.get(s!.id, { namespaces: ['team-a'] })).toBeNull();
     expect(await t.vault.attestations.get(s!.id, { namespaces: [] })).toBeNull();
     expect(await t.vault.attestations.get('not-a-uuid')).toBeNull();
@@ -120,7 +126,7 @@ describe('vault append', () => {
     });
     const [s] = await t.vault.attestations.append([input]);
     const got = await t.vault.attestations.get(s!.id);
-    expect(got).toEqual(s);
+    expect(got).toEqual(read(s!));
     expect(got!.stepId).toBe(tricky);
     expect(got!.subjects).toEqual([tricky, 'NULL', 'plain']);
     expect(got!.capabilityTokenIds).toEqual(['tok,1', 'tok"2', 'tok\\3']);
