@@ -128,6 +128,11 @@ export interface AibomMetadata {
   size: number;
   media_type: string;
   aibom_attestation_id: string;
+  /**
+   * The artifact record of the AIBOM blob (issue 22 item 6), stored in the AIBOM's batch: named here
+   * so that its loss is found like the others' (recorder/losses.ts). Absent on older AIBOMs.
+   */
+  blob_attestation_id?: string;
   namespace: string;
   run_name: string;
   /**
@@ -302,6 +307,7 @@ async function placeAibom(
   const named = [
     ...(Array.isArray(prior.attestation_ids) ? prior.attestation_ids : []),
     ...(typeof prior.aibom_attestation_id === 'string' ? [prior.aibom_attestation_id] : []),
+    ...(typeof prior.blob_attestation_id === 'string' ? [prior.blob_attestation_id] : []),
     ...viewRecordIds(prior.views),
   ]
     .filter((id) => typeof id === 'string')
@@ -482,7 +488,11 @@ export async function recordAibom(
     { namespace: run.namespace, kind: 'artifact', runId: run.id, policyPack: pack },
   );
   const sig = signatureMetadata(deps.signer);
-  const metadataFor = (aibomAttestationId: string, viewIds: readonly string[]): AibomMetadata => ({
+  const metadataFor = (
+    aibomAttestationId: string,
+    viewIds: readonly string[],
+    blobAttestationId: string,
+  ): AibomMetadata => ({
     kind: 'aibom',
     run_id: run.id,
     status: bom.metadata.status,
@@ -515,6 +525,7 @@ export async function recordAibom(
     size: bytes.length,
     media_type: AIBOM_MEDIA_TYPE,
     aibom_attestation_id: aibomAttestationId,
+    blob_attestation_id: blobAttestationId,
     namespace: run.namespace,
     run_name: run.name,
     views: viewMetadata(views, viewIds),
@@ -538,6 +549,7 @@ export async function recordAibom(
         metadata: metadataFor(
           inserted[0]!.id,
           inserted.slice(1, 1 + viewRecords.length).map((r) => r.id),
+          inserted[1 + viewRecords.length]!.id,
         ) as unknown as Record<string, unknown>,
       }),
     }),

@@ -41,6 +41,7 @@ export function claimOf(run: Run): RunClaim {
     a?.runAttestationId,
     a?.aibomAttestationId,
     meta?.aibom_attestation_id,
+    meta?.blob_attestation_id,
     ...(Array.isArray(meta?.attestation_ids) ? (meta.attestation_ids as unknown[]) : []),
     ...viewRecordIds(meta?.views),
   ].filter(isId);

@@ -54,17 +54,13 @@ describe('lost records (pure comparison)', () => {
     const shorter = { ...held, attestations: held.attestations.slice(1) };
     expect(lostRecords(run, shorter)?.missingIds).toEqual([held.attestations[0]!.id]);
     expect(lostRecords(run, { ...held, aibom: null })).toMatchObject({ aibomLost: true });
-    // The status names every record but the AIBOM blob's artifact record (its loss shows in the count).
+    // The status names every record, the AIBOM blob's artifact record included (blob_attestation_id).
     const blobRecord = held.attestations.filter(
       (r) => r.kind === 'artifact' && r.subjects.includes(`artifact:${run.metadata.uid}:aibom`),
     );
     expect(blobRecord).toHaveLength(1);
-    expect(claimOf(run).ids).toEqual(
-      held.attestations
-        .filter((r) => r !== blobRecord[0])
-        .map((r) => r.id)
-        .sort(),
-    );
+    expect((run.status!.artifacts!.aibom as AibomMetadata).blob_attestation_id).toBe(blobRecord[0]!.id);
+    expect(claimOf(run).ids).toEqual(held.attestations.map((r) => r.id).sort());
   });
 });
 
@@ -80,8 +76,8 @@ describe('the reconciler after the vault lost a Run’s records', () => {
     // `retrieve`: one claimed batch).
     const lostIds = loseAllBut(w.vault, 3);
     expect(lostIds.length).toBeGreaterThan(3);
-    // The status names them all but the AIBOM blob's artifact record (the last of the AIBOM's batch).
-    const namedIds = lostIds.slice(0, -1);
+    // The status names them all, the AIBOM blob's artifact record included.
+    const namedIds = lostIds;
 
     await reconcileIn(w, before);
     const after = storedRun(w, before);
@@ -109,6 +105,7 @@ describe('the reconciler after the vault lost a Run’s records', () => {
         [
           ...oldMeta.attestation_ids,
           oldMeta.aibom_attestation_id,
+          oldMeta.blob_attestation_id!,
           ...Object.values(oldMeta.views ?? {}).map((v) => v.attestation_id),
         ].filter((x) => lostIds.includes(x)),
       ),
@@ -160,8 +157,8 @@ describe('the reconciler after the vault lost a Run’s records', () => {
     expect(meta.digest).toBe(oldMeta.digest);
     expect(meta.key).toBe(oldMeta.key);
     expect(meta.aibom_attestation_id).not.toBe(oldMeta.aibom_attestation_id);
-    // The superseded metadata names the AIBOM's record and its views' (not the blob's record).
-    expect([...meta.supersedes!.lost_attestation_ids].sort()).toEqual(lost.slice(0, 3).sort());
+    // The superseded metadata names the AIBOM's record, its views' and its blob's record.
+    expect([...meta.supersedes!.lost_attestation_ids].sort()).toEqual([...lost].sort());
     expect(conditionOf(storedRun(w, before), ConditionTypes.RecordsLost)?.status).toBe('True');
   });
 });
@@ -170,7 +167,7 @@ describe('a loss judged on a stale cached Run', () => {
   it('is written down from the live Run: one row naming every id the newest status shows', async () => {
     const w = await world();
     const before = await recorded(w);
-    const lostIds = loseAllBut(w.vault, 0).slice(0, -1); // the AIBOM blob's artifact record is not named
+    const lostIds = loseAllBut(w.vault, 0); // every record, the AIBOM blob's included, is named
     // The informer still holds an older copy: only the first step counted, no AIBOM shown.
     const stale = structuredClone(before);
     stale.status = { ...stale.status, attestations: { count: 1 } };
