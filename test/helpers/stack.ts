@@ -69,3 +69,16 @@ export async function freshDatabaseLogins(
 export async function freshDatabase(prefix = 't'): Promise<string> {
   return (await freshDatabaseLogins(prefix)).runtime;
 }
+
+/**
+ * The stack's settings for services that run on another database: without TLOG_WITNESSES. The
+ * stack's witness follows one vault per origin; a second database pushing checkpoints of the same
+ * origin there is a split view that the witness refuses (and then it refuses the stack's own tree:
+ * test/integration/transparency/stack-witness.test.ts is the one test that pushes to it).
+ */
+export function envForOtherDatabase(databaseUrl: string): Record<string, string> {
+  const env = Object.fromEntries(
+    Object.entries(stack().env).filter(([k]) => k !== 'TLOG_WITNESSES'),
+  ) as Record<string, string>;
+  return { ...env, DATABASE_URL: databaseUrl };
+}

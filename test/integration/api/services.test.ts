@@ -14,7 +14,7 @@ import { startServices, type StackInfo } from '../../../hack/stack/stack.ts';
 import { stopProcess, type Proc } from '../../../hack/stack/proc.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { expect408, holdOpen } from '../../helpers/sockets.ts';
-import { freshDatabase, stack, uniqueName } from '../../helpers/stack.ts';
+import { envForOtherDatabase, freshDatabase, stack, uniqueName } from '../../helpers/stack.ts';
 
 const REQUEST_TIMEOUT_MS = 3000;
 const procs: Proc[] = [];
@@ -29,7 +29,7 @@ beforeAll(async () => {
     ...stack(),
     root,
     procs: [],
-    env: { ...stack().env, DATABASE_URL: await freshDatabase('services') },
+    env: envForOtherDatabase(await freshDatabase('services')),
   };
   const settings = {
     WATCH_NAMESPACE: ns,
