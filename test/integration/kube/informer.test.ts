@@ -134,6 +134,15 @@ describe('Informer against the real API server', () => {
     // A quiet period longer than the server timeout: the server ends watches (reason closed), we
     // resume from the bookmark's version, and the watchdog never needs to fire.
     await waitFor(() => lw.watches.length >= 3, 15_000, 'server-side watch timeouts');
+    // The server sends a bookmark at its discretion before it ends a watch; on a busy machine the
+    // first short watches may end without one, so later cycles get their chance (bounded).
+    await waitFor(
+      async () =>
+        metric(await registry.metrics(), 'informer_watch_events_total', 'informer="runs",type="BOOKMARK"') >=
+        1,
+      45_000,
+      'a bookmark',
+    );
     const text = await registry.metrics();
     expect(
       metric(text, 'informer_watch_events_total', 'informer="runs",type="BOOKMARK"'),
