@@ -1,6 +1,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../log/index.ts';
 import type { Loop } from '../queue/loop.ts';
+import { runWakeLoop } from '../queue/wake-loop.ts';
 import type { Publisher } from '../transparency/publisher.ts';
 import { CHECKPOINT_REQUEST_CHANNEL, type Vault } from '../vault/index.ts';
 import { CheckpointError } from './errors.ts';
@@ -89,19 +90,6 @@ export async function runCheckpointer(deps: CheckpointerDeps, signal: AbortSigna
     records: deps.registry?.getSingleMetric('aibom_vault_lost_records_total') as
       Counter<'source'> | undefined,
   });
-
-  let wanted = true; // a round at the start of the term
-  let wake: (() => void) | undefined;
-  const poke = (): void => {
-    wanted = true;
-    wake?.();
-  };
-  const unsubscribe = await deps.vault.listener.subscribe(CHECKPOINT_REQUEST_CHANNEL, {
-    onNotify: poke,
-    resync: poke,
-  });
-  const onAbort = (): void => wake?.();
-  signal.addEventListener('abort', onAbort);
 
   /** Writes down (once) that the kept checkpoint covers records the vault lost. */
   const recordLostHistory = async (
@@ -198,37 +186,19 @@ export async function runCheckpointer(deps: CheckpointerDeps, signal: AbortSigna
     }
   };
 
-  try {
-    while (!signal.aborted) {
-      if (wanted) {
-        wanted = false;
-        try {
-          await round();
-        } catch (err) {
-          const code = (err as { code?: string }).code ?? 'ERROR';
-          failures?.inc({ code });
-          log[code === 'TREE_DIVERGED' || code === 'CHAIN_GAP' || code === 'HISTORY_LOST' ? 'error' : 'warn'](
-            { err, code },
-            'vault checkpoint round failed; retrying on the next round',
-          );
-        }
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          wanted = true;
-          resolve();
-        }, deps.intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        if (signal.aborted || wanted) wake();
-      });
-      wake = undefined;
-    }
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-    unsubscribe();
-  }
+  await runWakeLoop({
+    signal,
+    intervalMs: deps.intervalMs,
+    subscribe: (poke) =>
+      deps.vault.listener.subscribe(CHECKPOINT_REQUEST_CHANNEL, { onNotify: poke, resync: poke }),
+    round,
+    onError: (err) => {
+      const code = (err as { code?: string }).code ?? 'ERROR';
+      failures?.inc({ code });
+      log[code === 'TREE_DIVERGED' || code === 'CHAIN_GAP' || code === 'HISTORY_LOST' ? 'error' : 'warn'](
+        { err, code },
+        'vault checkpoint round failed; retrying on the next round',
+      );
+    },
+  });
 }

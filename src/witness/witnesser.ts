@@ -9,6 +9,7 @@ import type { WitnessClient } from './client.ts';
 import { WitnessError } from './errors.ts';
 import type { WitnessedLog } from './logs.ts';
 import { pushCheckpoint, type PushOutcome } from './push.ts';
+import { runWakeLoop } from '../queue/wake-loop.ts';
 
 /**
  * The leader's witnessing loop (c2sp.org/tlog-witness): for each of the service's logs, sign a
@@ -293,44 +294,11 @@ export async function runWitnesser(deps: WitnesserDeps, signal: AbortSignal): Pr
     }
   };
 
-  let wanted = true;
-  let wake: (() => void) | undefined;
-  const poke = (): void => {
-    wanted = true;
-    wake?.();
-  };
-  const unsubscribe = await deps.vault.listener.subscribe(CHECKPOINT_CHANNEL, {
-    onNotify: poke,
-    resync: poke,
+  await runWakeLoop({
+    signal,
+    intervalMs: deps.intervalMs,
+    subscribe: (poke) => deps.vault.listener.subscribe(CHECKPOINT_CHANNEL, { onNotify: poke, resync: poke }),
+    round,
+    onError: (err) => log.warn({ err }, 'witnessing round failed; retrying on the next round'),
   });
-  const onAbort = (): void => wake?.();
-  signal.addEventListener('abort', onAbort);
-  try {
-    while (!signal.aborted) {
-      if (wanted) {
-        wanted = false;
-        try {
-          await round();
-        } catch (err) {
-          log.warn({ err }, 'witnessing round failed; retrying on the next round');
-        }
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          wanted = true;
-          resolve();
-        }, deps.intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        if (signal.aborted || wanted) wake();
-      });
-      wake = undefined;
-    }
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-    unsubscribe();
-  }
 }
