@@ -33,7 +33,7 @@ interface ChildReport {
 }
 
 /** A converged Run's status as the pipeline and the controller leave it (shape of the real one). */
-function convergedStatus(i: number, steps: readonly { id: string }[]): Record<string, unknown> {
+export function convergedStatus(i: number, steps: readonly { id: string }[]): Record<string, unknown> {
   const digest = (c: string): string => `sha256:${(c + String(i)).repeat(64).slice(0, 64)}`;
   const id = (n: number): string =>
     `0190a3b2-${String(n).padStart(4, '0')}-7000-8000-${String(i).padStart(12, '0')}`;

@@ -7,7 +7,7 @@
  * paths are checked by the DSSE tests beside this one and by cosign (test/conformance).
  */
 import canonicalize from 'canonicalize';
-import { hash } from 'node:crypto';
+import { hash, verify } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   aibomStatement,
@@ -21,7 +21,7 @@ import {
   stepStatement,
   type Statement,
 } from '../../../src/attest/index.ts';
-import type { Signer } from '../../../src/signing/signer.ts';
+import { keepsNoReference, type Signer } from '../../../src/signing/signer.ts';
 import {
   aibomInput,
   artifactInput,
@@ -142,5 +142,65 @@ describe('sealStatement output bytes (pinned)', () => {
       { keyid: 'sha256:' + '5e'.repeat(32), sig: hash('sha256', pae, 'base64') },
     ]);
     expect(sealed.digest).toBe(`sha256:${hash('sha256', canonicalize(sealed.envelope) ?? '')}`);
+  });
+});
+
+describe('statement builders', () => {
+  // Not about bytes (JCS sorts whatever the order) but about the seal path's speed: objects built
+  // in JCS member order let canonicalJson serialise them with JSON.stringify alone (docs/bench.md,
+  // issue 29). A builder edited without keeping the order fails here, not silently in the bench.
+  it.each(cases.filter(([name]) => !['run', 'aibom', 'unusual'].includes(name)))(
+    '%s: every object is built in JCS member order',
+    (_, statement) => {
+      expect(JSON.stringify(statement)).toBe(canonicalize(statement));
+    },
+  );
+});
+
+describe('the reused PAE buffer', () => {
+  it('is handed only to signers that keep no reference; others keep what they were given', () => {
+    const kept: Buffer[] = [];
+    const keeping: Signer = {
+      ...hashingSigner(),
+      sign: (data) => (kept.push(data), hash('sha256', data, 'buffer')),
+    };
+    const first = signStatement(stepStatement(modelStepInput), keeping);
+    const firstPae = Buffer.from(kept[0]!);
+    signStatement(stepStatement(toolStepInput), keeping);
+    signStatement(stepStatement(toolStepInput), p256Signer());
+    // The first call's bytes are intact after later calls: its buffer was its own.
+    expect(kept[0]!.equals(firstPae)).toBe(true);
+    expect(kept[0]!.equals(kept[1]!)).toBe(false);
+    expect(hash('sha256', kept[0]!, 'base64')).toBe(first.signatures[0]!.sig);
+    expect(keepsNoReference(keeping)).toBe(false);
+    expect(keepsNoReference(p256Signer())).toBe(true);
+    expect(keepsNoReference(p256Signer().deterministic())).toBe(true);
+  });
+
+  it('gives key signers the same bytes, one statement after another, small and over 64 KiB', () => {
+    const signer = p256Signer();
+    const big = labelStatement(stepStatement(modelStepInput), {
+      ...labels,
+      capability_token_ids: Array.from({ length: 2000 }, (_, i) => `capability:${RUN_ID}:s:${i}`),
+    });
+    for (const statement of [
+      stepStatement(modelStepInput),
+      big,
+      stepStatement(toolStepInput),
+      big,
+      artifactStatement(artifactInput),
+    ]) {
+      const envelope = signStatement(statement, signer);
+      const payload = Buffer.from(envelope.payload, 'base64');
+      expect(payload.toString('utf8')).toBe(canonicalize(statement));
+      const pae = Buffer.concat([
+        Buffer.from(`DSSEv1 28 application/vnd.in-toto+json ${payload.length} `),
+        payload,
+      ]);
+      expect(
+        verify('sha256', pae, signer.publicKey, Buffer.from(envelope.signatures[0]!.sig, 'base64')),
+      ).toBe(true);
+    }
+    expect(Buffer.byteLength(canonicalize(big) ?? '')).toBeGreaterThan(64 * 1024);
   });
 });
