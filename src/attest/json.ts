@@ -62,13 +62,13 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
       }
       if (!isPlain(value)) return false;
       const obj = value as Record<string, unknown>;
-      const keys = Object.keys(obj);
-      // Member order first, then the members: an unsorted object (an in-toto statement's top
-      // level) fails here before its subtrees are walked for nothing.
-      for (let i = 1; i < keys.length; i++) {
-        if (!(keys[i - 1]! < keys[i]!)) return false;
-      }
-      for (const key of keys) {
+      // for-in, not Object.keys: no array per object (~40% of this walk). It visits own members in
+      // Object.keys order, then inherited enumerable ones (none on a plain object unless
+      // Object.prototype was polluted, and then checking more than JSON.stringify writes is safe).
+      let previous: string | undefined;
+      for (const key in obj) {
+        if (previous !== undefined && !(previous < key)) return false;
+        previous = key;
         const member = obj[key];
         if (member === undefined || !stringifiesCanonically(member, depth + 1)) return false;
       }
