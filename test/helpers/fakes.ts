@@ -506,6 +506,12 @@ export class FakeKube {
         this.attestations.delete(id);
         return Promise.resolve();
       },
+      applyAttestationRecords: (_run, id, records) => {
+        this.requests.bump('PATCH attestations/status');
+        const a = this.attestations.get(id);
+        if (a) a.status = { ...a.status, records };
+        return Promise.resolve();
+      },
       createAttestation: (run, summary) => {
         this.requests.bump('POST attestations');
         if (!this.attestations.has(summary.id))
