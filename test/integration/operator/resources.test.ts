@@ -141,6 +141,14 @@ async function queryPage(
   return page.json<{ items: { id: string }[]; next_cursor: string | null }>();
 }
 
+/** The first row's value in `column` of kubectl's table (aligned: a value starts where its header does). */
+function cell(table: string, column: string): string | undefined {
+  const [header, row] = table.split('\n');
+  const at = header?.search(new RegExp(`\\b${column}\\b`)) ?? -1;
+  if (at < 0 || row === undefined) return undefined;
+  return row.slice(at).split(/\s/)[0];
+}
+
 const names: string[] = [];
 /** Every record id of every Run, as the vault held them when each Run was recorded. */
 const recorded = new Map<string, string[]>();
@@ -208,14 +216,10 @@ describe('ATTESTATION_RESOURCES on the real API server', () => {
     // What a kubectl user sees: the count in the RECORDS column, the mode in the Run's wide view.
     const kc = (...args: string[]) =>
       exec(stack().tools.kubectl, [`--kubeconfig=${stack().kube.kubeconfigs.admin}`, '-n', ns, ...args]);
-    const att = (await kc('get', 'attestations', '-l', 'vault.service.dev/run=per-run')).stdout.split('\n');
-    expect(att[0]).toMatch(/\bRECORDS\b/);
-    const col = att[0]!.split(/\s{2,}/).indexOf('RECORDS');
-    expect(att[1]!.split(/\s{2,}/)[col]).toBe(String(recorded.get('per-run')!.length));
-    const wide = (await kc('get', 'runs', 'per-run', '-o', 'wide')).stdout.split('\n');
-    const rcol = wide[0]!.split(/\s{2,}/).indexOf('RESOURCES');
-    expect(rcol).toBeGreaterThan(0);
-    expect(wide[1]!.split(/\s{2,}/)[rcol]).toBe('perRun');
+    const att = (await kc('get', 'attestations', '-l', 'vault.service.dev/run=per-run')).stdout;
+    expect(cell(att, 'RECORDS')).toBe(String(recorded.get('per-run')!.length));
+    const wide = (await kc('get', 'runs', 'per-run', '-o', 'wide')).stdout;
+    expect(cell(wide, 'RESOURCES')).toBe('perRun');
   });
 
   it('none: no Attestation resource at all; every Run says where its records are', async () => {
