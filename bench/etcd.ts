@@ -171,12 +171,14 @@ class ModeBench {
       const sample = parseYaml(await readFile(`${repoRoot}/manifests/samples/run.yaml`, 'utf8')) as Run;
       sample.spec.steps = sample.spec.steps.slice(0, STEPS);
       ctx.log(`etcd: ${this.#mode}: preparing ${fmtCount(this.#n)} Runs in ${this.#ns}`);
-      const names = await this.#prepare(sample);
+      const steps = await this.#prepare(sample);
+      const names = [...steps.keys()];
       ctx.log(`etcd: ${this.#mode}: ${fmtCount(this.#n)} Runs Succeeded at once`);
       const t0 = performance.now();
       const retries = { n: 0 };
       await mapLimit(names, FLIP_CONCURRENCY, (name) =>
-        retrying(() => this.#apply(name, { phase: 'Succeeded' }), retries),
+        // The pipeline's whole set of fields (server-side apply: a field left out is removed).
+        retrying(() => this.#apply(name, { phase: 'Succeeded', steps: steps.get(name)! }), retries),
       );
       await this.#until((runs) => runs.every(aibomReady));
       const seconds = (performance.now() - t0) / 1000;
@@ -245,10 +247,11 @@ class ModeBench {
     );
   }
 
-  /** N Runs with every step Succeeded (phase Running), attested: the controller is idle after. */
-  async #prepare(sample: Run): Promise<string[]> {
+  /** N Runs with every step Succeeded (phase Running), attested: their steps, by name. */
+  async #prepare(sample: Run): Promise<Map<string, StepStatus[]>> {
     const retries = { n: 0 };
     const names = Array.from({ length: this.#n }, (_, i) => `r${i}`);
+    const out = new Map<string, StepStatus[]>();
     await mapLimit(names, CONCURRENCY, async (name) => {
       const created = await retrying(
         () =>
@@ -259,14 +262,16 @@ class ModeBench {
           }),
         retries,
       );
-      await retrying(() => this.#apply(name, { phase: 'Running', steps: succeededSteps(created) }), retries);
+      const steps = succeededSteps(created);
+      out.set(name, steps);
+      await retrying(() => this.#apply(name, { phase: 'Running', steps }), retries);
     });
     await this.#until((runs) =>
       runs.every(
         (r) => r.status?.conditions?.find((c) => c.type === ConditionTypes.Attested)?.status === 'True',
       ),
     );
-    return names;
+    return new Map(names.map((n) => [n, out.get(n)!]));
   }
 
   /** Polls the namespace's Runs (every 100 ms, at most 30 min) until `done` holds for the N of them. */

@@ -541,7 +541,9 @@ export class FakeKube {
       },
       applyAttestationTransparency: (_run, id, transparency) => {
         this.requests.bump('PATCH attestations/status');
-        this.attestations.get(id)!.status = { transparency: clone(transparency) };
+        const a = this.attestations.get(id)!;
+        // Another field manager's fields (the reconciler's `records`) stay, as with server-side apply.
+        a.status = { ...a.status, transparency: clone(transparency) };
         return Promise.resolve();
       },
       applyRunTransparency: (run, status) => {

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/index.ts';
 import type { Run } from '../../../src/crd/run.ts';
 import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
+import { projectRun } from '../../../src/controller/transparency/projection.ts';
 import {
   recordCounts,
   resourceRecords,
@@ -17,6 +18,7 @@ import {
 } from '../../../src/controller/run/resources.ts';
 import type { ArtifactRecord, AttestationSummary } from '../../../src/vault/index.ts';
 import {
+  logger,
   reconcilerDeps,
   resetCounts,
   runFixture,
@@ -117,6 +119,49 @@ describe('Run reconciler with ATTESTATION_RESOURCES (in-memory seams)', () => {
     await settle(w, storedRun(w, run), { mode: 'perRun' });
     expect(writes(w)).toEqual({});
     expect(w.kube.requests.total()).toBe(0);
+  });
+
+  it("perRun with transparency: the one resource shows the Run's state, not its record's", async () => {
+    const w = await world({ transparency: true });
+    const run = w.kube.put(runFixture(stepsDone(3), succeeded));
+    await settle(w, run, { mode: 'perRun' });
+    const id = w.vault.rows.find((r) => r.kind === 'run')!.id;
+    const project = () =>
+      projectRun({ api: w.kube.projectionApi(), jobs: w.vault.transparencyJobs, logger }, run.metadata.uid);
+    await project();
+    const one = () => w.kube.attestations.get(id)!.status;
+    expect(one().transparency).toEqual({ state: 'queued' });
+    // The provenance record alone published: the Run (and so its one resource) still waits.
+    w.vault.publish(id, {
+      state: 'published',
+      attempts: 1,
+      backend: 'local',
+      entryId: 'e0'.padEnd(64, '0'),
+      logIndex: 0,
+      receipt: Buffer.from('receipt'),
+      statement: Buffer.from('statement'),
+      publishedAt: new Date('2026-03-01T12:00:00Z'),
+    });
+    await project();
+    // As the Run's own summary says it: queued, its published part in this deployment's own log.
+    expect(one().transparency).toEqual({ state: 'queued', mode: 'dry_run' });
+    expect(storedRun(w, run).status?.transparency).toMatchObject({ state: 'queued', mode: 'dry_run' });
+    w.vault.rows.forEach((r, i) => {
+      if (r.id === id) return;
+      w.vault.publish(r.id, {
+        state: 'published',
+        attempts: 1,
+        backend: 'local',
+        entryId: `e${i + 1}`.padEnd(64, '0'),
+        logIndex: i + 1,
+        receipt: Buffer.from('receipt'),
+        statement: Buffer.from('statement'),
+        publishedAt: new Date('2026-03-01T12:00:00Z'),
+      });
+    });
+    await project();
+    expect(one().transparency).toEqual({ state: 'published', mode: 'dry_run' });
+    expect(one().records).toMatchObject({ count: w.vault.rows.length });
   });
 
   it('none: no resource at all, the status carries count and evidence', async () => {
