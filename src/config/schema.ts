@@ -4,9 +4,11 @@
  * `docs/configuration.md` and the README table are generated from this list (`npm run docs:config`).
  */
 
+import { ConfigValueError } from './errors.ts';
+
 export type Component = 'controller' | 'sidecar' | 'cli' | 'stack';
 
-/** A parser turns the raw string into a value or throws an Error whose message explains why. */
+/** A parser turns the raw string into a value or throws a ConfigValueError whose message explains why. */
 type Parser<T> = (raw: string) => T;
 
 export interface Setting<T> {
@@ -21,22 +23,22 @@ export interface Setting<T> {
 }
 
 const str: Parser<string> = (raw) => {
-  if (raw.trim() === '') throw new Error('must not be empty');
+  if (raw.trim() === '') throw new ConfigValueError('must not be empty');
   return raw;
 };
 
 const flag: Parser<boolean> = (raw) => {
   if (raw === '1' || raw === 'true') return true;
   if (raw === '0' || raw === 'false' || raw === '') return false;
-  throw new Error(`must be 1 or 0, got "${raw}"`);
+  throw new ConfigValueError(`must be 1 or 0, got "${raw}"`);
 };
 
 const intIn =
   (min: number, max: number): Parser<number> =>
   (raw) => {
-    if (!/^\d+$/.test(raw)) throw new Error(`must be an integer, got "${raw}"`);
+    if (!/^\d+$/.test(raw)) throw new ConfigValueError(`must be an integer, got "${raw}"`);
     const n = Number(raw);
-    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}, got ${n}`);
+    if (n < min || n > max) throw new ConfigValueError(`must be between ${min} and ${max}, got ${n}`);
     return n;
   };
 
@@ -44,7 +46,7 @@ const url: Parser<string> = (raw) => {
   try {
     return new URL(raw).toString().replace(/\/$/, '');
   } catch {
-    throw new Error('must be an absolute URL');
+    throw new ConfigValueError('must be an absolute URL');
   }
 };
 
@@ -52,12 +54,12 @@ const oneOf =
   <T extends string>(...values: T[]): Parser<T> =>
   (raw) => {
     if ((values as string[]).includes(raw)) return raw as T;
-    throw new Error(`must be one of ${values.join(', ')}, got "${raw}"`);
+    throw new ConfigValueError(`must be one of ${values.join(', ')}, got "${raw}"`);
   };
 
 const lostCheckpoint: Parser<{ treeSize: number; rootHash: string }> = (raw) => {
   const m = /^([1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(raw.trim());
-  if (m === null) throw new Error('must be <tree size>:<64 hex digits of the root hash>');
+  if (m === null) throw new ConfigValueError('must be <tree size>:<64 hex digits of the root hash>');
   return { treeSize: Number(m[1]), rootHash: m[2]! };
 };
 
@@ -75,23 +77,24 @@ const witnessList: Parser<readonly WitnessSetting[]> = (raw) => {
   for (const entry of raw.split(/[,\n]/)) {
     const parts = entry.trim().split(/\s+/);
     if (parts.length === 1 && parts[0] === '') continue;
-    if (parts.length !== 2) throw new Error(`each witness is "<url> <vkey>", got "${entry.trim()}"`);
+    if (parts.length !== 2)
+      throw new ConfigValueError(`each witness is "<url> <vkey>", got "${entry.trim()}"`);
     const [rawUrl, vkey] = parts as [string, string];
     let u: URL;
     try {
       u = new URL(rawUrl);
     } catch {
-      throw new Error(`witness URL "${rawUrl}" is not an absolute URL`);
+      throw new ConfigValueError(`witness URL "${rawUrl}" is not an absolute URL`);
     }
     if (u.protocol !== 'http:' && u.protocol !== 'https:')
-      throw new Error(`witness URL "${rawUrl}" is not http(s)`);
+      throw new ConfigValueError(`witness URL "${rawUrl}" is not http(s)`);
     // A cosignature/v1 vkey: <name>+<8 hex>+base64(0x04 || 32-byte key), 44 characters without padding
     // (checked in full at start).
     if (!/^[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/]{44}$/.test(vkey)) {
-      throw new Error(`witness key "${vkey}" is not a signed-note verifier key`);
+      throw new ConfigValueError(`witness key "${vkey}" is not a signed-note verifier key`);
     }
     if (Buffer.from(vkey.slice(vkey.indexOf('+', vkey.indexOf('+') + 1) + 1), 'base64')[0] !== 0x04) {
-      throw new Error(`witness key "${vkey}" is not a cosignature/v1 key (signature type 0x04)`);
+      throw new ConfigValueError(`witness key "${vkey}" is not a cosignature/v1 key (signature type 0x04)`);
     }
     out.push({ url: u.toString().replace(/\/$/, ''), vkey });
   }
@@ -101,11 +104,24 @@ const witnessList: Parser<readonly WitnessSetting[]> = (raw) => {
 /** A schema-less URL: host[:port][/path], no scheme, no spaces or pluses (a note key name). */
 const origin: Parser<string> = (raw) => {
   if (!/^[^\s+/:]+(:[0-9]+)?(\/[^\s+]*)?$/.test(raw) || raw.includes('://')) {
-    throw new Error(
+    throw new ConfigValueError(
       `must be a schema-less URL like vault.example.com or vault.example.com/team, got "${raw}"`,
     );
   }
   return raw.replace(/\/+$/, '');
+};
+
+/**
+ * A duration as `<n>s`, `<n>m`, `<n>h` or `<n>d` (whole units, at least one second, at most ten
+ * years), in milliseconds.
+ */
+const duration: Parser<number> = (raw) => {
+  const m = /^([1-9][0-9]{0,6})(s|m|h|d)$/.exec(raw.trim());
+  if (m === null) throw new Error(`must be a duration like 90s, 30m, 12h or 30d, got "${raw}"`);
+  const ms =
+    Number(m[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 's' | 'm' | 'h' | 'd'];
+  if (ms > 3650 * 86_400_000) throw new Error(`must be at most 3650d, got "${raw}"`);
+  return ms;
 };
 
 const logLevel = oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent');
@@ -189,6 +205,17 @@ export const schema = {
       'longest one reconcile of a Run may hold a worker; past it the worker moves on to other Runs and the Run is retried with backoff (a backstop: every call inside has its own deadline)',
     default: '120000',
     parse: intIn(1_000, 3_600_000),
+  },
+  ATTESTATION_RESOURCES: {
+    description:
+      'which Attestation resources the controller keeps in Kubernetes (the vault keeps every record either way; docs/runs.md "Attestation resources"): `perRecord` one per vault record, `perRun` one per ended Run summarising its records, `none` the Run\'s status only',
+    default: 'perRecord',
+    parse: oneOf('perRecord', 'perRun', 'none'),
+  },
+  ATTESTATION_RESOURCE_RETENTION: {
+    description:
+      "Attestation resources of a Run are deleted this long after its AIBOM was recorded (`90s`, `30m`, `12h`, `30d`); the vault keeps every record and the Run's status.attestations names where they are. Unset: kept as long as the Run",
+    parse: duration,
   },
   KUBECONFIG: {
     description: 'kubeconfig path; in-cluster service account configuration when unset',
