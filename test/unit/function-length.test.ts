@@ -19,7 +19,6 @@ const NOT_YET_SPLIT: Record<string, number> = {
   'src/aibom/views/spdx3.ts toSpdx3': 238,
   'src/vault/tlog.ts tlogRepository': 186,
   'src/checkpoint/checkpointer.ts runCheckpointer': 184,
-  'src/controller/run/reconciler.ts reconcileRun': 184,
   'src/recorder/index.ts createRecorder': 164,
   'src/export/bundle.ts bundleBytes': 162,
   'src/vault/transparency-jobs.ts transparencyJobRepository': 159,

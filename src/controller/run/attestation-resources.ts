@@ -1,0 +1,75 @@
+import type { Run } from '../../crd/run.ts';
+import type { AttestationSummary } from '../../vault/index.ts';
+import type { ReconcileLimits } from './plan.ts';
+import type { Telling } from './telling.ts';
+
+/** What the Attestation-resource step needs from the Kubernetes API (kube-api.ts implements it). */
+export interface AttestationResourceApi {
+  /** Ids (= names) of the Run's Attestation resources (one LIST; only for a Run a batch behind). */
+  attestationIds(run: Run): Promise<Set<string>>;
+  /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
+  createAttestation(run: Run, record: AttestationSummary): Promise<void>;
+  /** Deletes the Attestation resource `id` (of a record the vault lost); absent = success. */
+  deleteAttestation(run: Run, id: string): Promise<void>;
+}
+
+/** Attestation resources created at once for one Run (a Run's records are few; a backlog is bounded). */
+const CREATE_CONCURRENCY = 8;
+
+export interface AttestationResourceOptions {
+  readonly limits: ReconcileLimits;
+  /** The Run is being deleted: it takes its resources with it, none is written. */
+  readonly deleting: boolean;
+  /** The vault lost records the Run's status shows (recorder/losses.ts): the status count tells nothing. */
+  readonly lost: boolean;
+  /** The reconcile's one Event: told beside the creates, with what this step deleted. */
+  readonly told: Telling;
+}
+
+/**
+ * Brings the Run's Attestation resources up to its vault records (`records`, in insert order), one
+ * bounded batch per reconcile; `left` says whether records without a resource remain for the next.
+ */
+export async function writeAttestationResources(
+  api: AttestationResourceApi,
+  run: Run,
+  records: readonly AttestationSummary[],
+  opts: AttestationResourceOptions,
+): Promise<{ left: boolean }> {
+  const { limits, deleting, told } = opts;
+  // Records are only appended, and the count on the status is written after the resources of
+  // that many records exist (a failure keeps the old count): the records past it are the ones
+  // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
+  // A Run being deleted takes its Attestation resources with it (they are owned by it), and its
+  // status with it: neither is written. Only the vault's evidence holds the finalizer, so a Run
+  // whose resources or status cannot be written (a label or a size the API server refuses) can
+  // still go once its records and AIBOM are stored.
+  let missing = deleting ? [] : records.slice(run.status?.attestations?.count ?? 0);
+  if (opts.lost && !deleting) {
+    // The status count no longer tells which records have a resource, and resources of lost
+    // records name ids the vault does not hold: they go (the loss row keeps the ids).
+    const existing = await api.attestationIds(run);
+    const held = new Set(records.map((a) => a.id));
+    const dangling = [...existing].filter((id) => !held.has(id));
+    for (const id of dangling) await api.deleteAttestation(run, id);
+    if (dangling.length > 0) {
+      told.note(`deleted ${dangling.length} Attestation resource(s) of records the vault lost`);
+    }
+    missing = records.filter((a) => !existing.has(a.id));
+  } else if (missing.length > limits.resources) {
+    // More than one batch behind (a large Run, or resources deleted): one LIST, so that batches
+    // after the first do not repeat the creates of the earlier ones as AlreadyExists answers.
+    const existing = await api.attestationIds(run);
+    missing = records.filter((a) => !existing.has(a.id));
+  }
+  const batch = missing.slice(0, limits.resources);
+  await Promise.all([
+    told.tell(run),
+    (async () => {
+      for (let i = 0; i < batch.length; i += CREATE_CONCURRENCY) {
+        await Promise.all(batch.slice(i, i + CREATE_CONCURRENCY).map((a) => api.createAttestation(run, a)));
+      }
+    })(),
+  ]);
+  return { left: missing.length > batch.length };
+}
