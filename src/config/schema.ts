@@ -310,6 +310,12 @@ export const schema = {
     default: '2',
     parse: intIn(1, 64),
   },
+  EXPORT_MIN_BYTES_PER_SECOND: {
+    description:
+      'an export (POST /v1/attestations/export, run evidence, the UI) whose client reads the bundle slower than this many bytes a second (before gzip), over two minutes of waiting for it, is closed so it cannot hold its EXPORT_CONCURRENCY slot for hours; one not read at all for a minute is closed too. The response declares it in x-export-min-rate; 0 turns the floor off (docs/export.md)',
+    default: '32768',
+    parse: intIn(0, 1_073_741_824),
+  },
   SERVICE_CAPABILITY_TOKENS: {
     description:
       'Value 1 projects every capability chain as a W3C VC (application/vc+jwt) and a Biscuit v3 token, minted when the step is recorded and listed in the capability_tokens field of capability and step envelopes; 0 mints none and removes the field (docs/capabilities.md)',
