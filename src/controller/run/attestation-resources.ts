@@ -1,7 +1,6 @@
 import type { Run } from '../../crd/run.ts';
 import type { AttestationSummary } from '../../vault/index.ts';
 import type { ReconcileLimits } from './plan.ts';
-import type { Telling } from './telling.ts';
 
 /** What the Attestation-resource step needs from the Kubernetes API (kube-api.ts implements it). */
 export interface AttestationResourceApi {
@@ -22,8 +21,10 @@ export interface AttestationResourceOptions {
   readonly deleting: boolean;
   /** The vault lost records the Run's status shows (recorder/losses.ts): the status count tells nothing. */
   readonly lost: boolean;
-  /** The reconcile's one Event: told beside the creates, with what this step deleted. */
-  readonly told: Telling;
+  /** What this step did, for the reconcile's one Event. */
+  readonly notes: string[];
+  /** Tells the reconcile's Event (beside the creates). */
+  readonly tell: (run: Run) => Promise<void>;
 }
 
 /**
@@ -36,7 +37,7 @@ export async function writeAttestationResources(
   records: readonly AttestationSummary[],
   opts: AttestationResourceOptions,
 ): Promise<{ left: boolean }> {
-  const { limits, deleting, told } = opts;
+  const { limits, deleting, notes } = opts;
   // Records are only appended, and the count on the status is written after the resources of
   // that many records exist (a failure keeps the old count): the records past it are the ones
   // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
@@ -53,7 +54,7 @@ export async function writeAttestationResources(
     const dangling = [...existing].filter((id) => !held.has(id));
     for (const id of dangling) await api.deleteAttestation(run, id);
     if (dangling.length > 0) {
-      told.note(`deleted ${dangling.length} Attestation resource(s) of records the vault lost`);
+      notes.push(`deleted ${dangling.length} Attestation resource(s) of records the vault lost`);
     }
     missing = records.filter((a) => !existing.has(a.id));
   } else if (missing.length > limits.resources) {
@@ -64,7 +65,7 @@ export async function writeAttestationResources(
   }
   const batch = missing.slice(0, limits.resources);
   await Promise.all([
-    told.tell(run),
+    opts.tell(run),
     (async () => {
       for (let i = 0; i < batch.length; i += CREATE_CONCURRENCY) {
         await Promise.all(batch.slice(i, i + CREATE_CONCURRENCY).map((a) => api.createAttestation(run, a)));

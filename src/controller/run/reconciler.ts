@@ -254,7 +254,8 @@ async function converge(
       limits: r.limits,
       deleting: r.deleting,
       lost: lost !== undefined,
-      told: r.told,
+      notes: r.told.notes,
+      tell: (current) => r.told.tell(current),
     }),
   );
   if (todo.more || left) return { more: true };

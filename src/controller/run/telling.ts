@@ -7,6 +7,8 @@ import type { Run } from '../../crd/run.ts';
  * finds that work claimed and stays silent, so this is the only time it is told).
  */
 export interface Telling {
+  /** The lines noted so far (an act may push to it directly). */
+  readonly notes: string[];
   /** Adds a line to the Event; `reason`, when given, becomes the Event's reason. */
   note(line: string, reason?: string): void;
   /** Emits one Event of the lines noted since the last call; nothing when there are none. */
@@ -19,6 +21,7 @@ export function telling(api: {
   const notes: string[] = [];
   let reason: string = EventReasons.Attested;
   return {
+    notes,
     note(line, as) {
       notes.push(line);
       if (as !== undefined) reason = as;

@@ -39,19 +39,19 @@ const records = (n: number): AttestationSummary[] =>
 
 const counted = (r: Run, count: number): Run => ({ ...r, status: { ...r.status, attestations: { count } } });
 
-/** A Telling that keeps its lines (and the order of note and tell) instead of emitting an Event. */
-function recording(): Telling & { readonly lines: string[]; readonly log: string[] } {
+/** A Telling that keeps its lines, and the lines noted by each time it was told, instead of emitting an Event. */
+function recording(): Telling & { readonly lines: string[]; readonly told: string[][] } {
   const lines: string[] = [];
-  const log: string[] = [];
+  const told: string[][] = [];
   return {
+    notes: lines,
     lines,
-    log,
+    told,
     note(line) {
       lines.push(line);
-      log.push(`note ${line}`);
     },
     tell() {
-      log.push('tell');
+      told.push([...lines]);
       return Promise.resolve();
     },
   };
@@ -154,12 +154,17 @@ describe('telling', () => {
 });
 
 describe('writeAttestationResources', () => {
-  const opts = (resources: number, more: { deleting?: boolean; lost?: boolean } = {}) => ({
-    limits: limits(resources),
-    deleting: more.deleting ?? false,
-    lost: more.lost ?? false,
-    told: recording(),
-  });
+  const opts = (resources: number, more: { deleting?: boolean; lost?: boolean } = {}) => {
+    const told = recording();
+    return {
+      limits: limits(resources),
+      deleting: more.deleting ?? false,
+      lost: more.lost ?? false,
+      notes: told.notes,
+      tell: () => told.tell(runFixture()),
+      told,
+    };
+  };
 
   it('creates the records past the status count, without a LIST when within one batch, and tells the Event', async () => {
     const { api, calls } = resourceApi(['a0', 'a1', 'a2']);
@@ -168,7 +173,7 @@ describe('writeAttestationResources', () => {
       left: false,
     });
     expect(calls).toEqual({ list: 0, created: ['a3', 'a4'], deleted: [] });
-    expect(o.told.log).toEqual(['tell']);
+    expect(o.told.told).toEqual([[]]);
   });
 
   it('more than one batch behind: one LIST decides, a batch is created and more is left', async () => {
@@ -196,7 +201,7 @@ describe('writeAttestationResources', () => {
     expect(calls.deleted.sort()).toEqual(['a2', 'a3']);
     expect(calls.created).toEqual(['a9']);
     expect([...held].sort()).toEqual(['a0', 'a1', 'a9']);
-    expect(o.told.log).toEqual(['note deleted 2 Attestation resource(s) of records the vault lost', 'tell']);
+    expect(o.told.told).toEqual([['deleted 2 Attestation resource(s) of records the vault lost']]);
   });
 
   it('creates each of a batch once, at most 8 at a time', async () => {
