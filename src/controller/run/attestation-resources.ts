@@ -1,16 +1,14 @@
-import type { Run } from '../../crd/run.ts';
-import type { AttestationSummary } from '../../vault/index.ts';
+import type { AttestationResources, Run } from '../../crd/run.ts';
+import type { ArtifactRecord, AttestationSummary } from '../../vault/index.ts';
 import type { ReconcileLimits } from './plan.ts';
-
-/** What the Attestation-resource step needs from the Kubernetes API (kube-api.ts implements it). */
-export interface AttestationResourceApi {
-  /** Ids (= names) of the Run's Attestation resources (one LIST; only for a Run a batch behind). */
-  attestationIds(run: Run): Promise<Set<string>>;
-  /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
-  createAttestation(run: Run, record: AttestationSummary): Promise<void>;
-  /** Deletes the Attestation resource `id` (of a record the vault lost); absent = success. */
-  deleteAttestation(run: Run, id: string): Promise<void>;
-}
+import type { RunApi } from './reconciler.ts';
+import { syncResources } from './resource-sync.ts';
+import {
+  DEFAULT_RESOURCE_POLICY,
+  shownResources,
+  wantedResources,
+  type ResourcePolicy,
+} from './resources.ts';
 
 /** Attestation resources created at once for one Run (a Run's records are few; a backlog is bounded). */
 const CREATE_CONCURRENCY = 8;
@@ -21,6 +19,11 @@ export interface AttestationResourceOptions {
   readonly deleting: boolean;
   /** The vault lost records the Run's status shows (recorder/losses.ts): the status count tells nothing. */
   readonly lost: boolean;
+  /** ATTESTATION_RESOURCES and the retention (resources.ts); default perRecord, kept. */
+  readonly policy: ResourcePolicy | undefined;
+  /** The Run's AIBOM record (the retention counts from it). */
+  readonly aibom: ArtifactRecord | null;
+  readonly now: Date;
   /** What this step did, for the reconcile's one Event. */
   readonly notes: string[];
   /** Tells the reconcile's Event (beside the creates). */
@@ -29,15 +32,24 @@ export interface AttestationResourceOptions {
 
 /**
  * Brings the Run's Attestation resources up to its vault records (`records`, in insert order), one
- * bounded batch per reconcile; `left` says whether records without a resource remain for the next.
+ * bounded batch per reconcile. `left`: work remains for the next reconcile; `state`: what the
+ * Run's status may claim once none is left (resources.ts).
  */
 export async function writeAttestationResources(
-  api: AttestationResourceApi,
+  api: RunApi,
   run: Run,
   records: readonly AttestationSummary[],
   opts: AttestationResourceOptions,
-): Promise<{ left: boolean }> {
+): Promise<{ left: boolean; state: AttestationResources }> {
   const { limits, deleting, notes } = opts;
+  const state = wantedResources(run, opts.aibom, opts.policy ?? DEFAULT_RESOURCE_POLICY, opts.now);
+  // Any state but per-record resources kept since the Run began (another mode, a retention reached,
+  // or a switch back from either) is resource-sync.ts's, a loss included.
+  if (!deleting && (state !== 'perRecord' || shownResources(run) !== 'perRecord')) {
+    const left = await syncResources(api, run, records, state, opts.lost, limits.resources, notes);
+    await opts.tell(run);
+    return { left, state };
+  }
   // Records are only appended, and the count on the status is written after the resources of
   // that many records exist (a failure keeps the old count): the records past it are the ones
   // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
@@ -72,5 +84,5 @@ export async function writeAttestationResources(
       }
     })(),
   ]);
-  return { left: missing.length > batch.length };
+  return { left: missing.length > batch.length, state };
 }

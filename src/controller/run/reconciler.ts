@@ -1,5 +1,5 @@
 import { EventReasons, FINALIZER, Reasons } from '../../crd/reasons.ts';
-import { isTerminal, type Run, type RunStatus } from '../../crd/run.ts';
+import { isTerminal, type AttestationResources, type Run, type RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
 import {
   lossMessage,
@@ -21,6 +21,7 @@ import type {
 import { hasFinalizer, isTooLarge } from '../../kube/index.ts';
 import type { ReconcileResult } from '../../queue/index.ts';
 import { writeAttestationResources } from './attestation-resources.ts';
+import { requeueAtPrune, withResources, type RecordCounts, type ResourcePolicy } from './resources.ts';
 import { failureReason, humanCause } from './failure.ts';
 import {
   claimKeys,
@@ -62,8 +63,10 @@ export interface RunApi {
   attestationIds(run: Run): Promise<Set<string>>;
   /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
   createAttestation(run: Run, record: AttestationSummary): Promise<void>;
-  /** Deletes the Attestation resource `id` (of a record the vault lost); absent = success. */
+  /** Deletes the Attestation resource `id` (of a record the vault lost, or pruned); absent = success. */
   deleteAttestation(run: Run, id: string): Promise<void>;
+  /** Applies `status.records` (the counts of the Run's records) to the `perRun` resource `id`. */
+  applyAttestationRecords(run: Run, id: string, records: RecordCounts): Promise<void>;
   event(run: Run, type: 'Normal' | 'Warning', reason: string, note: string): Promise<void>;
 }
 
@@ -92,6 +95,8 @@ export interface RunReconcilerDeps {
    * enqueues a Run for another reason (a manifest repair request) deletes its entry first.
    */
   readonly written?: Map<string, Written>;
+  /** Which Attestation resources Runs get, and for how long (resources.ts); default perRecord, kept. */
+  readonly resources?: ResourcePolicy;
 }
 
 async function gather(vault: RunStore, run: Run): Promise<Observed> {
@@ -249,18 +254,20 @@ async function converge(
   const todo = plan(run, observed, r.limits);
   const after = isEmpty(todo) ? observed : await act(r, known, todo, observed);
   const recorded: Known = { ...known, terminalRecorded: known.terminalRecorded === true || todo.terminal };
-  const { left } = await attempt(r, recorded, () =>
+  const { left, state } = await attempt(r, recorded, () =>
     writeAttestationResources(r.deps.api, run, after.attestations, {
       limits: r.limits,
       deleting: r.deleting,
       lost: lost !== undefined,
+      policy: r.deps.resources,
+      aibom: after.aibom,
+      now: r.now(),
       notes: r.told.notes,
       tell: (current) => r.told.tell(current),
     }),
   );
   if (todo.more || left) return { more: true };
-  await finish(r, run, after, lost);
-  return undefined;
+  return finish(r, run, after, lost, state);
 }
 
 /**
@@ -382,16 +389,28 @@ function noted(status: RunStatus, run: Run, lost: string | undefined, now: Date)
 }
 
 /**
- * The end of a reconcile that did all that was due: the status written when it changed (remembered
- * so that its echo is not reconciled again), and the finalizer of a Run being deleted removed once
- * its evidence is stored. Not an `attempt`: a failure here is retried without a failure condition.
+ * The end of a reconcile that did all that was due: the status written when it changed (with what it
+ * claims of the Attestation resources, `resources`; remembered so that its echo is not reconciled
+ * again), and the finalizer of a Run being deleted removed once its evidence is stored. A Run kept
+ * is looked at again when its resources are due to go (the retention, resources.ts). Not an
+ * `attempt`: a failure here is retried without a failure condition.
  */
-async function finish(r: Reconciling, run: Run, observed: Observed, lost: string | undefined): Promise<void> {
+async function finish(
+  r: Reconciling,
+  run: Run,
+  observed: Observed,
+  lost: string | undefined,
+  resources: AttestationResources,
+): Promise<ReconcileResult | undefined> {
   const { deps } = r;
-  const status = noted(desiredStatus(run, observed, r.now()), run, lost, r.now());
+  const status = withResources(
+    noted(desiredStatus(run, observed, r.now()), run, lost, r.now()),
+    run,
+    resources,
+  );
   if (!r.deleting && statusChanged(run.status, status)) {
     // No room for the status: told, and not retried (the evidence is stored; nothing will make it fit).
-    if (!(await writeStatus(deps, run, status))) return;
+    if (!(await writeStatus(deps, run, status))) return undefined;
     // Only what this reconcile saw and wrote: its echo carries exactly that, any other change differs.
     deps.written?.set(r.key, { view: runView(run), status });
   }
@@ -400,6 +419,8 @@ async function finish(r: Reconciling, run: Run, observed: Observed, lost: string
     await deps.api.removeFinalizer(run);
     r.log.info('finalizer removed: attestations and AIBOM are recorded');
   }
+  // Looked at again when its resources are due to go (the retention), whatever happens before.
+  return r.deleting ? undefined : requeueAtPrune(run, observed.aibom, deps.resources, r.now());
 }
 
 /**

@@ -1,22 +1,20 @@
 /**
- * The Run reconciler's steps, each alone (reconciler.ts, attestation-resources.ts, telling.ts,
- * failure.ts): what a failure is called, the one Event of what was recorded, which records still need
- * an Attestation resource, how a loss is judged on the live Run, and that a failure after the
- * terminal records is written as one that happened after them. reconcileRun itself:
- * run-reconciler.test.ts and losses.test.ts; against the real stack: test/integration/operator/.
+ * The Run reconciler's steps, each alone (reconciler.ts, telling.ts, failure.ts): what a failure
+ * is called, the one Event of what was recorded, how a loss is judged on the live Run, and that a
+ * failure after the terminal records is written as one that happened after them. The Attestation-
+ * resource step has its own tests (resources.test.ts); reconcileRun itself: run-reconciler.test.ts
+ * and losses.test.ts; against the real stack: test/integration/operator/.
  */
 import { describe, expect, it } from 'vitest';
 import { ConditionTypes, EventReasons, Reasons } from '../../../src/crd/reasons.ts';
 import type { Run } from '../../../src/crd/run.ts';
 import { ObjectStoreError } from '../../../src/blob/store.ts';
-import { writeAttestationResources } from '../../../src/controller/run/attestation-resources.ts';
 import { failureReason, humanCause } from '../../../src/controller/run/failure.ts';
 import { plan } from '../../../src/controller/run/plan.ts';
 import { observe, recordRecords } from '../../../src/controller/run/reconciler.ts';
 import { telling, type Telling } from '../../../src/controller/run/telling.ts';
 import { RecordError } from '../../../src/recorder/errors.ts';
 import { terminalKey } from '../../../src/recorder/index.ts';
-import type { AttestationSummary } from '../../../src/vault/index.ts';
 import {
   conditionOf,
   reconcileIn,
@@ -27,15 +25,6 @@ import {
   succeeded,
   world,
 } from './fixtures.ts';
-
-const records = (n: number): AttestationSummary[] =>
-  Array.from({ length: n }, (_, i) => ({
-    id: `a${i}`,
-    kind: 'step',
-    predicateType: 'p',
-    subjects: [],
-    digest: `d${i}`,
-  }));
 
 const counted = (r: Run, count: number): Run => ({ ...r, status: { ...r.status, attestations: { count } } });
 
@@ -56,34 +45,6 @@ function recording(): Telling & { readonly lines: string[]; readonly told: strin
     },
   };
 }
-
-/** An API holding the resources `existing`: counts LISTs, keeps creates and deletes in order. */
-function resourceApi(existing: string[]) {
-  const held = new Set(existing);
-  const calls = { list: 0, created: [] as string[], deleted: [] as string[] };
-  return {
-    calls,
-    held,
-    api: {
-      attestationIds: () => {
-        calls.list++;
-        return Promise.resolve(new Set(held));
-      },
-      createAttestation: (_run: Run, a: AttestationSummary) => {
-        calls.created.push(a.id);
-        held.add(a.id);
-        return Promise.resolve();
-      },
-      deleteAttestation: (_run: Run, id: string) => {
-        calls.deleted.push(id);
-        held.delete(id);
-        return Promise.resolve();
-      },
-    },
-  };
-}
-
-const limits = (resources: number) => ({ records: 64, resources });
 
 describe('failureReason', () => {
   it.each([
@@ -150,82 +111,6 @@ describe('telling', () => {
         'recorded 2 attestation(s) for step a; AIBOM sha256:x stored at k',
       ],
     ]);
-  });
-});
-
-describe('writeAttestationResources', () => {
-  const opts = (resources: number, more: { deleting?: boolean; lost?: boolean } = {}) => {
-    const told = recording();
-    return {
-      limits: limits(resources),
-      deleting: more.deleting ?? false,
-      lost: more.lost ?? false,
-      notes: told.notes,
-      tell: () => told.tell(runFixture()),
-      told,
-    };
-  };
-
-  it('creates the records past the status count, without a LIST when within one batch, and tells the Event', async () => {
-    const { api, calls } = resourceApi(['a0', 'a1', 'a2']);
-    const o = opts(4);
-    expect(await writeAttestationResources(api, counted(runFixture(), 3), records(5), o)).toEqual({
-      left: false,
-    });
-    expect(calls).toEqual({ list: 0, created: ['a3', 'a4'], deleted: [] });
-    expect(o.told.told).toEqual([[]]);
-  });
-
-  it('more than one batch behind: one LIST decides, a batch is created and more is left', async () => {
-    const { api, calls } = resourceApi(['a0', 'a2', 'a4']);
-    const left = await writeAttestationResources(api, counted(runFixture(), 0), records(8), opts(3));
-    expect(calls.list).toBe(1);
-    expect(calls.created).toEqual(['a1', 'a3', 'a5']);
-    expect(left).toEqual({ left: true });
-  });
-
-  it('a Run being deleted gets no resource and no LIST', async () => {
-    const { api, calls } = resourceApi([]);
-    const o = opts(3, { deleting: true });
-    expect(await writeAttestationResources(api, runFixture(), records(100), o)).toEqual({ left: false });
-    expect(calls).toEqual({ list: 0, created: [], deleted: [] });
-  });
-
-  it('after a loss: resources naming lost ids go, the missing ones come, and the Event says so before it is told', async () => {
-    // The status counted 4; the vault holds a0, a1 and a new a9; a2 and a3 were lost.
-    const { api, calls, held } = resourceApi(['a0', 'a1', 'a2', 'a3']);
-    const kept = [...records(2), { ...records(10)[9]! }];
-    const o = opts(64, { lost: true });
-    expect(await writeAttestationResources(api, counted(runFixture(), 4), kept, o)).toEqual({ left: false });
-    expect(calls.list).toBe(1);
-    expect(calls.deleted.sort()).toEqual(['a2', 'a3']);
-    expect(calls.created).toEqual(['a9']);
-    expect([...held].sort()).toEqual(['a0', 'a1', 'a9']);
-    expect(o.told.told).toEqual([['deleted 2 Attestation resource(s) of records the vault lost']]);
-  });
-
-  it('creates each of a batch once, at most 8 at a time', async () => {
-    let inFlight = 0;
-    let peak = 0;
-    const made: string[] = [];
-    const { api } = resourceApi([]);
-    const slow = {
-      ...api,
-      createAttestation: async (_run: Run, a: AttestationSummary) => {
-        inFlight++;
-        peak = Math.max(peak, inFlight);
-        await new Promise((r) => setImmediate(r));
-        made.push(a.id);
-        inFlight--;
-      },
-    };
-    await writeAttestationResources(slow, runFixture(), records(20), opts(64));
-    expect(made.sort()).toEqual(
-      records(20)
-        .map((a) => a.id)
-        .sort(),
-    );
-    expect(peak).toBe(8);
   });
 });
 
