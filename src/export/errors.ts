@@ -15,6 +15,8 @@ export type ExportErrorCode =
   /** An `.intoto.jsonl` line past its cap. */
   | 'LINE_TOO_LONG'
   /** The writer's own invariants (an entry not the size announced, an empty selection). */
-  | 'BUNDLE_INVALID';
+  | 'BUNDLE_INVALID'
+  /** The temp file an export's `.intoto.jsonl` spilled to was cut short or filled the disk. */
+  | 'SPOOL_FAILED';
 
 export class ExportError extends BaseError<ExportErrorCode> {}

@@ -1,5 +1,6 @@
 import type { SubtreeHash } from '../vault/index.ts';
 import { completedNodes, hashRanges, nodeHash, nodeKey, type NodeId, type Range } from './merkle.ts';
+import { InvariantError } from '../errors.ts';
 import { lookupIn } from './stored-tree.ts';
 
 /**
@@ -12,8 +13,8 @@ import { lookupIn } from './stored-tree.ts';
  * Every subtree below the head is stored by the append that completed it: a miss is corruption
  * (an invariant, not a condition a caller handles).
  */
-export const missingSubtree = (key: string): Error =>
-  new Error(`SCITT log is missing the hash of subtree ${key}`);
+export const missingSubtree = (key: string): InvariantError =>
+  new InvariantError(`SCITT log is missing the hash of subtree ${key}`);
 
 /**
  * Appends `leaves` at indexes start, start + 1, … to `known` (which must hold the perfect subtrees

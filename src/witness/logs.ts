@@ -1,6 +1,7 @@
 import { consistencyRanges } from '../transparency/merkle.ts';
 import { hashStoredRanges, type FetchSubtrees } from '../transparency/stored-tree.ts';
 import type { TlogName, Vault } from '../vault/index.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * The service's two Merkle trees as the witnessing loop and the tiles see them: what to checkpoint
@@ -25,7 +26,7 @@ function proofFrom(fetch: FetchSubtrees, m: number, n: number): Promise<Buffer[]
   return hashStoredRanges(
     fetch,
     consistencyRanges(m, n),
-    (key) => new Error(`the stored tree lacks subtree ${key}`),
+    (key) => new InvariantError(`the stored tree lacks subtree ${key}`),
   );
 }
 

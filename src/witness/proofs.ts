@@ -4,6 +4,7 @@ import { withSignatures } from '../tlog/checkpoint.ts';
 import { parseNote } from '../tlog/note.ts';
 import { formatTlogProof } from '../tlog/proof.ts';
 import type { StoredNote, Vault } from '../vault/index.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * C2SP tlog-proofs of records in the vault tree, for export bundles (docs/export.md): one signed
@@ -41,7 +42,7 @@ export async function recordProofs(vault: Pick<Vault, 'tlog' | 'checkpoints'>): 
       const ranges = new Map(covered.map((s) => [s, inclusionRanges(s - 1, note.treeSize)]));
       const wanted = nodesForRanges([...ranges.values()].flat());
       const found = await fetchSubtrees((n) => vault.checkpoints.nodes(n), wanted, NODE_CHUNK);
-      const lookup = lookupIn(found, (key) => new Error(`the vault tree lacks subtree ${key}`));
+      const lookup = lookupIn(found, (key) => new InvariantError(`the vault tree lacks subtree ${key}`));
       const out = new Map<number, string>();
       for (const [seq, r] of ranges) {
         const proof = hashRanges(r, lookup);
