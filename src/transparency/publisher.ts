@@ -18,6 +18,7 @@ import {
 } from './jobs.ts';
 import type { LocalLog } from './local-log.ts';
 import type { ScrapiClient } from './scrapi-client.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * The domain side of publication (the sigstore-js split: scrapi-client.ts speaks the wire,
@@ -266,7 +267,7 @@ async function jobOf(jobs: TransparencyJobRepository, attestationId: string): Pr
   const jobId = queued[0]!.id;
   const job = await jobs.get({ id: jobId });
   // Invariant: jobs are never deleted (a plain Error, issue 23).
-  if (job === null) throw new Error(`transparency job ${jobId} vanished`);
+  if (job === null) throw new InvariantError(`transparency job ${jobId} vanished`);
   return job;
 }
 
