@@ -60,10 +60,10 @@ export default defineConfig({
           sequence: { groupOrder: 2 },
         },
       },
-      // The e2e project runs when AIBOM_E2E=1 (`AIBOM_E2E=1 bash hack/test.sh --project e2e`): its
-      // fault rounds take about an hour on a busy 2-core machine and have not yet been timed on an
-      // idle one, so the everyday suite (and CI's 90 minutes) leaves it out until they have.
-      ...(process.env.AIBOM_E2E === '1' ? [e2eProject] : []),
+      // The e2e project runs last, in the README's test command and so in CI (about 15 min on an
+      // idle 2-core machine, docs/install.md); AIBOM_E2E=0 leaves it out of a local run. As a
+      // non-root user its suite is skipped, saying so (a kubelet needs root).
+      ...(process.env.AIBOM_E2E === '0' ? [] : [e2eProject]),
     ],
   },
 });
