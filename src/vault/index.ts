@@ -67,6 +67,14 @@ export {
   type RepairState,
 } from './manifest-repairs.ts';
 export {
+  DEFAULT_PARTITIONS_AHEAD,
+  ensurePartitions,
+  isNoPartition,
+  listPartitions,
+  type PartitionInfo,
+  type PartitionState,
+} from './partitions.ts';
+export {
   checkSchema,
   loadMigrations,
   migrate,
