@@ -15,6 +15,8 @@ export type ExportErrorCode =
   /** An `.intoto.jsonl` line past its cap. */
   | 'LINE_TOO_LONG'
   /** The writer's own invariants (an entry not the size announced, an empty selection). */
-  | 'BUNDLE_INVALID';
+  | 'BUNDLE_INVALID'
+  /** Retention: a partition holds records no signed checkpoint covers yet (archive.ts). */
+  | 'ARCHIVE_NOT_CHECKPOINTED';
 
 export class ExportError extends BaseError<ExportErrorCode> {}

@@ -104,3 +104,90 @@ export function isNoPartition(err: unknown): boolean {
     e.message.startsWith('no partition of relation')
   );
 }
+
+/** What an archive bundle of one partition holds (checked by the database against the partition). */
+export interface PartitionArchive {
+  readonly records: number;
+  readonly firstSeq: number | null;
+  readonly lastSeq: number | null;
+  /** Object key of the bundle; '' for an empty partition (nothing written). */
+  readonly key: string;
+  /** `sha256:<hex>` of the bundle's bytes; null for an empty partition. */
+  readonly digest: string | null;
+}
+
+/** The partitions of the vault: created ahead, listed, archived and detached (retention). */
+export interface PartitionRepository {
+  ensure(monthsAhead?: number): Promise<string[]>;
+  list(): Promise<PartitionInfo[]>;
+  /** The first and last record id of a partition's range (null when it holds none). */
+  bounds(p: PartitionInfo): Promise<{ first: string; last: string; count: number } | null>;
+  /**
+   * The next `limit` records after `after` (exclusive; null: from the start) up to `until`
+   * (inclusive), in id order: their first and last id and seq, and how many (null when none).
+   */
+  span(
+    after: string | null,
+    until: string,
+    limit: number,
+  ): Promise<{ firstId: string; firstSeq: number; lastId: string; lastSeq: number; count: number } | null>;
+  /** Records that `p` was archived (23001 when it is not attached, not past, not checkpointed or differs). */
+  archived(name: string, archive: PartitionArchive): Promise<void>;
+  /** Detaches (or with `drop`, drops) an archived partition. */
+  detach(name: string, drop: boolean): Promise<void>;
+}
+
+export function partitionRepository(pool: pg.Pool): PartitionRepository {
+  return {
+    ensure: (monthsAhead) => ensurePartitions(pool, monthsAhead),
+    list: () => listPartitions(pool),
+    async bounds(p) {
+      const { rows } = await pool.query<{ first: string | null; last: string | null; n: string }>(
+        'SELECT (SELECT id FROM attestations WHERE ($1::uuid IS NULL OR id >= $1) AND id < $2 ORDER BY id LIMIT 1) AS first, ' +
+          '(SELECT id FROM attestations WHERE ($1::uuid IS NULL OR id >= $1) AND id < $2 ORDER BY id DESC LIMIT 1) AS last, ' +
+          '(SELECT count(*) FROM attestations WHERE ($1::uuid IS NULL OR id >= $1) AND id < $2) AS n',
+        [p.lo, p.hi],
+      );
+      const r = rows[0];
+      return r?.first == null || r.last == null ? null : { first: r.first, last: r.last, count: Number(r.n) };
+    },
+    async span(after, until, limit) {
+      const { rows } = await pool.query<{
+        first_id: string | null;
+        first_seq: string | null;
+        last_id: string | null;
+        last_seq: string | null;
+        n: string;
+      }>(
+        'WITH r AS (SELECT id, seq FROM attestations WHERE ($1::uuid IS NULL OR id > $1) AND id <= $2 ' +
+          'ORDER BY id LIMIT $3) ' +
+          'SELECT f.id AS first_id, f.seq AS first_seq, l.id AS last_id, l.seq AS last_seq, ' +
+          '(SELECT count(*) FROM r) AS n ' +
+          'FROM (SELECT id, seq FROM r ORDER BY id LIMIT 1) f, (SELECT id, seq FROM r ORDER BY id DESC LIMIT 1) l',
+        [after, until, limit],
+      );
+      const r = rows[0];
+      if (r?.first_id == null || r.last_id == null) return null;
+      return {
+        firstId: r.first_id,
+        firstSeq: Number(r.first_seq),
+        lastId: r.last_id,
+        lastSeq: Number(r.last_seq),
+        count: Number(r.n),
+      };
+    },
+    async archived(name, a) {
+      await pool.query('SELECT vault_partition_archived($1, $2, $3, $4, $5, $6)', [
+        name,
+        a.records,
+        a.firstSeq,
+        a.lastSeq,
+        a.key,
+        a.digest,
+      ]);
+    },
+    async detach(name, drop) {
+      await pool.query('SELECT vault_partition_detach($1, $2)', [name, drop]);
+    },
+  };
+}

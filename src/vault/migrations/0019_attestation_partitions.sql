@@ -59,6 +59,8 @@ CREATE TABLE vault_partitions (
   records bigint,
   first_seq bigint,
   last_seq bigint,
+  -- Digest of the record at last_seq: where the hash chain of the records still attached resumes.
+  last_digest text,
   archive_key text,
   archive_digest text,
   created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -272,7 +274,105 @@ $$;
 
 SELECT vault_partitions_ensure(3);
 
+-- Retention, step 1: the records of a partition were written to the object store as a signed export
+-- bundle (`key`, `digest` of its bytes; '' and NULL for an empty partition). Only a partition wholly
+-- in the past, whose every record a signed checkpoint already covers (so the vault keeps proving
+-- what it held after the records leave), and with exactly the records the caller says it wrote.
+CREATE FUNCTION vault_partition_archived(p_name text, p_records bigint, p_first_seq bigint,
+                                         p_last_seq bigint, p_key text, p_digest text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+  p vault_partitions%ROWTYPE;
+  n bigint;
+  lo_seq bigint;
+  hi_seq bigint;
+  covered bigint;
+BEGIN
+  SELECT * INTO p FROM vault_partitions WHERE name = p_name AND parent = 'attestations' FOR UPDATE;
+  IF NOT FOUND OR p.state <> 'attached' THEN
+    RAISE EXCEPTION 'partition % is not an attached partition of attestations', p_name
+      USING ERRCODE = 'restrict_violation';
+  END IF;
+  IF p.to_at > clock_timestamp() THEN
+    RAISE EXCEPTION 'partition % reaches until %: only past months are archived', p_name, p.to_at
+      USING ERRCODE = 'restrict_violation';
+  END IF;
+  -- Oldest first: what left the live table is always a prefix of the chain, so the walk of what
+  -- stays starts at one known link.
+  IF EXISTS (SELECT FROM vault_partitions o WHERE o.parent = 'attestations' AND o.hi < p.hi AND o.state = 'attached') THEN
+    RAISE EXCEPTION 'partition % is not the oldest attached partition: archive the older ones first', p_name
+      USING ERRCODE = 'restrict_violation';
+  END IF;
+  SELECT count(*), min(a.seq), max(a.seq) INTO n, lo_seq, hi_seq FROM attestations a
+  WHERE (p.lo IS NULL OR a.id >= p.lo) AND a.id < p.hi;
+  IF n <> p_records OR lo_seq IS DISTINCT FROM p_first_seq OR hi_seq IS DISTINCT FROM p_last_seq THEN
+    RAISE EXCEPTION 'partition % holds % records (seq % to %), not the % archived', p_name, n, lo_seq, hi_seq, p_records
+      USING ERRCODE = 'restrict_violation';
+  END IF;
+  SELECT coalesce(max(c.tree_size), 0) INTO covered FROM vault_checkpoints c;
+  IF hi_seq IS NOT NULL AND hi_seq > covered THEN
+    RAISE EXCEPTION 'partition % ends at seq % but the newest checkpoint covers %: sign one first', p_name, hi_seq, covered
+      USING ERRCODE = 'restrict_violation';
+  END IF;
+  IF (n = 0) <> (p_key = '') OR (p_key <> '' AND p_digest !~ '^sha256:[0-9a-f]{64}$') THEN
+    RAISE EXCEPTION 'partition %: an archive key and sha256 digest are needed exactly when it holds records', p_name
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  UPDATE vault_partitions SET state = 'archived', records = n, first_seq = lo_seq, last_seq = hi_seq,
+         last_digest = (SELECT a.digest FROM attestations a WHERE a.seq = hi_seq AND a.id < p.hi),
+         archive_key = p_key, archive_digest = p_digest, archived_at = clock_timestamp()
+  WHERE name = p_name;
+END
+$$;
+
+-- Retention, step 2: an archived partition leaves `attestations` (DETACH: the table and its rows are
+-- kept, no row is rewritten) or, with p_drop, is dropped. The head, the tree and the checkpoints
+-- stay: they keep proving what the partition held.
+CREATE FUNCTION vault_partition_detach(p_name text, p_drop boolean) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+  p vault_partitions%ROWTYPE;
+BEGIN
+  SELECT * INTO p FROM vault_partitions WHERE name = p_name AND parent = 'attestations' FOR UPDATE;
+  IF NOT FOUND OR p.state <> 'archived' THEN
+    RAISE EXCEPTION 'partition % is not archived: only an archived partition is detached', p_name
+      USING ERRCODE = 'restrict_violation';
+  END IF;
+  EXECUTE format('ALTER TABLE attestations DETACH PARTITION %I', p_name);
+  IF p_drop THEN
+    EXECUTE format('DROP TABLE %I', p_name);
+  END IF;
+  UPDATE vault_partitions SET state = CASE WHEN p_drop THEN 'dropped' ELSE 'detached' END,
+         detached_at = clock_timestamp()
+  WHERE name = p_name;
+END
+$$;
+
+-- The state only moves forward (attached → archived → detached | dropped), through the functions.
+CREATE FUNCTION vault_partitions_forward() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF NEW.name <> OLD.name OR NEW.lo IS DISTINCT FROM OLD.lo OR NEW.hi <> OLD.hi
+     OR (OLD.state <> 'attached' AND (NEW.archive_key, NEW.archive_digest, NEW.records, NEW.last_seq, NEW.last_digest)
+         IS DISTINCT FROM (OLD.archive_key, OLD.archive_digest, OLD.records, OLD.last_seq, OLD.last_digest))
+     OR NOT ((OLD.state = 'attached' AND NEW.state = 'archived')
+          OR (OLD.state = 'archived' AND NEW.state IN ('detached', 'dropped'))) THEN
+    RAISE EXCEPTION 'partition % cannot move from % to % or change its range or archive', OLD.name, OLD.state, NEW.state
+      USING ERRCODE = 'restrict_violation';
+  END IF;
+  RETURN NEW;
+END
+$$;
+CREATE TRIGGER vault_partitions_forward
+  BEFORE UPDATE ON vault_partitions
+  FOR EACH ROW EXECUTE FUNCTION vault_partitions_forward();
+
 REVOKE ALL ON vault_partitions FROM PUBLIC;
 GRANT SELECT ON vault_partitions TO vault_writer;
-REVOKE ALL ON FUNCTION vault_partitions_ensure(integer), vault_partition_guard(regclass) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION vault_partitions_ensure(integer) TO vault_writer;
+REVOKE ALL ON FUNCTION vault_partitions_ensure(integer), vault_partition_guard(regclass),
+  vault_partition_archived(text, bigint, bigint, bigint, text, text), vault_partition_detach(text, boolean),
+  vault_partitions_forward() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION vault_partitions_ensure(integer),
+  vault_partition_archived(text, bigint, bigint, bigint, text, text), vault_partition_detach(text, boolean)
+TO vault_writer;

@@ -44,7 +44,7 @@ describe('migration 0019 on a vault with records', () => {
   let checkpointBefore: StoredCheckpoint;
 
   const dump = async (): Promise<unknown[]> =>
-    (await admin.query('SELECT * FROM attestations ORDER BY seq')).rows;
+    (await admin.query<Record<string, unknown>>('SELECT * FROM attestations ORDER BY seq')).rows;
 
   beforeAll(async () => {
     db = await freshDatabase('partmig');
