@@ -110,7 +110,8 @@ async function load(ctx: BenchContext): Promise<Fixture> {
   const admin = await adminClient(ctx, url);
   await admin.query('ANALYZE attestations');
   const size = await admin.query<{ size: string }>(
-    `SELECT pg_size_pretty(pg_total_relation_size('attestations')) AS size`,
+    // Summed over the partitions (migration 0019): the partitioned parent itself holds nothing.
+    `SELECT pg_size_pretty(sum(pg_total_relation_size(relid))) AS size FROM pg_partition_tree('attestations')`,
   );
   ctx.log(`fixture: loaded and analysed, table + indexes ${size.rows[0]?.size}`);
 
