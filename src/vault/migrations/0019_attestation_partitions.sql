@@ -205,8 +205,10 @@ BEGIN
     RAISE EXCEPTION 'attestation seq % does not continue the chain at its head (seq %)', bad, h.last_seq
       USING ERRCODE = 'restrict_violation';
   END IF;
+  -- One probe of each partition's digest index per new row: the LIMIT inside LATERAL keeps the
+  -- planner from turning this into a hash semi-join over every stored row (a full scan per append).
   SELECT n.digest INTO dup FROM new_rows n
-  WHERE EXISTS (SELECT FROM attestations a WHERE a.digest = n.digest AND a.id <> n.id)
+  CROSS JOIN LATERAL (SELECT 1 FROM attestations a WHERE a.digest = n.digest AND a.id <> n.id LIMIT 1) AS hit
   LIMIT 1;
   IF dup IS NULL THEN
     SELECT n.digest INTO dup FROM new_rows n GROUP BY n.digest HAVING count(*) > 1 LIMIT 1;
