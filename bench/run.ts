@@ -21,6 +21,7 @@ import {
   type SummaryRow,
 } from './common.ts';
 import { controllerMemoryBenchmark } from './controller-memory.ts';
+import { etcdBenchmark } from './etcd.ts';
 import { exportBenchmark } from './export.ts';
 import { formatsBenchmark } from './formats.ts';
 import { getBenchmark } from './get.ts';
@@ -40,6 +41,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   operatorBenchmark,
   operatorCompareBenchmark,
   kubeRequestsBenchmark,
+  etcdBenchmark,
   transparencyBenchmark,
   formatsBenchmark,
   exportBenchmark,

@@ -90,6 +90,8 @@ export interface KubeNodeOptions {
 export interface Kube {
   readonly procs: Proc[];
   readonly server: string;
+  /** etcd's client URL (plain HTTP on loopback): the benches read object sizes from it. */
+  readonly etcd: string;
   readonly kubeconfig: string;
   /** Kubeconfig per user, same server and CA. */
   readonly kubeconfigs: Record<StackUser, string>;
@@ -346,5 +348,5 @@ export async function startKube(
     const e = err as { stderr?: string; message: string };
     throw new StartError('crds', 'applying manifests/policypacks failed', e.stderr ?? e.message);
   }
-  return { procs, server, kubeconfig, kubeconfigs, tokens, caFile, nodeKubeconfigs };
+  return { procs, server, etcd: etcdUrl, kubeconfig, kubeconfigs, tokens, caFile, nodeKubeconfigs };
 }

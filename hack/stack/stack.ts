@@ -65,6 +65,8 @@ export interface StackInfo<T extends Tool = StackTool> {
   readonly database: { readonly superuser: string; readonly owner: string; readonly runtime: string };
   readonly kube: {
     readonly server: string;
+    /** etcd's client URL (plain HTTP on loopback), for measurements (bench/etcd.ts). */
+    readonly etcd?: string;
     readonly caFile: string;
     readonly kubeconfigs: Record<StackUser, string>;
     readonly tokens: Record<StackUser, string>;
@@ -218,7 +220,13 @@ export async function startStack<T extends Tool = StackTool>(
       env,
       settings,
       database: { superuser: postgres.url, owner: postgres.ownerUrl, runtime: postgres.runtimeUrl },
-      kube: { server: kube.server, caFile: kube.caFile, kubeconfigs: kube.kubeconfigs, tokens: kube.tokens },
+      kube: {
+        server: kube.server,
+        etcd: kube.etcd,
+        caFile: kube.caFile,
+        kubeconfigs: kube.kubeconfigs,
+        tokens: kube.tokens,
+      },
       timings,
       ...(node ? { node } : {}),
       servers: { standby: opts.standby ?? 'none', s3: s3Server },

@@ -72,6 +72,12 @@ export async function startControllerProcess(config: Config, logger: Logger): Pr
     client,
     health,
     reconcileTimeoutMs: config.RECONCILE_TIMEOUT_MS,
+    attestationResources: {
+      mode: config.ATTESTATION_RESOURCES,
+      ...(config.ATTESTATION_RESOURCE_RETENTION !== undefined
+        ? { retentionMs: config.ATTESTATION_RESOURCE_RETENTION }
+        : {}),
+    },
     vault,
     blobs,
     runtimeSigner: () => signer.current(),

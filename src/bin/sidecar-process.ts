@@ -72,6 +72,7 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     signer: () => signer.current(),
     exportLimit: config.EXPORT_MAX_ATTESTATIONS,
     exportConcurrency: config.EXPORT_CONCURRENCY,
+    exportMinBytesPerSecond: config.EXPORT_MIN_BYTES_PER_SECOND,
     tlogPublic: config.TLOG_PUBLIC,
     tlogWitnesses: config.TLOG_WITNESSES,
     policyPacks: kubePolicyPackSource(kc, {

@@ -27,7 +27,15 @@ async function saveBody(res: Response, output: string): Promise<number> {
     await rename(tmp, output);
   } catch (err) {
     await rm(tmp, { force: true });
-    throw err instanceof CliError ? err : new CliError(`download failed: ${(err as Error).message}`);
+    if (err instanceof CliError) throw err;
+    // The server closes an export whose reader falls below the pace it declared up front.
+    const pace = res.headers.get('x-export-min-rate');
+    throw new CliError(
+      `download failed after ${bytes} bytes, nothing written to ${output}: ${(err as Error).message}` +
+        (pace !== null
+          ? ` (the server closes an export read slower than it declared in x-export-min-rate: ${pace}, i.e. bytes/s; window and idle in seconds)`
+          : ''),
+    );
   }
   return bytes;
 }

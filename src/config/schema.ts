@@ -108,6 +108,19 @@ const origin: Parser<string> = (raw) => {
   return raw.replace(/\/+$/, '');
 };
 
+/**
+ * A duration as `<n>s`, `<n>m`, `<n>h` or `<n>d` (whole units, at least one second, at most ten
+ * years), in milliseconds.
+ */
+const duration: Parser<number> = (raw) => {
+  const m = /^([1-9][0-9]{0,6})(s|m|h|d)$/.exec(raw.trim());
+  if (m === null) throw new Error(`must be a duration like 90s, 30m, 12h or 30d, got "${raw}"`);
+  const ms =
+    Number(m[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 's' | 'm' | 'h' | 'd'];
+  if (ms > 3650 * 86_400_000) throw new Error(`must be at most 3650d, got "${raw}"`);
+  return ms;
+};
+
 const logLevel = oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent');
 
 export const schema = {
@@ -189,6 +202,17 @@ export const schema = {
       'longest one reconcile of a Run may hold a worker; past it the worker moves on to other Runs and the Run is retried with backoff (a backstop: every call inside has its own deadline)',
     default: '120000',
     parse: intIn(1_000, 3_600_000),
+  },
+  ATTESTATION_RESOURCES: {
+    description:
+      'which Attestation resources the controller keeps in Kubernetes (the vault keeps every record either way; docs/runs.md "Attestation resources"): `perRecord` one per vault record, `perRun` one per ended Run summarising its records, `none` the Run\'s status only',
+    default: 'perRecord',
+    parse: oneOf('perRecord', 'perRun', 'none'),
+  },
+  ATTESTATION_RESOURCE_RETENTION: {
+    description:
+      "Attestation resources of a Run are deleted this long after its AIBOM was recorded (`90s`, `30m`, `12h`, `30d`); the vault keeps every record and the Run's status.attestations names where they are. Unset: kept as long as the Run",
+    parse: duration,
   },
   KUBECONFIG: {
     description: 'kubeconfig path; in-cluster service account configuration when unset',
@@ -333,6 +357,12 @@ export const schema = {
       'exports (POST /v1/attestations/export, audit exports, the UI) streaming at once per sidecar replica, at most half of them (at least 1) for one caller; more get 429 EXPORT_BUSY with Retry-After. Each reads the database while it streams and keeps its spool in /tmp (docs/export.md)',
     default: '2',
     parse: intIn(1, 64),
+  },
+  EXPORT_MIN_BYTES_PER_SECOND: {
+    description:
+      'an export (POST /v1/attestations/export, run evidence, the UI) whose client reads the bundle slower than this many bytes a second (before gzip), over two minutes of waiting for it, is closed so it cannot hold its EXPORT_CONCURRENCY slot for hours; one not read at all for a minute is closed too. The response declares it in x-export-min-rate; 0 turns the floor off (docs/export.md)',
+    default: '32768',
+    parse: intIn(0, 1_073_741_824),
   },
   SERVICE_CAPABILITY_TOKENS: {
     description:

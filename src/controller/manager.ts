@@ -33,6 +33,7 @@ import { whileLeading, type LeaderLoop } from './term.ts';
 import { alarmEvents, witnessingLoop, type WitnessingConfig } from '../witness/loop.ts';
 import { projectionController } from './transparency/controller.ts';
 
+import type { ResourcePolicy } from './run/resources.ts';
 export { DEFAULT_RECONCILE_TIMEOUT_MS, RUN_MAX_BACKOFF_MS } from './run/controller.ts';
 
 /** What the controller process is given (src/bin/controller.ts reads it from the configuration). */
@@ -101,6 +102,11 @@ export interface ControllerDeps {
   readonly reconcileTimeoutMs?: number;
   /** Told which dependency a failed reconcile failed on (/readyz, /metrics). */
   readonly health?: DependencyHealth;
+  /**
+   * Which Attestation resources Runs get and for how long (ATTESTATION_RESOURCES,
+   * ATTESTATION_RESOURCE_RETENTION; src/controller/run/resources.ts). Default: perRecord, kept.
+   */
+  readonly attestationResources?: ResourcePolicy;
 }
 
 export interface RunningController {
@@ -216,6 +222,7 @@ function leaderLoops(deps: ControllerDeps, shared: Shared): LeaderLoop[] {
       ...(deps.watchNamespace !== undefined ? { watchNamespace: deps.watchNamespace } : {}),
       ...(deps.reconcileTimeoutMs !== undefined ? { reconcileTimeoutMs: deps.reconcileTimeoutMs } : {}),
       ...(deps.health !== undefined ? { health: deps.health } : {}),
+      ...(deps.attestationResources !== undefined ? { resources: deps.attestationResources } : {}),
     }),
   ];
   if (deps.transparency) {

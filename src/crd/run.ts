@@ -150,7 +150,18 @@ export interface RunStatus {
   phase?: Phase;
   steps?: StepStatus[];
   artifacts?: Record<string, unknown>;
-  attestations?: { count?: number; runAttestationId?: string; aibomAttestationId?: string };
+  attestations?: {
+    count?: number;
+    runAttestationId?: string;
+    aibomAttestationId?: string;
+    /**
+     * Which Attestation resources the Run has (src/controller/run/resources.ts); absent means
+     * `perRecord`, one per record.
+     */
+    resources?: AttestationResources;
+    /** Where the records are served (the Run's detail in the /v1 API); with `resources` only. */
+    evidence?: string;
+  };
   transparency?: {
     /** `published` once every record of the run is, else `queued` (the spec's two states). */
     state?: 'queued' | 'published';
@@ -169,6 +180,9 @@ export interface RunStatus {
   observedGeneration?: number;
   conditions?: Condition[];
 }
+
+/** The Attestation resources of a Run: the ATTESTATION_RESOURCES mode, or `pruned` after the retention. */
+export type AttestationResources = 'perRecord' | 'perRun' | 'none' | 'pruned';
 
 export interface ObjectMeta {
   name: string;

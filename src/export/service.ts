@@ -19,6 +19,7 @@ import type { AttestationFilter, AuditEntry, Vault } from '../vault/index.ts';
 import { DEFAULT_CHUNK_SIZE, writeBundle, type FinalReport, type SegmentReport } from './bundle.ts';
 import { guardStoredArtifact } from './guard.ts';
 import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from './layout.ts';
+import { describeVerdict, ExportPace, paceHeader, type PaceLimits } from './pace.ts';
 import type { ExportSlots } from './slots.ts';
 import { exportSource } from './source.ts';
 import { recordProofs } from '../witness/proofs.ts';
@@ -50,15 +51,15 @@ export interface ExportDeps {
   readonly exportLimit: number;
   /** Exports streaming at once (EXPORT_CONCURRENCY). */
   readonly exportSlots: ExportSlots;
-  /** An export whose client takes no byte for this long is closed (it stopped reading). */
-  readonly exportIdleMs: number;
+  /** The pace a client must keep to hold its slot (src/export/pace.ts, docs/export.md). */
+  readonly exportPace: PaceLimits;
   /** `name/version` of the service, recorded in every index and manifest. */
   readonly claimGenerator: string;
 }
 
 /** Default of {@link ExportDeps.exportLimit} (EXPORT_MAX_ATTESTATIONS). */
 export const DEFAULT_EXPORT_LIMIT = 1_000_000;
-/** Default of {@link ExportDeps.exportIdleMs}: a minute without taking a byte. */
+/** Default idle limit of {@link ExportDeps.exportPace}: a minute without taking a byte. */
 export const DEFAULT_EXPORT_IDLE_MS = 60_000;
 /**
  * Namespaces the caller may export from: readable (`list` attestations) and `create` on
@@ -226,7 +227,8 @@ async function planned(
   const exportId = randomUUID();
   const log = req.log;
   const trail = auditTrail(deps.vault, plan, actor, exportId);
-  async function* bytes(): AsyncGenerator<Buffer> {
+  /** The bundle's bytes; `closedFor` says why the watchdog cut it, if it did (for the audit row). */
+  async function* bytes(closedFor: () => string | undefined): AsyncGenerator<Buffer> {
     let finished = false;
     try {
       yield* writeBundle({
@@ -259,31 +261,35 @@ async function planned(
     } finally {
       if (!finished) {
         log.warn({ exportId }, 'export ended before its last byte (client gone or failure)');
-        await trail.aborted((err) => log.error({ err }, 'cannot record an aborted export'));
+        await trail.aborted(closedFor(), (err) => log.error({ err }, 'cannot record an aborted export'));
       }
     }
   }
   // One chunk is prepared while the previous one is being sent (bounded: one chunk per export).
-  // A client that stops reading would hold its slot (and its spool) for ever. The watchdog closes
-  // the response once a prepared chunk has waited exportIdleMs for the client to take it; time the
-  // service itself spends (a slow query) never counts.
-  let waitingSince: number | null = null;
+  // A client that stops reading, or reads a trickle, would hold its slot (and its spool) for hours.
+  // The watchdog closes the response when the client breaks the pace (src/export/pace.ts): no byte
+  // taken for the idle time, or fewer bytes a second than the floor over a window of its waiting.
+  // Time the service itself spends (a slow query) never counts.
+  const pace = new ExportPace(deps.exportPace);
+  let closedFor: string | undefined;
   async function* watched(): AsyncGenerator<Buffer> {
-    for await (const chunk of bytes()) {
-      waitingSince = Date.now();
+    for await (const chunk of bytes(() => closedFor)) {
+      pace.offered(chunk.length, Date.now());
       yield chunk;
-      waitingSince = null;
+      pace.tookOffered(Date.now());
     }
   }
   const tar = Readable.from(watched(), { objectMode: false, highWaterMark: DEFAULT_CHUNK_SIZE });
   const watchdog = setInterval(
     () => {
-      if (waitingSince === null || Date.now() - waitingSince < deps.exportIdleMs) return;
+      const verdict = pace.verdict(Date.now());
+      if (verdict === null) return;
       clearInterval(watchdog);
-      log.warn({ exportId, idleMs: deps.exportIdleMs }, 'export client took no byte: response closed');
+      closedFor = describeVerdict(verdict, deps.exportPace);
+      log.warn({ exportId, reason: verdict.reason }, `export closed before its end: ${closedFor}`);
       reply.raw.destroy();
     },
-    Math.max(100, Math.min(5_000, Math.floor(deps.exportIdleMs / 4))),
+    Math.max(100, Math.min(5_000, Math.floor(deps.exportPace.idleMs / 4))),
   );
   watchdog.unref();
   // 'close' comes after the last byte, a failure or the client going away (the stream is destroyed).
@@ -298,6 +304,7 @@ async function planned(
     .header('cache-control', 'no-store')
     .header('x-export-attestations', String(count))
     .header('x-export-withheld-namespaces', String(plan.withheld))
+    .header('x-export-min-rate', paceHeader(deps.exportPace))
     .send(body);
 }
 
@@ -319,7 +326,7 @@ function auditTrail(
 ): {
   readonly beforeSegment: (s: SegmentReport) => Promise<void>;
   readonly beforeEnd: (f: FinalReport) => Promise<void>;
-  readonly aborted: (onError: (err: unknown) => void) => Promise<void>;
+  readonly aborted: (reason: string | undefined, onError: (err: unknown) => void) => Promise<void>;
 } {
   /** The namespaces of the records sent so far. */
   const namespaces = new Set<string>();
@@ -365,7 +372,7 @@ function auditTrail(
         details: { manifest_label: f.manifestLabel },
       });
     },
-    aborted: async (onError) => {
+    aborted: async (reason, onError) => {
       for (const namespace of namespaces) {
         await vault.audit
           .record({
@@ -373,7 +380,7 @@ function auditTrail(
             action: `${plan.action}.aborted`,
             namespace,
             object: plan.object,
-            details: { export_id: exportId },
+            details: { export_id: exportId, ...(reason !== undefined ? { reason } : {}) },
           })
           .catch(onError);
       }

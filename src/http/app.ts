@@ -28,6 +28,7 @@ import { registerScrapiRoutes } from './routes/scrapi.ts';
 import { auditPageSchema, auditRoutes } from './routes/v1/audit.ts';
 import { exportBodySchema, exportRoutes } from './routes/v1/export.ts';
 import { DEFAULT_EXPORT_IDLE_MS, DEFAULT_EXPORT_LIMIT } from '../export/service.ts';
+import { exportPace } from '../export/pace.ts';
 import { DEFAULT_EXPORT_CONCURRENCY, ExportSlots } from '../export/slots.ts';
 import { keyEntrySchema, keyRoutes, trustBundleSchema } from './routes/v1/keys.ts';
 import { exportKeys } from '../export/service-keys.ts';
@@ -81,6 +82,11 @@ export interface AppDeps {
   readonly exportConcurrency?: number;
   /** Closes an export whose client takes no byte for this long (default one minute; tests shorten it). */
   readonly exportIdleMs?: number;
+  /**
+   * EXPORT_MIN_BYTES_PER_SECOND: closes an export read slower than this over a window of twice the
+   * idle time (0: no floor).
+   */
+  readonly exportMinBytesPerSecond?: number;
   /** How long a client may take to send a request, and keep a connection idle (HTTP_*_TIMEOUT_MS). */
   readonly timeouts?: Partial<HttpTimeouts>;
   /** The PolicyPack resources (GET /v1/runs/{id} `policy_pack`, the UI's export dialog). */
@@ -286,7 +292,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...keys,
     exportLimit: deps.exportLimit ?? DEFAULT_EXPORT_LIMIT,
     exportSlots: new ExportSlots(deps.exportConcurrency ?? DEFAULT_EXPORT_CONCURRENCY),
-    exportIdleMs: deps.exportIdleMs ?? DEFAULT_EXPORT_IDLE_MS,
+    exportPace: exportPace(deps.exportIdleMs ?? DEFAULT_EXPORT_IDLE_MS, deps.exportMinBytesPerSecond),
     claimGenerator: CLAIM_GENERATOR,
   };
   exportRoutes(app, exports);

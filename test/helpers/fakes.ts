@@ -506,6 +506,12 @@ export class FakeKube {
         this.attestations.delete(id);
         return Promise.resolve();
       },
+      applyAttestationRecords: (_run, id, records) => {
+        this.requests.bump('PATCH attestations/status');
+        const a = this.attestations.get(id);
+        if (a) a.status = { ...a.status, records };
+        return Promise.resolve();
+      },
       createAttestation: (run, summary) => {
         this.requests.bump('POST attestations');
         if (!this.attestations.has(summary.id))
@@ -535,7 +541,9 @@ export class FakeKube {
       },
       applyAttestationTransparency: (_run, id, transparency) => {
         this.requests.bump('PATCH attestations/status');
-        this.attestations.get(id)!.status = { transparency: clone(transparency) };
+        const a = this.attestations.get(id)!;
+        // Another field manager's fields (the reconciler's `records`) stay, as with server-side apply.
+        a.status = { ...a.status, transparency: clone(transparency) };
         return Promise.resolve();
       },
       applyRunTransparency: (run, status) => {

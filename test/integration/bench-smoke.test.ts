@@ -24,6 +24,7 @@ const BENCHMARKS = [
   'operator',
   'operator-compare',
   'kube-requests',
+  'etcd',
   'transparency',
   'formats',
   'export',

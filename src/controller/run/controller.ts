@@ -24,6 +24,7 @@ import { kubeRunApi } from './kube-api.ts';
 import type { Written } from './plan.ts';
 import { reconcileRun } from './reconciler.ts';
 import { runsMissingRecords } from './sweep.ts';
+import type { ResourcePolicy } from './resources.ts';
 
 /** Longest wait between retries of one Run (see the work queue below). */
 export const RUN_MAX_BACKOFF_MS = 30_000;
@@ -45,6 +46,8 @@ export interface RunControllerDeps {
   readonly reconcileTimeoutMs?: number;
   /** Told which dependency a failed reconcile failed on (/readyz, /metrics). */
   readonly health?: DependencyHealth;
+  /** ATTESTATION_RESOURCES and ATTESTATION_RESOURCE_RETENTION (resources.ts); default perRecord, kept. */
+  readonly resources?: ResourcePolicy;
 }
 
 /**
@@ -108,12 +111,13 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
       const unsubscribeRepairs = await subscribeRepairs(deps, requested, sweep);
       sweep();
       const api = kubeRunApi(deps.client, deps.events, (ns, name) => runs.get(`${ns}/${name}`));
+      const resources = deps.resources !== undefined ? { resources: deps.resources } : {};
       const reconcile = async (key: string): Promise<ReconcileResult | undefined> => {
         const { namespace, name } = splitKey(key);
         const { vault, recorder } = deps;
         const observeAibom = deps.observeAibomSeconds;
         try {
-          const ctx = { api, vault, recorder, logger: log, observeAibom, written };
+          const ctx = { api, vault, recorder, logger: log, observeAibom, written, ...resources };
           const result = await reconcileRun(ctx, namespace ?? '', name);
           deps.health?.ok(Dependencies.vault);
           return result;

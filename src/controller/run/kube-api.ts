@@ -167,6 +167,15 @@ export function kubeRunApi(
         if (!isNotFound(err)) throw err;
       }
     },
+    async applyAttestationRecords(run, id, records) {
+      await applyStatus(
+        client,
+        ATTESTATION_TYPE,
+        { namespace: run.metadata.namespace, name: id },
+        { records },
+        { fieldManager: FIELD_MANAGER },
+      );
+    },
     event: (run, type, reason, note) => events.event(run, type, reason, note),
   };
 }

@@ -14,6 +14,9 @@ import {
 } from '../../vault/index.ts';
 import { hasFinalizer, isTooLarge } from '../../kube/index.ts';
 import { unrecordable } from './recordable.ts';
+import { writeAttestationResources } from './attestation-resources.ts';
+import { requeueAtPrune, withResources, type RecordCounts, type ResourcePolicy } from './resources.ts';
+import type { AttestationResources } from '../../crd/run.ts';
 import { terminalKey } from '../../recorder/index.ts';
 import {
   claimKeys,
@@ -54,8 +57,10 @@ export interface RunApi {
   attestationIds(run: Run): Promise<Set<string>>;
   /** Creates the Attestation resource of a vault record (owned by the Run); existing = success. */
   createAttestation(run: Run, record: AttestationSummary): Promise<void>;
-  /** Deletes the Attestation resource `id` (of a record the vault lost); absent = success. */
+  /** Deletes the Attestation resource `id` (of a record the vault lost, or pruned); absent = success. */
   deleteAttestation(run: Run, id: string): Promise<void>;
+  /** Applies `status.records` (the counts of the Run's records) to the `perRun` resource `id`. */
+  applyAttestationRecords(run: Run, id: string, records: RecordCounts): Promise<void>;
   event(run: Run, type: 'Normal' | 'Warning', reason: string, note: string): Promise<void>;
 }
 
@@ -66,9 +71,6 @@ export interface RunStore {
   readonly artifacts: Pick<ArtifactRepository, 'get'>;
   readonly attestations: Pick<AttestationRepository, 'ofRun'>;
 }
-
-/** Attestation resources created at once for one Run (a Run's records are few; a backlog is bounded). */
-const CREATE_CONCURRENCY = 8;
 
 export interface RunReconcilerDeps {
   readonly api: RunApi;
@@ -87,6 +89,8 @@ export interface RunReconcilerDeps {
    * enqueues a Run for another reason (a manifest repair request) deletes its entry first.
    */
   readonly written?: Map<string, Written>;
+  /** Which Attestation resources Runs get, and for how long (resources.ts); default perRecord, kept. */
+  readonly resources?: ResourcePolicy;
 }
 
 async function gather(vault: RunStore, run: Run): Promise<Observed> {
@@ -157,7 +161,7 @@ export async function reconcileRun(
   // Whether the terminal records (policies, provenance) are in the vault: for the conditions a
   // failure writes (failedStatus). Known once gathered, and once this reconcile recorded them.
   let terminalRecorded: boolean | undefined;
-  let resourcesLeft: boolean;
+  let resources: { left: boolean; state: AttestationResources };
   // The vault lost records this Run's status shows (recorder/losses.ts): said on the Run for good.
   let lost: string | undefined;
   const noted = (status: RunStatus): RunStatus =>
@@ -238,44 +242,16 @@ export async function reconcileRun(
       }
       observed = await gather(deps.vault, current);
     }
-    // Records are only appended, and the count on the status is written after the resources of
-    // that many records exist (a failure keeps the old count): the records past it are the ones
-    // without a resource. A stale count only costs AlreadyExists answers, never a missing resource.
-    const current = run;
-    // A Run being deleted takes its Attestation resources with it (they are owned by it), and its
-    // status with it: neither is written. Only the vault's evidence holds the finalizer, so a Run
-    // whose resources or status cannot be written (a label or a size the API server refuses) can
-    // still go once its records and AIBOM are stored.
-    let missing = deleting ? [] : observed.attestations.slice(run.status?.attestations?.count ?? 0);
-    if (lost !== undefined && !deleting) {
-      // The status count no longer tells which records have a resource, and resources of lost
-      // records name ids the vault does not hold: they go (the loss row keeps the ids).
-      const existing = await deps.api.attestationIds(current);
-      const held = new Set(observed.attestations.map((a) => a.id));
-      const dangling = [...existing].filter((id) => !held.has(id));
-      for (const id of dangling) await deps.api.deleteAttestation(current, id);
-      if (dangling.length > 0) {
-        notes.push(`deleted ${dangling.length} Attestation resource(s) of records the vault lost`);
-      }
-      missing = observed.attestations.filter((a) => !existing.has(a.id));
-    } else if (missing.length > limits.resources) {
-      // More than one batch behind (a large Run, or resources deleted): one LIST, so that batches
-      // after the first do not repeat the creates of the earlier ones as AlreadyExists answers.
-      const existing = await deps.api.attestationIds(current);
-      missing = observed.attestations.filter((a) => !existing.has(a.id));
-    }
-    const batch = missing.slice(0, limits.resources);
-    resourcesLeft = missing.length > batch.length;
-    await Promise.all([
-      tell(current),
-      (async () => {
-        for (let i = 0; i < batch.length; i += CREATE_CONCURRENCY) {
-          await Promise.all(
-            batch.slice(i, i + CREATE_CONCURRENCY).map((a) => deps.api.createAttestation(current, a)),
-          );
-        }
-      })(),
-    ]);
+    resources = await writeAttestationResources(deps.api, run, observed.attestations, {
+      limits,
+      deleting,
+      lost: lost !== undefined,
+      policy: deps.resources,
+      aibom: observed.aibom,
+      now: now(),
+      notes,
+      tell,
+    });
   } catch (err) {
     const failure: FailureReason =
       err instanceof RecordError
@@ -299,8 +275,8 @@ export async function reconcileRun(
   // The status is written once the batches are done: a status write of a large Run is among the
   // most expensive requests the API server serves (server-side apply and the CEL rules over every
   // step), and the count it holds must only ever cover records whose resources exist.
-  if (todo.more || resourcesLeft) return { more: true };
-  const status = noted(desiredStatus(run, observed, now()));
+  if (todo.more || resources.left) return { more: true };
+  const status = withResources(noted(desiredStatus(run, observed, now())), run, resources.state);
   if (!deleting && statusChanged(run.status, status)) {
     // No room for the status: told, and not retried (the evidence is stored; nothing will make it fit).
     if (!(await writeStatus(deps, run, status))) return undefined;
@@ -312,7 +288,8 @@ export async function reconcileRun(
     await deps.api.removeFinalizer(run);
     log.info('finalizer removed: attestations and AIBOM are recorded');
   }
-  return undefined;
+  // Looked at again when its resources are due to go (the retention), whatever happens before.
+  return deleting ? undefined : requeueAtPrune(run, observed.aibom, deps.resources, now());
 }
 
 /**

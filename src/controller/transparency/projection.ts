@@ -154,6 +154,7 @@ export function mayNeedProjection(run: Run): boolean {
 export function projectionTargetsChanged(old: Run, next: Run): boolean {
   return (
     (old.status?.attestations?.count ?? 0) !== (next.status?.attestations?.count ?? 0) ||
+    old.status?.attestations?.resources !== next.status?.attestations?.resources ||
     shownAibom(old)?.digest !== shownAibom(next)?.digest
   );
 }
@@ -168,15 +169,24 @@ export async function projectRun(deps: ProjectionDeps, runId: string): Promise<v
   const run = deps.api.cached(ref.namespace, ref.name);
   if (run === null || run.metadata.uid !== runId) return;
   const current = await deps.api.attestationTransparency(run);
+  // attestationResources=perRun: the Run's one resource shows the Run's state, not its record's.
+  const summaryId =
+    run.status?.attestations?.resources === 'perRun' ? run.status.attestations.runAttestationId : undefined;
   for (const { attestationId, job } of jobs) {
     // A resource not created yet is projected when the Run reconciler has created it (its count moves).
-    if (!current.has(attestationId)) continue;
+    if (!current.has(attestationId) || attestationId === summaryId) continue;
     const desired = attestationTransparency(job);
     if (!jsonEqual(current.get(attestationId), desired)) {
       await deps.api.applyAttestationTransparency(run, attestationId, desired);
     }
   }
   const desired = desiredRunTransparency(run, jobs, records);
+  if (summaryId !== undefined && current.has(summaryId)) {
+    const { state, mode } = desired.transparency as TransparencySummary;
+    const shown = { state, ...(mode !== undefined ? { mode } : {}) };
+    if (!jsonEqual(current.get(summaryId), shown))
+      await deps.api.applyAttestationTransparency(run, summaryId, shown);
+  }
   if (!runTransparencyChanged(run, desired)) return;
   const entry = (desired.artifacts?.aibom as { transparency?: TransparencyView } | undefined)?.transparency;
   const shown = (shownAibom(run)?.transparency ?? undefined) as unknown;

@@ -4,7 +4,8 @@
  * the ones past its share, another tenant still gets one, everyone past the replica's total is
  * refused, and a slot comes back however its export ends: the client going away mid-stream, a
  * refusal after the slot was taken (nothing to export), the last byte, and a client that stops
- * reading (closed after the idle time instead of holding the slot for ever).
+ * reading (closed after the idle time instead of holding the slot for ever), and a client that reads
+ * a steady trickle (closed once it falls below the floor it was told, EXPORT_MIN_BYTES_PER_SECOND).
  */
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -24,6 +25,8 @@ const namespace = uniqueName('export-slots');
 let t: TestVault;
 let app: FastifyInstance;
 let url: string;
+/** A second app with a short idle time and a high floor, for the trickling reader. */
+let paced: FastifyInstance | undefined;
 
 type User = 'admin' | 'alice' | 'bob';
 
@@ -90,6 +93,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
+  await paced?.close();
   await app?.close();
   await t?.close();
 });
@@ -165,4 +169,98 @@ describe('exports streaming at once (EXPORT_CONCURRENCY=2: one per caller)', () 
     expect((await served.arrayBuffer()).byteLength).toBeGreaterThan(4 * 1024 * 1024);
     for (const h of held) h.drop();
   });
+});
+
+/**
+ * An export read at about `bytesPerSecond`: node:http, the response paused and resumed for a
+ * ration of bytes every 100 ms. Resolves with what arrived and how the response ended.
+ */
+function trickleExport(
+  base: string,
+  bytesPerSecond: number,
+): Promise<{ status: number; pace: string | undefined; received: number; ended: 'complete' | 'cut' }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${base}/v1/attestations/export`,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${stack().kube.tokens.alice}`, 'content-type': 'application/json' },
+      },
+      (res) => {
+        let received = 0;
+        let allowance = 0;
+        const ration = setInterval(() => {
+          allowance += bytesPerSecond / 10;
+          if (received < allowance) res.resume();
+        }, 100);
+        res.pause();
+        res.on('data', (c: Buffer) => {
+          received += c.length;
+          if (received >= allowance) res.pause();
+        });
+        const done = (ended: 'complete' | 'cut') => {
+          clearInterval(ration);
+          resolve({
+            status: res.statusCode ?? 0,
+            pace: res.headers['x-export-min-rate'] as string,
+            received,
+            ended,
+          });
+        };
+        res.once('end', () => done(res.complete ? 'complete' : 'cut'));
+        res.once('aborted', () => done('cut'));
+        res.once('error', () => done('cut'));
+      },
+    );
+    req.once('error', reject);
+    req.end(JSON.stringify({ namespaces: [namespace] }));
+  });
+}
+
+describe('a reader that trickles (EXPORT_MIN_BYTES_PER_SECOND)', () => {
+  it('is closed once it reads slower than the floor it was told, its slot comes back, and the audit log says why', async () => {
+    // Idle 5 s (so the rate is judged over 10 s of waiting), floor 2 MiB/s. The reader takes
+    // 400 KB/s: fast enough that no 1 MiB chunk waits the idle time (the old watchdog never closed
+    // it: it would have held the slot for the whole 30 MB, and a larger export for hours), far
+    // below the floor. A reader above the floor is the one of the tests above (fetch reads all).
+    const signer = signerFromPem(await generateDevPki());
+    paced = await stackApp(t.vault, signer.caCertificates, {
+      signer,
+      exportConcurrency: 2,
+      exportIdleMs: 5_000,
+      exportMinBytesPerSecond: 2 * 1024 * 1024,
+    });
+    await paced.listen({ host: '127.0.0.1', port: 0 });
+    const base = `http://127.0.0.1:${(paced.server.address() as AddressInfo).port}`;
+    const before = (await t.vault.audit.list({ namespaces: [namespace], limit: 100_000 })).at(-1)?.id ?? 0;
+
+    const started = Date.now();
+    const trickle = await trickleExport(base, 400_000);
+    console.log(
+      `[export-pace] trickling reader at 400 KB/s against a 2 MiB/s floor: ${trickle.ended} after ` +
+        `${((Date.now() - started) / 1000).toFixed(1)} s and ${(trickle.received / 1024 / 1024).toFixed(1)} MiB ` +
+        `(x-export-min-rate: ${trickle.pace})`,
+    );
+    expect(trickle.status).toBe(200);
+    expect(trickle.pace).toBe('2097152; window=10; idle=5');
+    expect(trickle.ended).toBe('cut');
+    // Closed before its end: the whole bundle is over 4 MiB per 1,000 records.
+    expect(trickle.received).toBeLessThan(ROWS * 4096);
+
+    // Its slot is back: alice (the same caller, one slot of two) exports again at once, read fast.
+    const again = await fetch(`${base}/v1/attestations/export`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack().kube.tokens.alice}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ namespaces: [namespace] }),
+    });
+    expect(again.status).toBe(200);
+    expect((await again.arrayBuffer()).byteLength).toBeGreaterThan(4 * 1024 * 1024);
+
+    const rows = await t.vault.audit.list({ namespaces: [namespace], after: before, limit: 100_000 });
+    const aborted = rows.filter((r) => r.action === 'attestations.export.aborted');
+    expect(aborted).toHaveLength(1);
+    expect(aborted[0]!.details?.reason).toMatch(
+      /^the client read \d+ bytes\/s over \d+ s of waiting, below the floor of 2097152 bytes\/s$/,
+    );
+  }, 180_000);
 });
