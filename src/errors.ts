@@ -25,3 +25,13 @@ export class BaseError<Code extends string | number = string> extends Error {
 export function hasCode<Code extends string | number>(err: unknown, code: Code): err is BaseError<Code> {
   return err instanceof BaseError && err.code === code;
 }
+
+/**
+ * A broken invariant of this code base: a state the code around it makes impossible (a bug, never
+ * bad input, a peer's answer or a failed dependency, which have their module's error and code).
+ */
+export class InvariantError extends BaseError<'INVARIANT'> {
+  constructor(message: string) {
+    super('INVARIANT', message);
+  }
+}

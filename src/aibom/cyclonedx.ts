@@ -141,7 +141,8 @@ function policyComponent(p: AibomPolicy): CdxComponent {
   };
 }
 
-function checkRun(bom: Aibom, run: NonNullable<CycloneDxOptions['run']>): void {
+/** The run is the BOM's: same id, same DAG digest; else AibomError RUN_MISMATCH (also the views' check). */
+export function checkRun(bom: Aibom, run: NonNullable<CycloneDxOptions['run']>): void {
   if (run.id.toLowerCase() !== bom.metadata.run_id) {
     throw new AibomError('RUN_MISMATCH', `run ${run.id} is not the BOM's run ${bom.metadata.run_id}`);
   }

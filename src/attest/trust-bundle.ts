@@ -75,7 +75,7 @@ export function trustBundleOf(json: unknown): TrustBundle {
     const signers = (json.signers as KeyEntryJson[]).map((e) => {
       const firstUsedAt = new Date(e.first_used_at);
       if (typeof e.cert_chain_ref !== 'string' || !Number.isFinite(firstUsedAt.getTime())) {
-        throw new Error('a signer lacks cert_chain_ref or first_used_at');
+        throw new TrustBundleError('a signer lacks cert_chain_ref or first_used_at');
       }
       return {
         certRef: e.cert_chain_ref,

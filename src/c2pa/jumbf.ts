@@ -1,3 +1,4 @@
+import { InvariantError } from '../errors.ts';
 import { C2paError } from './errors.ts';
 
 /**
@@ -14,7 +15,8 @@ const UUID_TAIL = Buffer.from('00110010800000aa00389b71', 'hex');
 
 export function c2paUuid(fourCc: string): Buffer {
   const head = Buffer.from(fourCc, 'latin1');
-  if (head.length !== 4) throw new Error(`four-character code expected, got "${fourCc}"`);
+  if (head.length !== 4)
+    throw new C2paError('INVALID_INPUT', `four-character code expected, got "${fourCc}"`);
   return Buffer.concat([head, UUID_TAIL]);
 }
 
@@ -55,9 +57,10 @@ export function isSuperBox(box: SuperBox | ContentBox): box is SuperBox {
 function boxHeader(type: string, payloadLength: number): Buffer {
   const header = Buffer.alloc(8);
   const total = payloadLength + 8;
-  if (total > 0xffff_ffff) throw new Error('JUMBF box larger than 4 GiB');
+  if (total > 0xffff_ffff) throw new C2paError('INVALID_INPUT', 'JUMBF box larger than 4 GiB');
   header.writeUInt32BE(total, 0);
-  if (Buffer.byteLength(type, 'latin1') !== 4) throw new Error(`box type must be four characters: "${type}"`);
+  if (Buffer.byteLength(type, 'latin1') !== 4)
+    throw new C2paError('INVALID_INPUT', `box type must be four characters: "${type}"`);
   header.write(type, 4, 'latin1');
   return header;
 }
@@ -68,8 +71,8 @@ export function encodeBox(type: string, payload: Buffer): Buffer {
 
 /** The `jumd` description box: C2PA always sets requestable + label and nothing else. */
 export function encodeDescription(uuid: Buffer, label: string): Buffer {
-  if (uuid.length !== 16) throw new Error('JUMBF content type must be a 16-byte UUID');
-  if (label.includes('\0')) throw new Error('JUMBF label must not contain NUL');
+  if (uuid.length !== 16) throw new C2paError('INVALID_INPUT', 'JUMBF content type must be a 16-byte UUID');
+  if (label.includes('\0')) throw new C2paError('INVALID_INPUT', 'JUMBF label must not contain NUL');
   return encodeBox(
     'jumd',
     Buffer.concat([
@@ -191,7 +194,7 @@ export function parseJumbf(data: Buffer): SuperBox {
 
 /** Payload of a parsed superbox without its own 8- or 16-byte header. */
 export function payloadOf(box: SuperBox): Buffer {
-  if (box.raw === undefined) throw new Error('superbox was not parsed from bytes');
+  if (box.raw === undefined) throw new InvariantError('superbox was not parsed from bytes');
   return readBoxes(box.raw)[0]?.payload ?? Buffer.alloc(0);
 }
 

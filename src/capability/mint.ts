@@ -4,6 +4,7 @@ import type { CapabilityToken, NewCapabilityGrant, StoredAttestation } from '../
 import { biscuitRootKey, mintBiscuit } from './biscuit.ts';
 import { chainView } from './view.ts';
 import { mintCredential } from './vc.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * Minting, once, at record time: the tokens carry the vault ids of the records they project (the
@@ -49,8 +50,8 @@ export async function mintGrants(
   const out: NewCapabilityGrant[] = [];
   for (const { record, predicate } of capabilities) {
     const root = predicate.root;
-    // Invariant: a stored capability predicate always has a root (a plain Error, issue 23).
-    if (root === undefined) throw new Error(`capability ${record.id} has no root`);
+    // A stored capability predicate always has a root (the schema requires one).
+    if (root === undefined) throw new InvariantError(`capability ${record.id} has no root`);
     const capabilityId = `capability:${predicate.runId}:${predicate.stepId}:${predicate.index}`;
     const stepSubject = `step:${predicate.runId}:${predicate.stepId}`;
     const validFrom = record.createdAt;

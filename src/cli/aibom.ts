@@ -1,4 +1,3 @@
-import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -29,6 +28,7 @@ import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import { connectVault } from '../vault/index.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
 import { apiOptions, clientFrom, parseRunRef, runOption, runRefText } from './options.ts';
+import { pemCertificates } from './pem.ts';
 
 async function output(text: string, file: string | undefined): Promise<void> {
   if (file === undefined) process.stdout.write(text);
@@ -255,10 +255,6 @@ export async function verifyAibomDir(
   } catch {
     throw new CliError(`${join(dir, 'aibom.meta.json')}: not JSON`);
   }
-  const pems = (pem: string) =>
-    (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(
-      (p) => new X509Certificate(p),
-    );
   // Every view file present; the ones the metadata lists but the directory lacks are VIEW_MISSING.
   const optional = async (f: string): Promise<Buffer | undefined> => {
     try {
@@ -282,8 +278,8 @@ export async function verifyAibomDir(
   }
   const { lines, problems } = verifyAibomArtifact(
     { bytes, manifest, metadata, views },
-    pems(trustAnchorPem),
-    pems(tsaAnchorPem),
+    pemCertificates(trustAnchorPem, 'trust anchor'),
+    pemCertificates(tsaAnchorPem, 'TSA trust anchor'),
   );
   return { lines, problems: problems.map((p) => `${p.code}: ${p.message}`) };
 }

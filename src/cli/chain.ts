@@ -1,10 +1,11 @@
-import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
-import { readFile, writeFile } from 'node:fs/promises';
+import type { KeyObject } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
 import { leafFieldsOfApiRecord, recordLeafHash } from '../checkpoint/leaf.ts';
 import type { CheckpointTrust } from '../checkpoint/statement.ts';
 import { verifyChain, type ChainApi, type CheckpointView } from '../verify/chain.ts';
 import { ApiError, type ApiClient } from './client.ts';
 import { CliError } from './command.ts';
+import { pemCertificates, pemPublicKeys, readNamedFile } from './pem.ts';
 
 /**
  * `service-ctl verify --chain`: the files and the printing around src/verify/chain.ts, which makes
@@ -37,22 +38,14 @@ export interface ChainOptions {
   readonly 'max-age'?: string | undefined;
 }
 
-async function readFileOr(path: string, what: string): Promise<Buffer> {
-  try {
-    return await readFile(path);
-  } catch (err) {
-    throw new CliError(`cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
-  }
-}
+/** `--chain`'s files: one that cannot be read ends the check (exit 1), as it always has. */
+const readFileOr = (path: string, what: string): Promise<Buffer> => readNamedFile(path, what, 1);
 
 async function trustOf(o: ChainOptions): Promise<CheckpointTrust> {
   if (o.key !== undefined && o.key.length > 0) {
     const keys: KeyObject[] = [];
     for (const path of o.key) {
-      const pem = (await readFileOr(path, 'key')).toString('utf8');
-      for (const b of pem.match(/-----BEGIN [A-Z ]+-----[\s\S]+?-----END [A-Z ]+-----/g) ?? []) {
-        keys.push(b.includes('CERTIFICATE') ? new X509Certificate(b).publicKey : createPublicKey(b));
-      }
+      keys.push(...pemPublicKeys(await readFileOr(path, 'key'), path));
     }
     if (keys.length === 0) throw new CliError('--key: no PEM public key or certificate', 2);
     return { publicKeys: keys };
@@ -60,10 +53,7 @@ async function trustOf(o: ChainOptions): Promise<CheckpointTrust> {
   const anchor = o['trust-anchor'];
   if (anchor === undefined)
     throw new CliError('--chain needs --key <signer PEM> or --trust-anchor <ca.crt>', 2);
-  const pem = (await readFileOr(anchor, 'trust anchor')).toString('utf8');
-  const certs = (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(
-    (b) => new X509Certificate(b),
-  );
+  const certs = pemCertificates(await readFileOr(anchor, 'trust anchor'), anchor);
   if (certs.length === 0) throw new CliError(`${anchor}: no PEM certificate`, 2);
   return { trustAnchors: certs };
 }

@@ -5,11 +5,12 @@ import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import { parsePolicyPackRef } from '../policy/index.ts';
 import { tsaTrustedRoot } from '../timestamp/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
+import { filterOf, filterOptions } from './filter.ts';
 import { apiOptions, clientFrom, parseRunRef, runOption, UUID } from './options.ts';
+import { pemCertificates } from './pem.ts';
 
 /**
  * Writes the response body to `output` exactly as received (the route's bytes: what the UI
@@ -40,28 +41,16 @@ async function saveBody(res: Response, output: string): Promise<number> {
   return bytes;
 }
 
+/** Both downloads (a selection, one artifact's evidence) may come gzipped. */
+const gzipOption = {
+  gzip: { type: 'boolean', default: false, description: 'gzip the bundle' },
+} as const satisfies OptionSpecs;
+
 const attestationExportOptions = {
   output: { type: 'string', short: 'o', value: 'FILE', description: 'where to write the bundle (required)' },
   id: { type: 'string', multiple: true, value: 'UUID', description: 'an attestation id to export' },
-  ...runOption,
-  step: { type: 'string', value: 'STEP', description: 'records of this step id' },
-  subject: { type: 'string', value: 'NAME', description: 'records with this subject name' },
-  'artifact-digest': {
-    type: 'string',
-    value: 'sha256:HEX',
-    description: 'records naming this artifact digest',
-  },
-  'policy-pack': { type: 'string', value: 'PACK[@VERSION]', description: 'records under this policy pack' },
-  'capability-token': {
-    type: 'string',
-    value: 'TOKEN',
-    description: 'records of a capability token (VC, Biscuit, token id, capability id or scope)',
-  },
-  kind: { type: 'string', value: 'KIND', description: 'step, run, artifact, policy, capability or aibom' },
-  from: { type: 'string', value: 'RFC3339', description: 'records stored at or after this time' },
-  to: { type: 'string', value: 'RFC3339', description: 'records stored before this time' },
-  namespace: { type: 'string', multiple: true, value: 'NS', description: 'a namespace to export from' },
-  gzip: { type: 'boolean', default: false, description: 'gzip the bundle' },
+  ...filterOptions,
+  ...gzipOption,
   scitt: {
     type: 'boolean',
     default: false,
@@ -85,32 +74,9 @@ export const attestationExportCommand = {
     const client = clientFrom(values);
     if (values.output === undefined) throw new CliError('--output <bundle.tar> is required', 2);
     for (const id of values.id ?? []) if (!UUID.test(id)) throw new CliError(`--id: ${id} is not a UUID`, 2);
-    const runId = values.run !== undefined ? await client.runId(parseRunRef(values.run)) : undefined;
-    let pack;
-    try {
-      pack = values['policy-pack'] !== undefined ? parsePolicyPackRef(values['policy-pack']) : undefined;
-    } catch (err) {
-      throw new CliError(`--policy-pack: ${(err as Error).message}`, 2);
-    }
     const body: Record<string, unknown> = {
       ...(values.id !== undefined ? { ids: values.id } : {}),
-      ...(runId !== undefined ? { run_id: runId } : {}),
-      ...(values.step !== undefined ? { step_id: values.step } : {}),
-      ...(values.subject !== undefined ? { subject: values.subject } : {}),
-      ...(values['artifact-digest'] !== undefined ? { artifact_digest: values['artifact-digest'] } : {}),
-      ...(pack !== undefined
-        ? {
-            policy_pack: {
-              name: pack.name,
-              ...(pack.version !== undefined ? { version: pack.version } : {}),
-            },
-          }
-        : {}),
-      ...(values['capability-token'] !== undefined ? { capability_token: values['capability-token'] } : {}),
-      ...(values.kind !== undefined ? { kind: values.kind } : {}),
-      ...(values.from !== undefined ? { from: values.from } : {}),
-      ...(values.to !== undefined ? { to: values.to } : {}),
-      ...(values.namespace !== undefined ? { namespaces: values.namespace } : {}),
+      ...(await filterOf(values, () => client)),
       ...(values.gzip ? { gzip: true } : {}),
       ...(values.scitt ? { scitt: true } : {}),
     };
@@ -143,7 +109,7 @@ const auditExportOptions = {
     value: 'FILE',
     description: 'where to write the bundle (default: evidence-<run id>-<artifact>.tar)',
   },
-  gzip: { type: 'boolean', default: false, description: 'gzip the bundle' },
+  ...gzipOption,
   ...apiOptions,
 } as const satisfies OptionSpecs;
 
@@ -242,9 +208,7 @@ export async function fetchTrust(
   const tsaPem = bundle.tsa_trust_anchors_pem ?? '';
   if (tsaPem.includes('CERTIFICATE')) {
     await writeFile(join(dir, 'tsa-ca.pem'), tsaPem);
-    const roots = tsaPem
-      .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!
-      .map((b) => new X509Certificate(b));
+    const roots = pemCertificates(tsaPem, "the trust bundle's tsa_trust_anchors_pem");
     await writeFile(join(dir, 'trusted_root.json'), `${JSON.stringify(tsaTrustedRoot(roots), null, 2)}\n`);
   }
   await writeFile(join(dir, 'trust-bundle.json'), `${JSON.stringify(bundle, null, 2)}\n`);

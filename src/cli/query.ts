@@ -1,13 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StreamDigest } from '../attest/index.ts';
-import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
-import { apiOptions, clientFrom, parseRunRef, runOption } from './options.ts';
+import { filterOf, filterOptions } from './filter.ts';
+import { apiOptions, clientFrom } from './options.ts';
 import { outputOption, parseOutput, render, type Column, type OutputFormat } from './output.ts';
 
 const FORMATS: OutputFormat[] = ['table', 'json', 'yaml', 'ndjson'];
-const KINDS = ['run', 'step', 'artifact', 'policy', 'capability', 'aibom'];
 
 type Envelope = Record<string, unknown> & {
   id: string;
@@ -35,30 +34,7 @@ const COLUMNS: Column<Envelope>[] = [
 ];
 
 const options = {
-  ...runOption,
-  subject: { type: 'string', value: 'SUBJECT', description: 'exact subject, e.g. step:<run id>:<step id>' },
-  step: { type: 'string', value: 'STEP', description: 'step id (with --run: that step of the run)' },
-  'artifact-digest': { type: 'string', value: 'sha256:HEX', description: 'records about this artifact' },
-  'policy-pack': {
-    type: 'string',
-    value: 'PACK[@VERSION]',
-    description: 'records governed by this policy pack',
-  },
-  'capability-token': {
-    type: 'string',
-    value: 'ID',
-    description: 'records of or authorised by this capability token',
-  },
-  kind: { type: 'string', value: 'KIND', description: `record kind: ${KINDS.join(', ')}` },
-  from: { type: 'string', value: 'TIME', description: 'created at or after (RFC 3339)' },
-  to: { type: 'string', value: 'TIME', description: 'created before (RFC 3339)' },
-  namespace: {
-    type: 'string',
-    short: 'n',
-    multiple: true,
-    value: 'NS',
-    description: 'only these namespaces',
-  },
+  ...filterOptions,
   limit: { type: 'string', value: 'N', description: 'page size, 1–1000 (default 100)' },
   cursor: { type: 'string', value: 'CURSOR', description: 'the page after a previous one (its next_cursor)' },
   all: {
@@ -74,37 +50,8 @@ const options = {
 type Values = ReturnType<typeof parseCommand<typeof options>>['values'];
 
 /** The API's query body (docs/api.md) from the flags; a bad flag is a usage error. */
-async function filterOf(values: Values, client: () => ApiClient): Promise<Record<string, unknown>> {
-  const filter: Record<string, unknown> = {};
-  if (values.run !== undefined) {
-    const ref = parseRunRef(values.run);
-    filter.run_id = await client().runId(ref);
-  }
-  if (values.subject !== undefined) filter.subject = values.subject;
-  if (values.step !== undefined) filter.step_id = values.step;
-  if (values['artifact-digest'] !== undefined) filter.artifact_digest = values['artifact-digest'];
-  if (values['policy-pack'] !== undefined) {
-    try {
-      const { name, version } = parsePolicyPackRef(values['policy-pack']);
-      filter.policy_pack = version !== undefined ? { name, version } : { name };
-    } catch (err) {
-      if (err instanceof PolicyError) throw new CliError(`--policy-pack: ${err.message}`, 2);
-      throw err;
-    }
-  }
-  if (values['capability-token'] !== undefined) filter.capability_token = values['capability-token'];
-  if (values.kind !== undefined) {
-    if (!KINDS.includes(values.kind)) throw new CliError(`--kind is one of ${KINDS.join(', ')}`, 2);
-    filter.kind = values.kind;
-  }
-  for (const bound of ['from', 'to'] as const) {
-    const v = values[bound];
-    if (v === undefined) continue;
-    if (Number.isNaN(Date.parse(v)) || !/^\d{4}-\d\d-\d\dT/.test(v))
-      throw new CliError(`--${bound}: ${v} is not an RFC 3339 time`, 2);
-    filter[bound] = v;
-  }
-  if (values.namespace !== undefined) filter.namespaces = [...new Set(values.namespace)];
+async function queryOf(values: Values, client: () => ApiClient): Promise<Record<string, unknown>> {
+  const filter = await filterOf(values, client);
   if (values.limit !== undefined) {
     const n = Number(values.limit);
     if (!Number.isInteger(n) || n < 1 || n > 1000) throw new CliError('--limit is 1–1000', 2);
@@ -164,7 +111,7 @@ export const queryCommand = {
       throw new CliError('--watch has no end: no --to', 2);
     const interval = Number(values.interval);
     if (!Number.isFinite(interval) || interval <= 0) throw new CliError('--interval takes seconds', 2);
-    const filter = await filterOf(values, api);
+    const filter = await queryOf(values, api);
     if (values.watch === true) return watch(api(), filter, interval * 1000);
     if (values.all === true) {
       // The stream as the API sends it: record lines, then the trailer (count and digest of the

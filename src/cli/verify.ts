@@ -1,4 +1,4 @@
-import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
+import type { KeyObject, X509Certificate } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, readFile, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
@@ -24,18 +24,11 @@ import { loadTrustBundle } from './trust-bundle.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
 import { apiOptions, clientFrom, UUID } from './options.ts';
+import { pemCertificates, pemPublicKeys, readNamedFile } from './pem.ts';
 
-/** A file named by a flag; one that cannot be read is a usage error (exit 2). */
-async function readPem(path: string, what: string): Promise<string> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch (err) {
-    throw new CliError(
-      `cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
-      2,
-    );
-  }
-}
+/** A file named by a flag, as text; one that cannot be read is a usage error (exit 2). */
+const readPem = async (path: string, what: string): Promise<string> =>
+  (await readNamedFile(path, what)).toString('utf8');
 
 /**
  * What a positional of `verify` names must exist and be a non-empty file, or be an attestation id
@@ -64,21 +57,15 @@ async function checkInput(path: string): Promise<void> {
 
 /** Every PEM block of a file: public keys, or certificates (their public key is used). */
 function keysFromPem(pem: string, path: string): KeyObject[] {
-  const blocks = pem.match(/-----BEGIN [A-Z ]+-----[\s\S]+?-----END [A-Z ]+-----/g) ?? [];
-  if (blocks.length === 0) throw new CliError(`${path}: no PEM public key or certificate`);
-  return blocks.map((b) => {
-    try {
-      return b.includes('CERTIFICATE') ? new X509Certificate(b).publicKey : createPublicKey(b);
-    } catch (err) {
-      throw new CliError(`${path}: ${(err as Error).message}`);
-    }
-  });
+  const keys = pemPublicKeys(pem, path);
+  if (keys.length === 0) throw new CliError(`${path}: no PEM public key or certificate`);
+  return keys;
 }
 
 function certsFromPem(pem: string, path: string): X509Certificate[] {
-  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-  if (blocks.length === 0) throw new CliError(`${path}: no PEM certificate`);
-  return blocks.map((b) => new X509Certificate(b));
+  const certs = pemCertificates(pem, path);
+  if (certs.length === 0) throw new CliError(`${path}: no PEM certificate`);
+  return certs;
 }
 
 export async function trustFrom(values: {

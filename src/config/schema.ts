@@ -4,9 +4,11 @@
  * `docs/configuration.md` and the README table are generated from this list (`npm run docs:config`).
  */
 
+import { ConfigValueError } from './errors.ts';
+
 export type Component = 'controller' | 'sidecar' | 'cli' | 'stack';
 
-/** A parser turns the raw string into a value or throws an Error whose message explains why. */
+/** A parser turns the raw string into a value or throws a ConfigValueError whose message explains why. */
 type Parser<T> = (raw: string) => T;
 
 export interface Setting<T> {
@@ -21,22 +23,22 @@ export interface Setting<T> {
 }
 
 const str: Parser<string> = (raw) => {
-  if (raw.trim() === '') throw new Error('must not be empty');
+  if (raw.trim() === '') throw new ConfigValueError('must not be empty');
   return raw;
 };
 
 const flag: Parser<boolean> = (raw) => {
   if (raw === '1' || raw === 'true') return true;
   if (raw === '0' || raw === 'false' || raw === '') return false;
-  throw new Error(`must be 1 or 0, got "${raw}"`);
+  throw new ConfigValueError(`must be 1 or 0, got "${raw}"`);
 };
 
 const intIn =
   (min: number, max: number): Parser<number> =>
   (raw) => {
-    if (!/^\d+$/.test(raw)) throw new Error(`must be an integer, got "${raw}"`);
+    if (!/^\d+$/.test(raw)) throw new ConfigValueError(`must be an integer, got "${raw}"`);
     const n = Number(raw);
-    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}, got ${n}`);
+    if (n < min || n > max) throw new ConfigValueError(`must be between ${min} and ${max}, got ${n}`);
     return n;
   };
 
@@ -44,7 +46,7 @@ const url: Parser<string> = (raw) => {
   try {
     return new URL(raw).toString().replace(/\/$/, '');
   } catch {
-    throw new Error('must be an absolute URL');
+    throw new ConfigValueError('must be an absolute URL');
   }
 };
 
@@ -52,12 +54,12 @@ const oneOf =
   <T extends string>(...values: T[]): Parser<T> =>
   (raw) => {
     if ((values as string[]).includes(raw)) return raw as T;
-    throw new Error(`must be one of ${values.join(', ')}, got "${raw}"`);
+    throw new ConfigValueError(`must be one of ${values.join(', ')}, got "${raw}"`);
   };
 
 const lostCheckpoint: Parser<{ treeSize: number; rootHash: string }> = (raw) => {
   const m = /^([1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(raw.trim());
-  if (m === null) throw new Error('must be <tree size>:<64 hex digits of the root hash>');
+  if (m === null) throw new ConfigValueError('must be <tree size>:<64 hex digits of the root hash>');
   return { treeSize: Number(m[1]), rootHash: m[2]! };
 };
 
@@ -75,23 +77,24 @@ const witnessList: Parser<readonly WitnessSetting[]> = (raw) => {
   for (const entry of raw.split(/[,\n]/)) {
     const parts = entry.trim().split(/\s+/);
     if (parts.length === 1 && parts[0] === '') continue;
-    if (parts.length !== 2) throw new Error(`each witness is "<url> <vkey>", got "${entry.trim()}"`);
+    if (parts.length !== 2)
+      throw new ConfigValueError(`each witness is "<url> <vkey>", got "${entry.trim()}"`);
     const [rawUrl, vkey] = parts as [string, string];
     let u: URL;
     try {
       u = new URL(rawUrl);
     } catch {
-      throw new Error(`witness URL "${rawUrl}" is not an absolute URL`);
+      throw new ConfigValueError(`witness URL "${rawUrl}" is not an absolute URL`);
     }
     if (u.protocol !== 'http:' && u.protocol !== 'https:')
-      throw new Error(`witness URL "${rawUrl}" is not http(s)`);
+      throw new ConfigValueError(`witness URL "${rawUrl}" is not http(s)`);
     // A cosignature/v1 vkey: <name>+<8 hex>+base64(0x04 || 32-byte key), 44 characters without padding
     // (checked in full at start).
     if (!/^[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/]{44}$/.test(vkey)) {
-      throw new Error(`witness key "${vkey}" is not a signed-note verifier key`);
+      throw new ConfigValueError(`witness key "${vkey}" is not a signed-note verifier key`);
     }
     if (Buffer.from(vkey.slice(vkey.indexOf('+', vkey.indexOf('+') + 1) + 1), 'base64')[0] !== 0x04) {
-      throw new Error(`witness key "${vkey}" is not a cosignature/v1 key (signature type 0x04)`);
+      throw new ConfigValueError(`witness key "${vkey}" is not a cosignature/v1 key (signature type 0x04)`);
     }
     out.push({ url: u.toString().replace(/\/$/, ''), vkey });
   }
@@ -101,7 +104,7 @@ const witnessList: Parser<readonly WitnessSetting[]> = (raw) => {
 /** A schema-less URL: host[:port][/path], no scheme, no spaces or pluses (a note key name). */
 const origin: Parser<string> = (raw) => {
   if (!/^[^\s+/:]+(:[0-9]+)?(\/[^\s+]*)?$/.test(raw) || raw.includes('://')) {
-    throw new Error(
+    throw new ConfigValueError(
       `must be a schema-less URL like vault.example.com or vault.example.com/team, got "${raw}"`,
     );
   }

@@ -335,6 +335,59 @@ export async function* writeBundle(input: BundleInput): AsyncGenerator<Buffer, v
   }
 }
 
+/**
+ * One record's entries, in bundle order: its signer's PEM the first time that signer is met, the
+ * API view of its envelope, its Sigstore bundle, its SCITT statement and receipt, its tlog proof,
+ * its run's AIBOM and a view of it. Returns the envelope's JSON texts for the `.intoto.jsonl` line.
+ */
+function addItem(
+  out: Archive,
+  item: ExportItem,
+  shipped: Set<string>,
+  counts: { receipts: number; tlogProofs: number; runs: number },
+): ReturnType<typeof dsseJson> {
+  const s = item.signer;
+  if (s !== null && !shipped.has(s.ref)) {
+    shipped.add(s.ref);
+    out.addText(s.certificate !== undefined ? Paths.cert(s.ref) : Paths.key(s.ref), s.pem);
+  }
+  // The envelope's JSON texts, shared by the three entries that carry it (json.ts).
+  const dsse = dsseJson(item.envelope);
+  const view: object = typeof item.view === 'function' ? (item.view as () => object)() : item.view;
+  out.addText(Paths.envelope(item.id), viewJson(view, item.envelope, dsse), true);
+  if (s !== null) {
+    // A public-key hint (the key id), not the certificate: cosign verifies a certificate bundle
+    // only with a Fulcio-style identity (a SAN and an OIDC issuer), which service signers do not
+    // have; with the hint, `--key` takes the key the key-distribution endpoint serves (ADR 0009).
+    const times = item.timestamp !== undefined ? [item.timestamp] : [];
+    out.addText(
+      Paths.sigstore(item.id),
+      sigstoreBundleJson(item.envelope, { keyId: s.keyId }, times, dsse),
+      true,
+    );
+  }
+  if (item.scitt !== undefined) {
+    out.addBytes(Paths.statement(item.id), item.scitt.statement);
+    out.addBytes(Paths.receipt(item.id), item.scitt.receipt);
+    counts.receipts++;
+  }
+  if (item.tlogProof !== undefined) {
+    out.addText(Paths.tlogProof(item.id), item.tlogProof);
+    counts.tlogProofs++;
+  }
+  if (item.aibom !== undefined) {
+    const a = item.aibom;
+    out.addBytes(Paths.aibom(a.runId), a.bytes);
+    out.addBytes(Paths.aibomManifest(a.runId), a.manifest);
+    out.addText(Paths.aibomMetadata(a.runId), JSON.stringify(a.metadata), true);
+    counts.runs++;
+  }
+  if (item.aibomView !== undefined) {
+    out.addBytes(Paths.aibomView(item.aibomView.runId, item.aibomView.name), item.aibomView.bytes);
+  }
+  return dsse;
+}
+
 async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Buffer, void, undefined> {
   const out = new Archive(input.chunkSize ?? DEFAULT_CHUNK_SIZE);
   // Write-ahead: the audit rows of a segment are being written while its bytes are prepared, and
@@ -359,10 +412,8 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
 
   const shipped = new Set<string>();
   const segments: BundleIndex['segments'] = [];
+  const counts = { receipts: 0, tlogProofs: 0, runs: 0 };
   let count = 0;
-  let runs = 0;
-  let receipts = 0;
-  let tlogProofs = 0;
   let enqueued = 0;
   let firstId: string | undefined;
   let last: ExportItem | undefined;
@@ -377,45 +428,7 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
       audited.catch(() => undefined);
     }
     for (const item of segment.items) {
-      const s = item.signer;
-      if (s !== null && !shipped.has(s.ref)) {
-        shipped.add(s.ref);
-        out.addText(s.certificate !== undefined ? Paths.cert(s.ref) : Paths.key(s.ref), s.pem);
-      }
-      // The envelope's JSON texts, shared by the three entries that carry it (json.ts).
-      const dsse = dsseJson(item.envelope);
-      const view: object = typeof item.view === 'function' ? (item.view as () => object)() : item.view;
-      out.addText(Paths.envelope(item.id), viewJson(view, item.envelope, dsse), true);
-      if (s !== null) {
-        // A public-key hint (the key id), not the certificate: cosign verifies a certificate bundle
-        // only with a Fulcio-style identity (a SAN and an OIDC issuer), which service signers do not
-        // have; with the hint, `--key` takes the key the key-distribution endpoint serves (ADR 0009).
-        const times = item.timestamp !== undefined ? [item.timestamp] : [];
-        out.addText(
-          Paths.sigstore(item.id),
-          sigstoreBundleJson(item.envelope, { keyId: s.keyId }, times, dsse),
-          true,
-        );
-      }
-      if (item.scitt !== undefined) {
-        out.addBytes(Paths.statement(item.id), item.scitt.statement);
-        out.addBytes(Paths.receipt(item.id), item.scitt.receipt);
-        receipts++;
-      }
-      if (item.tlogProof !== undefined) {
-        out.addText(Paths.tlogProof(item.id), item.tlogProof);
-        tlogProofs++;
-      }
-      if (item.aibom !== undefined) {
-        const a = item.aibom;
-        out.addBytes(Paths.aibom(a.runId), a.bytes);
-        out.addBytes(Paths.aibomManifest(a.runId), a.manifest);
-        out.addText(Paths.aibomMetadata(a.runId), JSON.stringify(a.metadata), true);
-        runs++;
-      }
-      if (item.aibomView !== undefined) {
-        out.addBytes(Paths.aibomView(item.aibomView.runId, item.aibomView.name), item.aibomView.bytes);
-      }
+      const dsse = addItem(out, item, shipped, counts);
       spool.write(intotoLine(item.envelope, dsse));
       if (spool.overLimit) await spool.spill();
       firstId ??= item.id;
@@ -449,9 +462,11 @@ async function* bundleBytes(input: BundleInput, spool: Spool): AsyncGenerator<Bu
     service: input.service,
     selection: input.selection,
     attestations: count,
-    runs,
-    receipts,
-    ...(input.tlog !== undefined ? { tlog_proofs: tlogProofs, tlog_checkpoint: input.tlog.checkpoint } : {}),
+    runs: counts.runs,
+    receipts: counts.receipts,
+    ...(input.tlog !== undefined
+      ? { tlog_proofs: counts.tlogProofs, tlog_checkpoint: input.tlog.checkpoint }
+      : {}),
     first_id: firstId,
     last_id: last.id,
     segments,

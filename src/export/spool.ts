@@ -1,6 +1,8 @@
 import { mkdtemp, open, rm, rmdir, unlink, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { InvariantError } from '../errors.ts';
+import { ExportError } from './errors.ts';
 
 /** Default {@link SpoolOptions.memoryLimit}: what an export keeps in memory before it spills. */
 export const DEFAULT_SPOOL_MEMORY = 8 * 1024 * 1024;
@@ -73,7 +75,7 @@ export class Spool {
 
   /** Appends `text` in UTF-8. */
   write(text: string): void {
-    if (this.state !== 'writing') throw new Error(`spool: write after ${this.state}`);
+    if (this.state !== 'writing') throw new InvariantError(`spool: write after ${this.state}`);
     // At most 3 UTF-8 bytes per UTF-16 unit: the exact length only when that bound does not fit.
     if (3 * text.length <= this.blockSize - this.used) {
       const n = this.block.write(text, this.used, 'utf8');
@@ -86,7 +88,7 @@ export class Spool {
 
   /** Appends `bytes` (copied). */
   writeBytes(bytes: Buffer): void {
-    if (this.state !== 'writing') throw new Error(`spool: write after ${this.state}`);
+    if (this.state !== 'writing') throw new InvariantError(`spool: write after ${this.state}`);
     for (let at = 0; at < bytes.length;) {
       if (this.used === this.block.length) this.nextBlock();
       const k = Math.min(this.block.length - this.used, bytes.length - at);
@@ -106,7 +108,7 @@ export class Spool {
 
   /** Writes the full blocks held in memory to the temp file (created on the first call). */
   async spill(): Promise<void> {
-    if (this.state !== 'writing') throw new Error(`spool: spill after ${this.state}`);
+    if (this.state !== 'writing') throw new InvariantError(`spool: spill after ${this.state}`);
     if (this.full.length === 0) return;
     const file = this.file ?? (await this.createFile());
     const blocks = this.full;
@@ -137,7 +139,7 @@ export class Spool {
     if (this.state === 'disposed') {
       // Disposed while the file was being created: close it too.
       await this.removeFile();
-      throw new Error('spool: disposed');
+      throw new InvariantError('spool: disposed');
     }
     return file;
   }
@@ -148,7 +150,7 @@ export class Spool {
    * copy it before asking for the next.
    */
   async *read(): AsyncGenerator<Buffer, void, undefined> {
-    if (this.state !== 'writing') throw new Error(`spool: read after ${this.state}`);
+    if (this.state !== 'writing') throw new InvariantError(`spool: read after ${this.state}`);
     this.state = 'read';
     if (this.file !== null && this.fileBytes > 0) {
       const { handle } = this.file;
@@ -157,7 +159,10 @@ export class Spool {
         const want = Math.min(piece.length, this.fileBytes - at);
         const { bytesRead } = await handle.read(piece, 0, want, at);
         if (bytesRead === 0)
-          throw new Error(`spool: ${this.file.path} ends at ${at} of ${this.fileBytes} bytes`);
+          throw new ExportError(
+            'SPOOL_FAILED',
+            `spool: ${this.file.path} ends at ${at} of ${this.fileBytes} bytes`,
+          );
         at += bytesRead;
         yield piece.subarray(0, bytesRead);
       }
@@ -192,7 +197,8 @@ export class Spool {
 async function writeAll(handle: FileHandle, bytes: Buffer, position: number): Promise<void> {
   for (let at = 0; at < bytes.length;) {
     const { bytesWritten } = await handle.write(bytes, at, bytes.length - at, position + at);
-    if (bytesWritten === 0) throw new Error('spool: the temp file accepts no more bytes');
+    if (bytesWritten === 0)
+      throw new ExportError('SPOOL_FAILED', 'spool: the temp file accepts no more bytes');
     at += bytesWritten;
   }
 }

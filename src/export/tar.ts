@@ -11,6 +11,7 @@
  */
 
 import { ExportError } from './errors.ts';
+import { InvariantError } from '../errors.ts';
 
 export const BLOCK = 512;
 /** End of archive: two zero blocks (shared: never write to it). */
@@ -225,7 +226,7 @@ class ByteQueue {
     this.length += b.length;
   }
   take(n: number): Buffer {
-    if (n > this.length) throw new Error('queue underflow');
+    if (n > this.length) throw new InvariantError('queue underflow');
     const first = this.chunks[0];
     if (first !== undefined && first.length >= n) {
       const out = first.subarray(0, n);

@@ -104,6 +104,14 @@ export class ProblemError extends BaseError<ProblemCode> {
   }
 }
 
+/**
+ * 503 UPSTREAM_UNAVAILABLE with `retry-after: 5`: a backing service (the API server, the vault) did
+ * not answer; `detail` names the dependency only, `cause` stays in the server log.
+ */
+export function upstreamUnavailable(detail: string, cause: unknown): ProblemError {
+  return new ProblemError(503, 'UPSTREAM_UNAVAILABLE', detail, { headers: { 'retry-after': '5' }, cause });
+}
+
 export function problem(
   status: number,
   code: string,

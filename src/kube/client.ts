@@ -34,6 +34,12 @@ export interface KubeStatus {
 }
 
 /**
+ * A watch whose response was cut before its end (a socket torn down mid-stream): the informer
+ * treats it as any watch failure and watches again from its last resourceVersion.
+ */
+export class WatchInterruptedError extends BaseError<'WATCH_INTERRUPTED'> {}
+
+/**
  * A non-2xx answer of the API server. Callers branch on `code` (the HTTP status: 404, 409, 410, 422,
  * 429…) and may refine with `reason` (`AlreadyExists` vs `Conflict`, both 409); never on the message.
  */
@@ -257,7 +263,11 @@ export function kubeClient(kc: KubeConfig, options: KubeClientOptions = {}): Kub
         throw spec.signal.aborted ? (spec.signal.reason as Error) : err;
       }
       // A socket torn down mid-stream may end the iterator without an error: treat as abnormal.
-      if (!res.complete) throw new Error('watch stream ended before the response was complete');
+      if (!res.complete)
+        throw new WatchInterruptedError(
+          'WATCH_INTERRUPTED',
+          'watch stream ended before the response was complete',
+        );
       buffered += decoder.end();
       if (buffered.trim() !== '') onObject(JSON.parse(buffered));
     },

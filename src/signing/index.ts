@@ -1,7 +1,7 @@
 export { isSelfSigned, validateChain, type ChainFailure, type ChainResult } from './chain.ts';
 export { SigningError, type SigningErrorCode } from './errors.ts';
 export { createKeySigner, deriveSecret, type KeySigner, type KeySignerOptions } from './key-signer.ts';
-export { parseCertificates, parsePrivateKey } from './pem.ts';
+export { parseCertificates, parsePrivateKey, pemBlocks } from './pem.ts';
 export {
   algorithmOf,
   certificateRef,

@@ -68,16 +68,20 @@ function byName<T>(client: KubeClient, name: string, namespace?: string) {
   });
 }
 
-function parse(secret: SecretObject): KeySigner {
-  return signerFromTlsSecretData(secret.data ?? {});
-}
-
-/** The service signer of one Secret (SIGNER_SECRET), reloaded whenever the Secret changes. */
-export function watchSignerSecret(options: WatchSecretOptions): WatchedSigner {
-  const log = options.logger.child({ secret: `${options.namespace}/${options.name}` });
-  const informer = new Informer<SecretObject>({
-    name: `secret-${options.name}`,
-    listerWatcher: byName<SecretObject>(options.client, options.name, options.namespace),
+/**
+ * The informer of every Secret named `options.name` (in `namespace`, or in all namespaces), each
+ * cached with only what a signer is made of. Both watchers below are this informer with their own
+ * handlers.
+ */
+function secretInformer(
+  options: Omit<WatchSecretOptions, 'namespace'>,
+  name: string,
+  log: Logger,
+  namespace?: string,
+): Informer<SecretObject> {
+  return new Informer<SecretObject>({
+    name,
+    listerWatcher: byName<SecretObject>(options.client, options.name, namespace),
     logger: log,
     ...(options.registry ? { registry: options.registry } : {}),
     ...(options.watchTimeoutSeconds !== undefined
@@ -85,6 +89,30 @@ export function watchSignerSecret(options: WatchSecretOptions): WatchedSigner {
       : {}),
     ...(options.watchdogSeconds !== undefined ? { watchdogSeconds: options.watchdogSeconds } : {}),
   });
+}
+
+/**
+ * The signer of a Secret, or why it is unusable: any failure becomes a SigningError (`error`);
+ * `thrown` is what was thrown, for the log.
+ */
+function parse(secret: SecretObject): { signer: KeySigner } | { error: SigningError; thrown: unknown } {
+  try {
+    return { signer: signerFromTlsSecretData(secret.data ?? {}) };
+  } catch (err) {
+    return {
+      error:
+        err instanceof SigningError
+          ? err
+          : new SigningError('MISSING_MATERIAL', (err as Error).message, { cause: err }),
+      thrown: err,
+    };
+  }
+}
+
+/** The service signer of one Secret (SIGNER_SECRET), reloaded whenever the Secret changes. */
+export function watchSignerSecret(options: WatchSecretOptions): WatchedSigner {
+  const log = options.logger.child({ secret: `${options.namespace}/${options.name}` });
+  const informer = secretInformer(options, `secret-${options.name}`, log, options.namespace);
   let signer: KeySigner | undefined;
   let loadedVersion: string | undefined;
   let error: SigningError | undefined;
@@ -97,16 +125,11 @@ export function watchSignerSecret(options: WatchSecretOptions): WatchedSigner {
     // Resyncs replay the same object: parse each version once.
     if (version !== undefined && version === loadedVersion) return;
     loadedVersion = version;
-    let next: KeySigner;
-    try {
-      next = parse(secret);
-    } catch (err) {
-      error =
-        err instanceof SigningError
-          ? err
-          : new SigningError('MISSING_MATERIAL', (err as Error).message, { cause: err });
+    const parsed = parse(secret);
+    if ('error' in parsed) {
+      error = parsed.error;
       log.error(
-        { err, code: error.code, keeping: signer?.keyId },
+        { err: parsed.thrown, code: error.code, keeping: signer?.keyId },
         signer
           ? 'renewed signer Secret is not usable: keeping the previous signer'
           : 'signer Secret is not usable',
@@ -114,6 +137,7 @@ export function watchSignerSecret(options: WatchSecretOptions): WatchedSigner {
       return;
     }
     error = undefined;
+    const next = parsed.signer;
     for (const ca of next.caCertificates) if (!anchors.some((a) => a.raw.equals(ca.raw))) anchors.push(ca);
     const previous = signer;
     signer = next;
@@ -210,16 +234,7 @@ export interface CustomerSigners {
  */
 export function watchCustomerSigners(options: Omit<WatchSecretOptions, 'namespace'>): CustomerSigners {
   const log = options.logger.child({ customerSecret: options.name });
-  const informer = new Informer<SecretObject>({
-    name: `customer-${options.name}`,
-    listerWatcher: byName<SecretObject>(options.client, options.name),
-    logger: log,
-    ...(options.registry ? { registry: options.registry } : {}),
-    ...(options.watchTimeoutSeconds !== undefined
-      ? { watchTimeoutSeconds: options.watchTimeoutSeconds }
-      : {}),
-    ...(options.watchdogSeconds !== undefined ? { watchdogSeconds: options.watchdogSeconds } : {}),
-  });
+  const informer = secretInformer(options, `customer-${options.name}`, log);
   const entries = new Map<string, CustomerEntry>();
   const load = (secret: SecretObject): void => {
     const namespace = secret.metadata?.namespace;
@@ -227,23 +242,20 @@ export function watchCustomerSigners(options: Omit<WatchSecretOptions, 'namespac
     const version = secret.metadata?.resourceVersion;
     const known = entries.get(namespace);
     if (known !== undefined && version !== undefined && known.version === version) return;
-    try {
-      const signer = parse(secret);
-      const previous = known !== undefined && 'signer' in known ? known.signer : undefined;
-      entries.set(namespace, { version, signer });
-      if (previous !== undefined && previous.keyId !== signer.keyId) {
-        log.info(
-          { namespace, keyId: signer.keyId, previousKeyId: previous.keyId },
-          'customer signer rotated',
-        );
-      }
-    } catch (err) {
-      const error =
-        err instanceof SigningError
-          ? err
-          : new SigningError('MISSING_MATERIAL', (err as Error).message, { cause: err });
-      entries.set(namespace, { version, error });
-      log.error({ namespace, code: error.code, err }, 'customer signer Secret is not usable');
+    const parsed = parse(secret);
+    if ('error' in parsed) {
+      entries.set(namespace, { version, error: parsed.error });
+      log.error(
+        { namespace, code: parsed.error.code, err: parsed.thrown },
+        'customer signer Secret is not usable',
+      );
+      return;
+    }
+    const { signer } = parsed;
+    const previous = known !== undefined && 'signer' in known ? known.signer : undefined;
+    entries.set(namespace, { version, signer });
+    if (previous !== undefined && previous.keyId !== signer.keyId) {
+      log.info({ namespace, keyId: signer.keyId, previousKeyId: previous.keyId }, 'customer signer rotated');
     }
   };
   informer.addHandler({

@@ -6,6 +6,7 @@ import {
   type NodeId,
 } from '../transparency/merkle.ts';
 import type { TlogName, Vault } from '../vault/index.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * The service's two Merkle trees as the witnessing loop and the tiles see them: what to checkpoint
@@ -34,7 +35,7 @@ async function proofFrom(fetch: FetchNodes, m: number, n: number): Promise<Buffe
   const found = new Map((wanted.length === 0 ? [] : await fetch(wanted)).map((x) => [nodeKey(x), x.hash]));
   return hashRanges(ranges, (node) => {
     const h = found.get(nodeKey(node));
-    if (h === undefined) throw new Error(`the stored tree lacks subtree ${nodeKey(node)}`);
+    if (h === undefined) throw new InvariantError(`the stored tree lacks subtree ${nodeKey(node)}`);
     return h;
   });
 }

@@ -3,6 +3,7 @@ import { withSignatures } from '../tlog/checkpoint.ts';
 import { parseNote } from '../tlog/note.ts';
 import { formatTlogProof } from '../tlog/proof.ts';
 import type { StoredNote, Vault } from '../vault/index.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * C2SP tlog-proofs of records in the vault tree, for export bundles (docs/export.md): one signed
@@ -49,7 +50,7 @@ export async function recordProofs(vault: Pick<Vault, 'tlog' | 'checkpoints'>): 
       for (const [seq, r] of ranges) {
         const proof = hashRanges(r, (node) => {
           const h = found.get(nodeKey(node));
-          if (h === undefined) throw new Error(`the vault tree lacks subtree ${nodeKey(node)}`);
+          if (h === undefined) throw new InvariantError(`the vault tree lacks subtree ${nodeKey(node)}`);
           return h;
         });
         out.set(seq, formatTlogProof({ index: seq - 1, proof, checkpoint }));

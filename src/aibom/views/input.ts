@@ -1,5 +1,5 @@
 import { DIGEST_PATTERN, decodeBase64Strict, PredicateTypes, type DsseEnvelope } from '../../attest/index.ts';
-import { dagDigest } from '../build.ts';
+import { checkRun } from '../cyclonedx.ts';
 import { AibomError } from '../errors.ts';
 import type { Aibom, AibomRun } from '../types.ts';
 
@@ -150,16 +150,7 @@ const SHA256_PREFIXED = DIGEST_PATTERN;
  */
 export function checkViewInput(input: ViewInput): void {
   const { run, bom, records } = input;
-  if (run.id.toLowerCase() !== bom.metadata.run_id) {
-    throw new AibomError('RUN_MISMATCH', `run ${run.id} is not the BOM's run ${bom.metadata.run_id}`);
-  }
-  const digest = dagDigest(run.spec);
-  if (digest !== bom.metadata.dag_digest) {
-    throw new AibomError(
-      'RUN_MISMATCH',
-      `run DAG digest ${digest} differs from the BOM's ${bom.metadata.dag_digest}`,
-    );
-  }
+  checkRun(bom, run);
   if (!SHA256_PREFIXED.test(input.aibomDigest)) {
     throw new AibomError('VIEW_INPUT_MISMATCH', `AIBOM digest ${input.aibomDigest} is not sha256:<hex>`);
   }

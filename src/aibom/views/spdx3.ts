@@ -91,17 +91,143 @@ const recordRef = (r: ViewRecord) => ({
 
 const entry = (key: string, value: string) => ({ type: 'DictionaryEntry', key, value });
 
-export function toSpdx3(input: ViewInput): Spdx3Document {
-  checkViewInput(input);
+/**
+ * What the elements of one view are collected into, in document order: each list is appended to
+ * as the steps and packs are walked, and organisations are created on first mention.
+ */
+interface Graph {
+  readonly id: ReturnType<typeof ids>;
+  readonly runId: string;
+  readonly organizations: Map<string, SpdxElement>;
+  readonly stepBuilds: SpdxElement[];
+  readonly packages: SpdxElement[];
+  readonly relationships: SpdxElement[];
+}
+
+/** The Organization element named `name` (created on first mention), by id. */
+function orgOf(g: Graph, name: string): string {
+  const orgId = g.id.org(name);
+  if (!g.organizations.has(orgId)) {
+    g.organizations.set(orgId, { type: 'Organization', spdxId: orgId, creationInfo: CREATION_INFO, name });
+  }
+  return orgId;
+}
+
+/** The AI and Dataset profiles want exactly one of each per package; the run states no licence. */
+function licences(g: Graph, from: string, name: string): void {
+  g.relationships.push(
+    relationship(g.id.rel(`${name}/concluded-license`), from, 'hasConcludedLicense', [NO_ASSERTION_LICENSE]),
+    relationship(g.id.rel(`${name}/declared-license`), from, 'hasDeclaredLicense', [NO_ASSERTION_LICENSE]),
+  );
+}
+
+type Step = ViewInput['run']['spec']['steps'][number];
+type BomModel = ViewInput['bom']['components']['models'][number];
+type BomTool = ViewInput['bom']['components']['tools'][number];
+type StepRecord = { record: ViewRecord; facts: NonNullable<ReturnType<typeof stepFacts>> };
+
+/** A step as a `build_Build`: its times, inputs digest, temperature and phase, and its record. */
+function stepBuild(
+  g: Graph,
+  step: Step,
+  rec: StepRecord | undefined,
+  model?: BomModel,
+  tool?: BomTool,
+): SpdxElement {
+  const stepStart = rec !== undefined ? spdxTime(rec.facts.startedAt) : undefined;
+  const stepEnd = rec !== undefined ? spdxTime(rec.facts.finishedAt) : undefined;
+  const digest = (model ?? tool)?.digests[0]?.content;
+  return {
+    type: 'build_Build',
+    spdxId: g.id.step(step.id),
+    creationInfo: CREATION_INFO,
+    name: step.id,
+    build_buildType: PredicateTypes.step,
+    build_buildId: `${g.runId}:${step.id}`,
+    ...(stepStart !== undefined ? { build_buildStartTime: stepStart } : {}),
+    ...(stepEnd !== undefined ? { build_buildEndTime: stepEnd } : {}),
+    build_parameter: [
+      ...(digest !== undefined ? [entry('inputs.sha256', digest)] : []),
+      ...(model !== undefined ? [entry('temperature', JSON.stringify(model.properties.temperature))] : []),
+      entry('phase', rec?.facts.phase ?? 'not recorded'),
+    ],
+    ...(rec !== undefined ? { externalRef: [recordRef(rec.record)] } : {}),
+  };
+}
+
+/** The model or tool a step used, as a package, and the step's `usesTool` relationship to it. */
+function usedPackage(g: Graph, step: Step, model?: BomModel, tool?: BomTool): void {
+  let usedId: string | undefined;
+  if (model !== undefined) {
+    usedId = g.id.model(step.id);
+    g.packages.push({
+      type: 'ai_AIPackage',
+      spdxId: usedId,
+      creationInfo: CREATION_INFO,
+      name: model.name,
+      software_packageVersion: model.version,
+      software_packageUrl: `pkg:generic/${encodeURIComponent(model.provider)}/${encodeURIComponent(model.name)}@${encodeURIComponent(model.version)}`,
+      software_downloadLocation: NOASSERTION,
+      software_primaryPurpose: 'model',
+      suppliedBy: orgOf(g, model.provider),
+      releaseTime: UNKNOWN_TIME,
+      comment: `The model step ${step.id} called. releaseTime ${UNKNOWN_TIME} is a placeholder the AI profile requires: the run does not say when the model was released. downloadLocation and licences: no assertion (the run does not say).`,
+    });
+    licences(g, usedId, `step/${step.id}/model`);
+  } else if (tool !== undefined) {
+    usedId = g.id.tool(step.id);
+    g.packages.push({
+      type: 'software_Package',
+      spdxId: usedId,
+      creationInfo: CREATION_INFO,
+      name: tool.name,
+      software_packageUrl: `pkg:generic/${encodeURIComponent(tool.name)}`,
+      software_primaryPurpose: 'application',
+      comment: `The tool step ${step.id} ran, command line ${JSON.stringify(tool.properties.command)}.`,
+    });
+  }
+  if (usedId !== undefined) {
+    g.relationships.push(
+      relationship(g.id.rel(`step/${step.id}/uses`), g.id.step(step.id), 'usesTool', [usedId]),
+    );
+  }
+}
+
+/** The datasets a step declares, as packages, and the step's `hasInput` relationship to them. */
+function datasetPackages(g: Graph, step: Step): void {
+  const datasetIds: string[] = [];
+  (step.datasets ?? []).forEach((d, i) => {
+    const dsId = g.id.dataset(step.id, i);
+    datasetIds.push(dsId);
+    g.packages.push({
+      type: 'dataset_DatasetPackage',
+      spdxId: dsId,
+      creationInfo: CREATION_INFO,
+      name: d.name,
+      ...(d.version !== undefined ? { software_packageVersion: d.version } : {}),
+      software_downloadLocation: d.location ?? NOASSERTION,
+      software_primaryPurpose: 'data',
+      originatedBy: [orgOf(g, d.provider)],
+      releaseTime: UNKNOWN_TIME,
+      builtTime: UNKNOWN_TIME,
+      dataset_datasetType: [d.type ?? 'noAssertion'],
+      ...(d.sha256 !== undefined
+        ? { verifiedUsing: [{ type: 'Hash', algorithm: 'sha256', hashValue: d.sha256 }] }
+        : {}),
+      comment: `A dataset step ${step.id} declares. releaseTime and builtTime ${UNKNOWN_TIME} are placeholders the Dataset profile requires: the run does not say when it was released or built.${d.location === undefined ? ' downloadLocation: no assertion (the run gives no location).' : ''}`,
+    });
+    licences(g, dsId, `step/${step.id}/dataset/${i}`);
+  });
+  if (datasetIds.length > 0) {
+    g.relationships.push(
+      relationship(g.id.rel(`step/${step.id}/inputs`), g.id.step(step.id), 'hasInput', datasetIds),
+    );
+  }
+}
+
+/** Every step: its build, what it used, its datasets and its `dependsOn` edges, step by step. */
+function stepElements(g: Graph, input: ViewInput): void {
   const { run, bom, records } = input;
-  const runId = bom.metadata.run_id;
-  const id = ids(runId);
-  // The step packs as the recorder resolved them when it signed the step records (no override: a
-  // view is of the stored AIBOM).
-  const packs = packContext(run.spec);
-  const times = records.map(runTimes).find((t) => t !== undefined);
-  const started = times !== undefined ? spdxTime(times.startedOn) : undefined;
-  const finished = times !== undefined ? spdxTime(times.finishedOn) : undefined;
   const stepRecords = new Map(
     records.flatMap((r) => {
       const f = stepFacts(r);
@@ -111,123 +237,35 @@ export function toSpdx3(input: ViewInput): Spdx3Document {
   const models = new Map(bom.components.models.map((m) => [m.id, m]));
   const tools = new Map(bom.components.tools.map((t) => [t.id, t]));
   const known = new Set(run.spec.steps.map((s) => s.id));
-
-  const organizations = new Map<string, SpdxElement>();
-  const orgOf = (name: string): string => {
-    const orgId = id.org(name);
-    if (!organizations.has(orgId)) {
-      organizations.set(orgId, { type: 'Organization', spdxId: orgId, creationInfo: CREATION_INFO, name });
-    }
-    return orgId;
-  };
-  const relationships: SpdxElement[] = [];
-  const licences = (from: string, name: string) => {
-    // The AI and Dataset profiles want exactly one of each per package; the run states no licence.
-    relationships.push(
-      relationship(id.rel(`${name}/concluded-license`), from, 'hasConcludedLicense', [NO_ASSERTION_LICENSE]),
-      relationship(id.rel(`${name}/declared-license`), from, 'hasDeclaredLicense', [NO_ASSERTION_LICENSE]),
-    );
-  };
-
-  const packages: SpdxElement[] = [];
-  const stepBuilds: SpdxElement[] = [];
   for (const step of run.spec.steps) {
-    const rec = stepRecords.get(step.id);
-    const stepStart = rec !== undefined ? spdxTime(rec.facts.startedAt) : undefined;
-    const stepEnd = rec !== undefined ? spdxTime(rec.facts.finishedAt) : undefined;
     const model = models.get(step.id);
     const tool = tools.get(step.id);
-    const digest = (model ?? tool)?.digests[0]?.content;
-    stepBuilds.push({
-      type: 'build_Build',
-      spdxId: id.step(step.id),
-      creationInfo: CREATION_INFO,
-      name: step.id,
-      build_buildType: PredicateTypes.step,
-      build_buildId: `${runId}:${step.id}`,
-      ...(stepStart !== undefined ? { build_buildStartTime: stepStart } : {}),
-      ...(stepEnd !== undefined ? { build_buildEndTime: stepEnd } : {}),
-      build_parameter: [
-        ...(digest !== undefined ? [entry('inputs.sha256', digest)] : []),
-        ...(model !== undefined ? [entry('temperature', JSON.stringify(model.properties.temperature))] : []),
-        entry('phase', rec?.facts.phase ?? 'not recorded'),
-      ],
-      ...(rec !== undefined ? { externalRef: [recordRef(rec.record)] } : {}),
-    });
-    let usedId: string | undefined;
-    if (model !== undefined) {
-      usedId = id.model(step.id);
-      packages.push({
-        type: 'ai_AIPackage',
-        spdxId: usedId,
-        creationInfo: CREATION_INFO,
-        name: model.name,
-        software_packageVersion: model.version,
-        software_packageUrl: `pkg:generic/${encodeURIComponent(model.provider)}/${encodeURIComponent(model.name)}@${encodeURIComponent(model.version)}`,
-        software_downloadLocation: NOASSERTION,
-        software_primaryPurpose: 'model',
-        suppliedBy: orgOf(model.provider),
-        releaseTime: UNKNOWN_TIME,
-        comment: `The model step ${step.id} called. releaseTime ${UNKNOWN_TIME} is a placeholder the AI profile requires: the run does not say when the model was released. downloadLocation and licences: no assertion (the run does not say).`,
-      });
-      licences(usedId, `step/${step.id}/model`);
-    } else if (tool !== undefined) {
-      usedId = id.tool(step.id);
-      packages.push({
-        type: 'software_Package',
-        spdxId: usedId,
-        creationInfo: CREATION_INFO,
-        name: tool.name,
-        software_packageUrl: `pkg:generic/${encodeURIComponent(tool.name)}`,
-        software_primaryPurpose: 'application',
-        comment: `The tool step ${step.id} ran, command line ${JSON.stringify(tool.properties.command)}.`,
-      });
-    }
-    if (usedId !== undefined) {
-      relationships.push(
-        relationship(id.rel(`step/${step.id}/uses`), id.step(step.id), 'usesTool', [usedId]),
-      );
-    }
-    const datasetIds: string[] = [];
-    (step.datasets ?? []).forEach((d, i) => {
-      const dsId = id.dataset(step.id, i);
-      datasetIds.push(dsId);
-      packages.push({
-        type: 'dataset_DatasetPackage',
-        spdxId: dsId,
-        creationInfo: CREATION_INFO,
-        name: d.name,
-        ...(d.version !== undefined ? { software_packageVersion: d.version } : {}),
-        software_downloadLocation: d.location ?? NOASSERTION,
-        software_primaryPurpose: 'data',
-        originatedBy: [orgOf(d.provider)],
-        releaseTime: UNKNOWN_TIME,
-        builtTime: UNKNOWN_TIME,
-        dataset_datasetType: [d.type ?? 'noAssertion'],
-        ...(d.sha256 !== undefined
-          ? { verifiedUsing: [{ type: 'Hash', algorithm: 'sha256', hashValue: d.sha256 }] }
-          : {}),
-        comment: `A dataset step ${step.id} declares. releaseTime and builtTime ${UNKNOWN_TIME} are placeholders the Dataset profile requires: the run does not say when it was released or built.${d.location === undefined ? ' downloadLocation: no assertion (the run gives no location).' : ''}`,
-      });
-      licences(dsId, `step/${step.id}/dataset/${i}`);
-    });
-    if (datasetIds.length > 0) {
-      relationships.push(
-        relationship(id.rel(`step/${step.id}/inputs`), id.step(step.id), 'hasInput', datasetIds),
-      );
-    }
+    g.stepBuilds.push(stepBuild(g, step, stepRecords.get(step.id), model, tool));
+    usedPackage(g, step, model, tool);
+    datasetPackages(g, step);
     const deps = [...new Set(step.dependsOn ?? [])].filter((d) => known.has(d)).sort();
     if (deps.length > 0) {
-      relationships.push(
-        relationship(id.rel(`step/${step.id}/depends-on`), id.step(step.id), 'dependsOn', deps.map(id.step)),
+      g.relationships.push(
+        relationship(
+          g.id.rel(`step/${step.id}/depends-on`),
+          g.id.step(step.id),
+          'dependsOn',
+          deps.map(g.id.step),
+        ),
       );
     }
   }
+}
 
-  // Policy packs configure the steps they govern (the resolution the step records are signed with).
+/** Policy packs configure the steps they govern (the resolution the step records are signed with). */
+function policyElements(g: Graph, input: ViewInput): void {
+  const { run, bom } = input;
+  // The step packs as the recorder resolved them when it signed the step records (no override: a
+  // view is of the stored AIBOM).
+  const packs = packContext(run.spec);
   for (const p of bom.components.policies) {
-    const pid = id.policy(p.pack, p.version);
-    packages.push({
+    const pid = g.id.policy(p.pack, p.version);
+    g.packages.push({
       type: 'software_Package',
       spdxId: pid,
       creationInfo: CREATION_INFO,
@@ -241,11 +279,11 @@ export function toSpdx3(input: ViewInput): Spdx3Document {
         const r = resolveStepPack(s, packs);
         return r.name === p.pack && r.version === p.version;
       })
-      .map((s) => id.step(s.id));
+      .map((s) => g.id.step(s.id));
     if (governed.length > 0) {
-      relationships.push(
+      g.relationships.push(
         relationship(
-          id.rel(`policy/${encodeURIComponent(p.pack)}@${encodeURIComponent(p.version)}/configures`),
+          g.id.rel(`policy/${encodeURIComponent(p.pack)}@${encodeURIComponent(p.version)}/configures`),
           pid,
           'configures',
           governed,
@@ -253,15 +291,19 @@ export function toSpdx3(input: ViewInput): Spdx3Document {
       );
     }
   }
+}
 
+/** The run as the root `build_Build`: its times, digests, the AIBOM payload and its run-level records. */
+function runBuildOf(g: Graph, input: ViewInput, started?: string, finished?: string): SpdxElement {
+  const { run, bom, records } = input;
   const runRecord = records.find((r) => runTimes(r) !== undefined);
-  const runBuild: SpdxElement = {
+  return {
     type: 'build_Build',
-    spdxId: id.run,
+    spdxId: g.id.run,
     creationInfo: CREATION_INFO,
     name: `${run.namespace}/${run.name}`,
     build_buildType: RUN_BUILD_TYPE,
-    build_buildId: runId,
+    build_buildId: g.runId,
     ...(started !== undefined ? { build_buildStartTime: started } : {}),
     ...(finished !== undefined ? { build_buildEndTime: finished } : {}),
     build_parameter: [
@@ -282,13 +324,34 @@ export function toSpdx3(input: ViewInput): Spdx3Document {
       ...records.filter((r) => r.kind === 'policy' || r.kind === 'capability').map(recordRef),
     ],
   };
-  if (stepBuilds.length > 0) {
-    relationships.unshift(
+}
+
+export function toSpdx3(input: ViewInput): Spdx3Document {
+  checkViewInput(input);
+  const { run, records } = input;
+  const runId = input.bom.metadata.run_id;
+  const g: Graph = {
+    id: ids(runId),
+    runId,
+    organizations: new Map(),
+    stepBuilds: [],
+    packages: [],
+    relationships: [],
+  };
+  const id = g.id;
+  const times = records.map(runTimes).find((t) => t !== undefined);
+  const started = times !== undefined ? spdxTime(times.startedOn) : undefined;
+  const finished = times !== undefined ? spdxTime(times.finishedOn) : undefined;
+  stepElements(g, input);
+  policyElements(g, input);
+  const runBuild = runBuildOf(g, input, started, finished);
+  if (g.stepBuilds.length > 0) {
+    g.relationships.unshift(
       relationship(
         id.rel('run/contains'),
         id.run,
         'contains',
-        stepBuilds.map((b) => String(b.spdxId)),
+        g.stepBuilds.map((b) => String(b.spdxId)),
       ),
     );
   }
@@ -301,11 +364,11 @@ export function toSpdx3(input: ViewInput): Spdx3Document {
   };
   const elements = [
     creator,
-    ...organizations.values(),
+    ...g.organizations.values(),
     runBuild,
-    ...stepBuilds,
-    ...packages,
-    ...relationships,
+    ...g.stepBuilds,
+    ...g.packages,
+    ...g.relationships,
   ];
   const hasDatasets = run.spec.steps.some((s) => (s.datasets?.length ?? 0) > 0);
   const document: SpdxElement = {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ProblemError } from '../problem.ts';
+import { ProblemError, upstreamUnavailable } from '../problem.ts';
 import { bindingOf, CSRF_HEADER, parseCookies, SESSION_COOKIE, type SessionCodec } from '../ui/session.ts';
 import type { Authorizer, ResourceAttributes, UserInfo } from './authorizer.ts';
 
@@ -63,15 +63,7 @@ export function credentialOf(req: FastifyRequest, sessions: SessionCodec | undef
 }
 
 function upstream(err: unknown): ProblemError {
-  return new ProblemError(
-    503,
-    'UPSTREAM_UNAVAILABLE',
-    'the Kubernetes API server could not review the request',
-    {
-      headers: { 'retry-after': '5' },
-      cause: err,
-    },
-  );
+  return upstreamUnavailable('the Kubernetes API server could not review the request', err);
 }
 
 /**
@@ -107,15 +99,7 @@ export function installAuth(
       try {
         revoked = await revocations.isRevoked(credential.sid ?? '');
       } catch (err) {
-        throw new ProblemError(
-          503,
-          'UPSTREAM_UNAVAILABLE',
-          'the session store could not be read; try again',
-          {
-            headers: { 'retry-after': '5' },
-            cause: err,
-          },
-        );
+        throw upstreamUnavailable('the session store could not be read; try again', err);
       }
       if (revoked) credential = null;
     }

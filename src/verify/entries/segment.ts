@@ -19,8 +19,10 @@ export const segmentEntry: EntryHandler = {
     let listed: SegmentIndex | undefined;
     try {
       listed = JSON.parse(entry.content.toString('utf8')) as SegmentIndex;
-      if (!Array.isArray(listed.entries)) throw new Error('no entries');
     } catch {
+      listed = undefined;
+    }
+    if (!Array.isArray(listed?.entries)) {
       state.fail(entry.path, 'MALFORMED', 'not a segment index');
       listed = undefined;
     }

@@ -70,3 +70,58 @@ describe('every typed error of the formats, signing, HTTP, CLI, config and kube 
     }
   });
 });
+
+describe('the errors issue 23 gave a code', () => {
+  it('InvariantError, ConfigValueError, WatchInterruptedError are BaseErrors with their codes', async () => {
+    const { InvariantError } = await import('../../../src/errors.ts');
+    const { ConfigValueError } = await import('../../../src/config/errors.ts');
+    const { WatchInterruptedError } = await import('../../../src/kube/client.ts');
+    const cases: [BaseError<string>, string, string][] = [
+      [new InvariantError('m'), 'InvariantError', 'INVARIANT'],
+      [new ConfigValueError('m'), 'ConfigValueError', 'INVALID_VALUE'],
+      [new WatchInterruptedError('WATCH_INTERRUPTED', 'm'), 'WatchInterruptedError', 'WATCH_INTERRUPTED'],
+    ];
+    for (const [err, name, code] of cases) {
+      expect(err, name).toBeInstanceOf(BaseError);
+      expect(err.name).toBe(name);
+      expect(hasCode(err, code)).toBe(true);
+    }
+  });
+
+  it('a bad configuration value still reaches the operator as one line naming the key', async () => {
+    const { loadConfig, ConfigError } = await import('../../../src/config/index.ts');
+    const err = (() => {
+      try {
+        loadConfig('cli', { LOG_LEVEL: 'loud' });
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as InstanceType<typeof ConfigError>).problems.join('\n')).toMatch(
+      /^LOG_LEVEL: must be one of /m,
+    );
+  });
+
+  it('the JUMBF writer refuses bad box input with C2paError INVALID_INPUT', async () => {
+    const { C2paError } = await import('../../../src/c2pa/errors.ts');
+    const { c2paUuid, encodeBox, encodeDescription } = await import('../../../src/c2pa/jumbf.ts');
+    const bad: [() => unknown, RegExp][] = [
+      [() => c2paUuid('toolong'), /four-character code expected/],
+      [() => encodeBox('abc', Buffer.alloc(1)), /box type must be four characters/],
+      [() => encodeDescription(Buffer.alloc(3), 'x'), /16-byte UUID/],
+      [() => encodeDescription(Buffer.alloc(16), 'a\0b'), /must not contain NUL/],
+    ];
+    for (const [call, message] of bad) {
+      expect(call).toThrow(C2paError);
+      expect(call).toThrow(message);
+      try {
+        call();
+      } catch (e) {
+        expect(hasCode(e, 'INVALID_INPUT')).toBe(true);
+      }
+    }
+    expect(encodeBox('abcd', Buffer.alloc(1))).toHaveLength(9);
+  });
+});

@@ -40,7 +40,7 @@ export interface ChainView {
 export interface RunPageInput {
   readonly viewer: Viewer;
   readonly run: RunView;
-  /** One page of the run's records (src/http/ui/routes.ts RECORDS_PER_PAGE), each checked. */
+  /** One page of the run's records (src/http/ui/page-routes.ts RECORDS_PER_PAGE), each checked. */
   readonly attestations: readonly (EnvelopeView & { verification: VerificationState })[];
   /** Where this page of records is: its cursor (none: the first page) and the next page's. */
   readonly records?: { readonly cursor?: string; readonly next: string | null };
