@@ -5,9 +5,11 @@
  * (pipeline steps, the controller's conditions, attestations and artifacts), so managedFields has
  * two managers. Then, in a fresh Node process per case, the controller's module graph is loaded
  * (src/controller/manager.ts) and its Run informer lists the namespace; once synced and after a
- * full GC the child reports its RSS and heap. Cases: the controller's cache (slimForCache), the
- * same cache keeping whole objects (what stripping saves), and the process with no Runs (the
- * floor). The goal row divides the controller's RSS by 300 MB.
+ * full GC the child reports its RSS (and the peak) and heap. Every child runs with the controller's
+ * V8 flags (src/bin/node-flags.ts) but one. Cases: the controller's cache (slimForCache), the same
+ * without the flags (what capping the young generation saves), the cache keeping whole objects
+ * (what stripping saves), and the process with no Runs (the floor). The goal row divides the
+ * controller's RSS by 300 MB.
  */
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -15,6 +17,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { repoRoot } from '../hack/stack/stack.ts';
+import { CONTROLLER_NODE_FLAGS } from '../src/bin/node-flags.ts';
 import type { Run } from '../src/crd/run.ts';
 import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import { applyStatus, kubeClient, LAST_APPLIED_ANNOTATION, resourcePath } from '../src/kube/index.ts';
@@ -29,6 +32,8 @@ interface ChildReport {
   readonly runs: number;
   readonly rssMB: number;
   readonly heapUsedMB: number;
+  readonly heapTotalMB: number;
+  readonly maxRssMB: number;
   readonly syncMs: number;
 }
 
@@ -74,12 +79,13 @@ async function child(
   ctx: BenchContext,
   kubeconfig: string,
   namespace: string,
-  mode: 'controller' | 'whole' | 'empty',
+  mode: 'controller' | 'whole',
+  flags: readonly string[] = CONTROLLER_NODE_FLAGS,
 ): Promise<ChildReport> {
   ctx.throwIfStopping();
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    ['--expose-gc', join(repoRoot, 'bench/memory-child.ts'), kubeconfig, namespace, mode],
+    [...flags, '--expose-gc', join(repoRoot, 'bench/memory-child.ts'), kubeconfig, namespace, mode],
     { maxBuffer: 1 << 20 },
   );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as ChildReport;
@@ -143,19 +149,26 @@ export const controllerMemoryBenchmark: Benchmark = {
         report: await child(ctx, kubeconfig, ns, 'controller'),
       },
       {
+        label: `same, V8's default young generation (no ${CONTROLLER_NODE_FLAGS.join(' ')}), ${n} Runs`,
+        report: await child(ctx, kubeconfig, ns, 'controller', []),
+      },
+      {
         label: `whole objects (managedFields, last-applied), ${n} Runs`,
         report: await child(ctx, kubeconfig, ns, 'whole'),
       },
       { label: 'controller modules, no Runs', report: await child(ctx, kubeconfig, empty, 'controller') },
     ];
     printTable(
-      `memory: ${n} Runs cached by the controller's informer (fresh process per case, after GC)`,
-      ['case', 'Runs', 'RSS MB', 'heap used MB', 'list+sync ms'],
+      `memory: ${n} Runs cached by the controller's informer (fresh process per case, after GC; ` +
+        `controller flags ${CONTROLLER_NODE_FLAGS.join(' ')} unless said)`,
+      ['case', 'Runs', 'RSS MB', 'peak RSS MB', 'heap used MB', 'heap total MB', 'list+sync ms'],
       cases.map(({ label, report: r }) => [
         label,
         String(r.runs),
         r.rssMB.toFixed(0),
+        r.maxRssMB.toFixed(0),
         r.heapUsedMB.toFixed(0),
+        r.heapTotalMB.toFixed(0),
         r.syncMs.toFixed(0),
       ]),
     );

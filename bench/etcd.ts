@@ -35,7 +35,7 @@ import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import type { AttestationResourceMode, ResourcePolicy } from '../src/controller/run/resources.ts';
 import { ConditionTypes, FINALIZER } from '../src/crd/reasons.ts';
 import type { Run, RunStatus, StepStatus } from '../src/crd/run.ts';
-import { applyStatus, isNotFound, kubeClient, resourcePath, type KubeClient } from '../src/kube/index.ts';
+import { applyStatus, kubeClient, resourcePath, type KubeClient } from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../src/vault/index.ts';
@@ -52,7 +52,7 @@ import {
   type Goal,
   type SummaryRow,
 } from './common.ts';
-import { loadKube, mapLimit, metric, retrying } from './operator.ts';
+import { dropFinalizers, loadKube, mapLimit, metric, retrying } from './operator.ts';
 
 const MODES: readonly AttestationResourceMode[] = ['perRecord', 'perRun', 'none'];
 const STEPS = 2;
@@ -295,22 +295,11 @@ class ModeBench {
       .request<{ items: Run[] }>({ method: 'GET', path: resourcePath(RUN_TYPE, { namespace: this.#ns }) })
       .catch(() => ({ items: [] as Run[] }));
     const retries = { n: 0 };
-    await mapLimit(
+    await dropFinalizers(
+      this.#pipe,
+      this.#ns,
       list.items.filter((r) => (r.metadata.finalizers ?? []).includes(FINALIZER)),
-      32,
-      (r) =>
-        retrying(
-          () =>
-            this.#pipe.request({
-              method: 'PATCH',
-              path: resourcePath(RUN_TYPE, { namespace: this.#ns, name: r.metadata.name }),
-              contentType: 'application/merge-patch+json',
-              body: { metadata: { finalizers: null } },
-            }),
-          retries,
-        ).catch((err: unknown) => {
-          if (!isNotFound(err)) throw err;
-        }),
+      retries,
     );
     await this.#pipe
       .request({ method: 'DELETE', path: `/api/v1/namespaces/${this.#ns}` })

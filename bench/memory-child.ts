@@ -2,7 +2,8 @@
  * Child of bench/controller-memory.ts: `node --expose-gc bench/memory-child.ts <kubeconfig> <ns>
  * controller|whole`. Loads the controller's module graph, lists the namespace's Runs into an
  * informer (the controller's own, or one keeping whole objects), waits for sync, collects garbage
- * and prints one JSON line: runs, rssMB, heapUsedMB, syncMs.
+ * and prints one JSON line: runs, rssMB, heapUsedMB, heapTotalMB, maxRssMB (the peak), syncMs.
+ * The parent passes the controller's V8 flags (src/bin/node-flags.ts) unless a case leaves them out.
  */
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
@@ -47,6 +48,8 @@ console.log(
     runs: informer.keys().length,
     rssMB: mem.rss / MB,
     heapUsedMB: mem.heapUsed / MB,
+    heapTotalMB: mem.heapTotal / MB,
+    maxRssMB: process.resourceUsage().maxRSS / 1024,
     syncMs,
   }),
 );

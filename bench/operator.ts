@@ -186,6 +186,32 @@ export async function mapLimit<T, R>(
   return out;
 }
 
+/**
+ * Strips the finalizer a stopped controller left on `runs` of `namespace` (32 at once, retried like
+ * every bench write; a Run already gone is fine), so that the namespace can be deleted.
+ */
+export async function dropFinalizers(
+  pipe: KubeClient,
+  namespace: string,
+  runs: readonly Run[],
+  retries: { n: number },
+): Promise<void> {
+  await mapLimit(runs, 32, (r) =>
+    retrying(
+      () =>
+        pipe.request({
+          method: 'PATCH',
+          path: resourcePath(RUN_TYPE, { namespace, name: r.metadata.name }),
+          contentType: 'application/merge-patch+json',
+          body: { metadata: { finalizers: null } },
+        }),
+      retries,
+    ).catch((err: unknown) => {
+      if (!isNotFound(err)) throw err;
+    }),
+  );
+}
+
 /** Retries what the API server sheds under load (429, 5xx, reset connections); counts the retries. */
 export async function retrying<T>(fn: () => Promise<T>, retries: { n: number }): Promise<T> {
   for (let attempt = 0; ; attempt++) {
@@ -479,20 +505,7 @@ class OperatorBench {
     const t0 = performance.now();
     const held = list.items.filter((r) => (r.metadata.finalizers ?? []).includes(FINALIZER));
     if (held.length > 0) this.#ctx.log(`operator: removing the finalizer of ${fmtCount(held.length)} Runs`);
-    await mapLimit(held, 32, (r) =>
-      retrying(
-        () =>
-          this.#pipe.request({
-            method: 'PATCH',
-            path: resourcePath(RUN_TYPE, { namespace: this.#ns, name: r.metadata.name }),
-            contentType: 'application/merge-patch+json',
-            body: { metadata: { finalizers: null } },
-          }),
-        retries,
-      ).catch((err: unknown) => {
-        if (!isNotFound(err)) throw err;
-      }),
-    );
+    await dropFinalizers(this.#pipe, this.#ns, held, retries);
     if (held.length > 0) {
       this.#ctx.log(`operator: finalizers removed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }

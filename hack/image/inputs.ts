@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { chmod, cp, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
+import { CONTROLLER_NODE_FLAGS } from '../../src/bin/node-flags.ts';
 import { entriesOf, type Entry } from './layer.ts';
 
 const run = promisify(execFile);
@@ -159,7 +160,13 @@ export async function stageApp(repo: string, work: string): Promise<{ deps: Entr
     const text = await readFile(file, 'utf8');
     if (!text.startsWith('#!/usr/bin/env node\n'))
       throw new Error(`${file}: expected a #!/usr/bin/env node line`);
-    await writeFile(file, `#!/usr/local/bin/node\n${text.slice(text.indexOf('\n') + 1)}`);
+    // The controller's V8 flags go on its `#!` line (one argument at most: src/bin/node-flags.ts).
+    const flags = bin === 'controller' ? CONTROLLER_NODE_FLAGS : [];
+    if (flags.length > 1) throw new Error(`a #! line takes one argument, not ${flags.join(' ')}`);
+    await writeFile(
+      file,
+      `#!/usr/local/bin/node${flags.map((f) => ` ${f}`).join('')}\n${text.slice(text.indexOf('\n') + 1)}`,
+    );
     await chmod(file, 0o755);
   }
   // npm's own bookkeeping of the install is not part of the application.

@@ -13,6 +13,7 @@ import { startTsa } from './tsa.ts';
 import { ensureTools, STACK_TOOLS, type StackTool, type Tool, type Tools } from './tools.ts';
 import { prepareNode, startNode, stopNode, type NodeInfo } from './node/index.ts';
 import { startStackWitness } from './witness.ts';
+import { CONTROLLER_NODE_FLAGS } from '../../src/bin/node-flags.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -365,7 +366,7 @@ export async function startServices(
   const controller = await startProcess({
     name: 'controller',
     command: node,
-    args: [join(repoRoot, 'src/bin/controller.ts')],
+    args: [...CONTROLLER_NODE_FLAGS, join(repoRoot, 'src/bin/controller.ts')],
     // Each process under its own ServiceAccount of manifests/rbac.yaml.
     env: {
       ...common,

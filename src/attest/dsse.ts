@@ -1,4 +1,4 @@
-import type { Signer } from '../signing/signer.ts';
+import { keepsNoReference, type Signer } from '../signing/signer.ts';
 import { canonicalJson } from './json.ts';
 import { inTotoPreAuthEncodingOfText, preAuthEncoding } from './pae.ts';
 import type { Statement } from './statement.ts';
@@ -51,7 +51,9 @@ function envelopeOf(payload: Buffer, payloadType: string, keyid: string, sig: Bu
  * written straight into the PAE buffer (one allocation, no copy of the payload).
  */
 export function signStatement(statement: Statement, signer: Signer): DsseEnvelope {
-  const { pae, payload } = inTotoPreAuthEncodingOfText(canonicalJson(statement));
+  // A signer that keeps no reference to what it signs gets the PAE in the reused buffer: nothing
+  // else runs between writing it and the payload's base64 in envelopeOf (all synchronous).
+  const { pae, payload } = inTotoPreAuthEncodingOfText(canonicalJson(statement), keepsNoReference(signer));
   return envelopeOf(payload, IN_TOTO_PAYLOAD_TYPE, signer.keyId, signer.sign(pae));
 }
 

@@ -37,11 +37,15 @@ function isPlain(value: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
-/** True when JSON.stringify(value) is already its JCS form (and value is valid JSON). */
+/**
+ * True when JSON.stringify(value) is already its JCS form (and value is valid JSON), but for lone
+ * surrogates: strings are not checked here (isWellFormed on every string and member name cost
+ * ~20% of canonicalising a statement) because JSON.stringify escapes a lone surrogate as `\udXXX`,
+ * which canonicalJson looks for in the text it made (see LONE_SURROGATE_ESCAPE).
+ */
 function stringifiesCanonically(value: unknown, depth: number): boolean {
   switch (typeof value) {
     case 'string':
-      return value.isWellFormed();
     case 'boolean':
       return true;
     case 'number':
@@ -58,13 +62,13 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
       }
       if (!isPlain(value)) return false;
       const obj = value as Record<string, unknown>;
-      const keys = Object.keys(obj);
-      // Member order first, then the members: an unsorted object (an in-toto statement's top
-      // level) fails here before its subtrees are walked for nothing.
-      for (let i = 0; i < keys.length; i++) {
-        if ((i > 0 && !(keys[i - 1]! < keys[i]!)) || !keys[i]!.isWellFormed()) return false;
-      }
-      for (const key of keys) {
+      // for-in, not Object.keys: no array per object (~40% of this walk). It visits own members in
+      // Object.keys order, then inherited enumerable ones (none on a plain object unless
+      // Object.prototype was polluted, and then checking more than JSON.stringify writes is safe).
+      let previous: string | undefined;
+      for (const key in obj) {
+        if (previous !== undefined && !(previous < key)) return false;
+        previous = key;
         const member = obj[key];
         if (member === undefined || !stringifiesCanonically(member, depth + 1)) return false;
       }
@@ -180,9 +184,20 @@ function notJson(path: string, what: string): AttestError {
   return new AttestError('NOT_CANONICALIZABLE', `$${path} is ${what}, not a JSON value`);
 }
 
+/**
+ * Where JSON.stringify wrote a lone surrogate (ES2019 well-formed JSON.stringify writes each as
+ * `\ud800`–`\udfff`, lower-case; a well-formed string never yields `\ud` but after an escaped
+ * backslash, `\\ud`). A hit, real or not, sends the value to the checked passes, which reject
+ * lone surrogates or, for an escaped backslash, give the same text.
+ */
+const LONE_SURROGATE_ESCAPE = '\\ud';
+
 /** RFC 8785 (JCS) canonical JSON of a plain JSON value; throws `AttestError` NOT_CANONICALIZABLE. */
 export function canonicalJson(value: unknown): string {
-  if (stringifiesCanonically(value, 0)) return JSON.stringify(value);
+  if (stringifiesCanonically(value, 0)) {
+    const text = JSON.stringify(value);
+    if (!text.includes(LONE_SURROGATE_ESCAPE)) return text;
+  }
   let copy: unknown;
   try {
     copy = sortedCopy(value, 0);

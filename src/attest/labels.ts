@@ -50,20 +50,21 @@ const ARTIFACT_KINDS = new Set(['artifact', 'aibom']);
 export function labelStatement<S extends Statement>(statement: S, labels: RecordLabels): S {
   const [first, ...rest] = statement.subject;
   if (first === undefined) throw new TypeError('a statement to label needs a subject');
-  const value: { [key: string]: JsonValue } = { namespace: labels.namespace, kind: labels.kind };
-  for (const key of ['run_id', 'step_id', 'policy_pack', 'policy_version'] as const) {
-    const v = labels[key];
-    if (v !== undefined) value[key] = v;
-  }
+  // Members in JCS order, as the builders write theirs (makeStatement in statement.ts says why).
+  const value: { [key: string]: JsonValue } = {};
   if (labels.capability_token_ids !== undefined && labels.capability_token_ids.length > 0) {
     value.capability_token_ids = [...new Set(labels.capability_token_ids)];
   }
+  value.kind = labels.kind;
+  value.namespace = labels.namespace;
+  for (const key of ['policy_pack', 'policy_version', 'run_id', 'step_id'] as const) {
+    const v = labels[key];
+    if (v !== undefined) value[key] = v;
+  }
+  const { annotations, ...described } = first;
   return {
     ...statement,
-    subject: [
-      { ...first, annotations: { ...first.annotations, [RECORD_LABELS_ANNOTATION]: value } },
-      ...rest,
-    ],
+    subject: [{ annotations: { ...annotations, [RECORD_LABELS_ANNOTATION]: value }, ...described }, ...rest],
   };
 }
 

@@ -23,17 +23,42 @@ export function preAuthEncoding(payloadType: string, payload: Buffer): Buffer {
   return Buffer.concat([prefix, length, payload], prefix.length + length.length + payload.length);
 }
 
+/** PAEs up to this size may be written into the reused buffer (a statement is ~1 KB; an AIBOM more). */
+const SCRATCH_MAX = 64 * 1024;
+/** The reused buffer, starting with the in-toto prefix (written once). */
+let scratch = withPrefix(Buffer.allocUnsafeSlow(4096));
+
+function withPrefix(buffer: Buffer): Buffer {
+  IN_TOTO_PREFIX.copy(buffer, 0);
+  return buffer;
+}
+
 /**
  * PAE of the in-toto payload type over the UTF-8 bytes of `text`, written straight into one
  * buffer (no separate payload buffer, no concatenation copy): `payload` is the tail of `pae`, the
  * very bytes `Buffer.from(text, 'utf8')` would give. The signing path's shape (signStatement).
+ *
+ * With `transient`, the bytes may be written into a module-level buffer that the next call
+ * overwrites: for a caller that uses them synchronously and keeps nothing (signStatement with a
+ * signer that keeps no reference, signer.ts). It saves an allocation per signature, and the
+ * Buffer pool's refills, on the seal path (docs/bench.md, issue 29).
  */
-export function inTotoPreAuthEncodingOfText(text: string): { pae: Buffer; payload: Buffer } {
+export function inTotoPreAuthEncodingOfText(
+  text: string,
+  transient = false,
+): { pae: Buffer; payload: Buffer } {
   const length = Buffer.byteLength(text, 'utf8');
   const head = `${length} `;
   const start = IN_TOTO_PREFIX.length + head.length;
-  const pae = Buffer.allocUnsafe(start + length);
-  IN_TOTO_PREFIX.copy(pae, 0);
+  const size = start + length;
+  let pae: Buffer;
+  if (transient && size <= SCRATCH_MAX) {
+    if (scratch.length < size) scratch = withPrefix(Buffer.allocUnsafeSlow(Math.min(SCRATCH_MAX, 2 * size)));
+    pae = scratch.subarray(0, size);
+  } else {
+    pae = Buffer.allocUnsafe(size);
+    IN_TOTO_PREFIX.copy(pae, 0);
+  }
   pae.write(head, IN_TOTO_PREFIX.length, 'latin1');
   pae.write(text, start, 'utf8');
   return { pae, payload: pae.subarray(start) };

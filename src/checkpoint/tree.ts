@@ -5,11 +5,11 @@ import {
   nodeHash,
   perfectNodes,
   consistencyRanges,
-  hashRanges,
   inclusionRanges,
   nodeKey,
   type Range,
 } from '../transparency/merkle.ts';
+import { fetchSubtrees, hashStoredRanges } from '../transparency/stored-tree.ts';
 import type { CheckpointRepository, LeafRecord, StoredCheckpoint, TreeNode } from '../vault/index.ts';
 import { CheckpointError } from './errors.ts';
 import { recordLeafHash, type LeafFields } from './leaf.ts';
@@ -64,22 +64,18 @@ async function storedNodes(
   repo: CheckpointRepository,
   nodes: readonly { level: number; index: number }[],
 ): Promise<Map<string, Buffer>> {
-  const found = new Map((await repo.nodes(nodes)).map((n) => [nodeKey(n), n.hash]));
-  for (const n of nodes) {
-    if (!found.has(nodeKey(n))) {
-      throw new CheckpointError('TREE_DIVERGED', `the vault tree lacks subtree ${nodeKey(n)}`);
-    }
-  }
+  const found = await fetchSubtrees((n) => repo.nodes(n), nodes);
+  for (const n of nodes) if (!found.has(nodeKey(n))) throw lacks(nodeKey(n));
   return found;
 }
 
+/** A subtree of a signed tree is gone from the database: it was changed under the vault. */
+const lacks = (key: string): CheckpointError =>
+  new CheckpointError('TREE_DIVERGED', `the vault tree lacks subtree ${key}`);
+
 /** The proof made of the hashes of `ranges`, from the stored subtrees (TREE_DIVERGED when one is missing). */
-async function proofOf(repo: CheckpointRepository, ranges: readonly Range[]): Promise<Buffer[]> {
-  const found = await storedNodes(
-    repo,
-    ranges.flatMap((r) => perfectNodes(r)),
-  );
-  return hashRanges(ranges, (x) => found.get(nodeKey(x))!);
+function proofOf(repo: CheckpointRepository, ranges: readonly Range[]): Promise<Buffer[]> {
+  return hashStoredRanges((n) => repo.nodes(n), ranges, lacks);
 }
 
 /** RFC 9162 consistency proof from `m` to `n` records, from the stored subtrees. */

@@ -117,10 +117,10 @@ const origin: Parser<string> = (raw) => {
  */
 const duration: Parser<number> = (raw) => {
   const m = /^([1-9][0-9]{0,6})(s|m|h|d)$/.exec(raw.trim());
-  if (m === null) throw new Error(`must be a duration like 90s, 30m, 12h or 30d, got "${raw}"`);
+  if (m === null) throw new ConfigValueError(`must be a duration like 90s, 30m, 12h or 30d, got "${raw}"`);
   const ms =
     Number(m[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 's' | 'm' | 'h' | 'd'];
-  if (ms > 3650 * 86_400_000) throw new Error(`must be at most 3650d, got "${raw}"`);
+  if (ms > 3650 * 86_400_000) throw new ConfigValueError(`must be at most 3650d, got "${raw}"`);
   return ms;
 };
 

@@ -227,8 +227,9 @@ async function planned(
   const exportId = randomUUID();
   const log = req.log;
   const trail = auditTrail(deps.vault, plan, actor, exportId);
-  /** The bundle's bytes; `closedFor` says why the watchdog cut it, if it did (for the audit row). */
-  async function* bytes(closedFor: () => string | undefined): AsyncGenerator<Buffer> {
+  /** Why the watchdog below cut the response, if it did (for the audit row). */
+  let closedFor: string | undefined;
+  async function* bytes(): AsyncGenerator<Buffer> {
     let finished = false;
     try {
       yield* writeBundle({
@@ -261,7 +262,7 @@ async function planned(
     } finally {
       if (!finished) {
         log.warn({ exportId }, 'export ended before its last byte (client gone or failure)');
-        await trail.aborted(closedFor(), (err) => log.error({ err }, 'cannot record an aborted export'));
+        await trail.aborted(closedFor, (err) => log.error({ err }, 'cannot record an aborted export'));
       }
     }
   }
@@ -271,9 +272,8 @@ async function planned(
   // taken for the idle time, or fewer bytes a second than the floor over a window of its waiting.
   // Time the service itself spends (a slow query) never counts.
   const pace = new ExportPace(deps.exportPace);
-  let closedFor: string | undefined;
   async function* watched(): AsyncGenerator<Buffer> {
-    for await (const chunk of bytes(() => closedFor)) {
+    for await (const chunk of bytes()) {
       pace.offered(chunk.length, Date.now());
       yield chunk;
       pace.tookOffered(Date.now());

@@ -30,6 +30,7 @@ import type {
   LossRepository,
   ManifestRepair,
   ManifestRepairRepository,
+  NewAttestation,
   TransparencyJobRepository,
 } from '../vault/index.ts';
 import { because, RecordError } from './errors.ts';
@@ -412,16 +413,7 @@ export async function recordAibom(
   run: AibomRun,
 ): Promise<{ artifact: ArtifactRecord; created: boolean }> {
   const existing = await because('VaultUnavailable', () => deps.vault.artifacts.get(run.id, 'aibom'));
-  if (existing) {
-    // A crash (or an object-store outage) after the record was inserted may have kept the copy
-    // beside the blob from being written: repair it.
-    if (
-      !(await because('ObjectStoreUnavailable', () => deps.blobs.stat(aibomKeys(run.namespace, run.id).meta)))
-    ) {
-      await writeMetadataBeside(deps, existing, await transparencyOf(deps, existing));
-    }
-    return { artifact: existing, created: false };
-  }
+  if (existing) return { artifact: await adoptAibom(deps, run, existing), created: false };
   // Only the read is the vault's: a run the builder rejects is not a vault outage.
   const inputs = await because('VaultUnavailable', () => deps.vault.attestations.aibomInputs(run.id));
   const { bom, bytes, digest } = aibomOf(run, inputs);
@@ -429,113 +421,27 @@ export async function recordAibom(
   if ('raced' in placement) return { artifact: placement.raced, created: false };
   const listed = await because('VaultUnavailable', () => deps.vault.attestations.getMany(inputs.ids));
   const views = viewsOf(run, bom, digest, listed);
-  const sha256 = digest.slice('sha256:'.length);
-  const signatureBytes = deps.signer.sign(bytes);
-  const signature = signatureBytes.toString('base64');
-  const { manifest, signatureTimestamp } = await signedManifest(
-    deps,
-    {
-      asset: bytes,
-      mimeType: AIBOM_MEDIA_TYPE,
-      title: `aibom-${run.id}.json`,
-      signer: deps.signer,
-      attestationIds: bom.trust.attestation_ids,
-      runId: run.id,
-      claimGenerator: CLAIM_GENERATOR,
-    },
-    signatureBytes,
-  );
-  const keys = aibomKeys(run.namespace, run.id);
-  const sidecarKey = keys.sidecar(manifest.digest);
-  const small = { kind: 'aibom', 'run-id': run.id, status: bom.metadata.status, digest };
-  // Together: neither is visible before the record below names them, so their order is free.
-  await because('ObjectStoreUnavailable', () =>
-    Promise.all([
-      deps.blobs.put(placement.blobKey, bytes, AIBOM_MEDIA_TYPE, small),
-      deps.blobs.put(sidecarKey, manifest.store, C2PA_MEDIA_TYPE, {
-        ...small,
-        'manifest-digest': manifest.digest,
-      }),
-    ]),
-  );
-
-  const statement = aibomStatement({ runId: run.id, bom, sha256 });
-  const record = sealRecord(statement, deps.signer, {
-    namespace: run.namespace,
-    kind: 'aibom',
-    runId: run.id,
-    policyPack: { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version },
-    c2paManifestRef: `s3://${deps.blobs.bucket}/${sidecarKey}`,
-  });
-  const pack = { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version };
-  // The views are records of their own, signed by the same signer, stored in the same batch as
-  // the AIBOM record (after it): all exist, or none, and only once per run.
-  const viewRecords = sealViews(run, views, deps.signer, pack);
-  // The AIBOM blob is an artifact the run produced: its artifact record, stored in the same batch
-  // after the views, names the bytes by their digest and their place in the bucket (where
-  // placeAibom put them: content-addressed when it supersedes a lost AIBOM; docs/predicates).
-  const blobRecord = sealRecord(
-    artifactStatement({
-      runId: run.id,
-      name: 'aibom',
-      mediaType: AIBOM_MEDIA_TYPE,
-      sha256,
-      size: bytes.length,
-      bucket: deps.blobs.bucket,
-      key: placement.blobKey,
-    }),
-    deps.signer,
-    { namespace: run.namespace, kind: 'artifact', runId: run.id, policyPack: pack },
-  );
-  const sig = signatureMetadata(deps.signer);
-  const metadataFor = (
-    aibomAttestationId: string,
-    viewIds: readonly string[],
-    blobAttestationId: string,
-  ): AibomMetadata => ({
-    kind: 'aibom',
-    run_id: run.id,
-    status: bom.metadata.status,
-    trust_subjects: bom.trust.subjects,
-    attestation_ids: bom.trust.attestation_ids,
-    summary: summarize(bom),
-    c2pa_manifest: {
-      label: manifest.manifestLabel,
-      digest: manifest.digest,
-      bucket: deps.blobs.bucket,
-      key: sidecarKey,
-      media_type: C2PA_MEDIA_TYPE,
-      claim_version: 1,
-      spec_version: '1.4',
-      attestation_ids: bom.trust.attestation_ids,
-      ...(manifest.timestamp
-        ? { timestamp: { time: manifest.timestamp.genTime.toISOString(), tsa: manifest.timestamp.tsa } }
-        : {}),
-    },
-    signature: {
-      algorithm: sig.algorithm,
-      key_id: sig.key_id,
-      signature,
-      ...(sig.cert_chain_ref !== undefined ? { cert_chain_ref: sig.cert_chain_ref } : {}),
-      ...(signatureTimestamp ? { timestamp: timestampMetadata(signatureTimestamp) } : {}),
-    },
-    bucket: deps.blobs.bucket,
-    key: placement.blobKey,
+  const signed = await signAibom(deps, run, bom, bytes);
+  const made: MadeAibom = {
+    run,
+    bom,
+    bytes,
     digest,
-    size: bytes.length,
-    media_type: AIBOM_MEDIA_TYPE,
-    aibom_attestation_id: aibomAttestationId,
-    blob_attestation_id: blobAttestationId,
-    namespace: run.namespace,
-    run_name: run.name,
-    views: viewMetadata(views, viewIds),
+    views,
+    ...signed,
+    bucket: deps.blobs.bucket,
+    blobKey: placement.blobKey,
+    sidecarKey: aibomKeys(run.namespace, run.id).sidecar(signed.manifest.digest),
     ...(placement.supersedes ? { supersedes: placement.supersedes } : {}),
-  });
+  };
+  await putAibom(deps, made);
+  const batch = sealAibomBatch(deps.signer, made);
+  const sig = signatureMetadata(deps.signer);
   // The AIBOM attestation, its views, the blob's artifact record, their claim and the metadata
   // record commit together: after any crash either all exist (and name the same sidecar) or none
   // does and the retry starts over.
   const { created } = await because('VaultUnavailable', () =>
-    appendOnce(deps.vault.claims, aibomKey(run.id), [record, ...viewRecords, blobRecord], {
+    appendOnce(deps.vault.claims, aibomKey(run.id), batch, {
       enqueueTransparency: deps.enqueueTransparency === true,
       // The AIBOM attestation's DSSE signature is time-stamped after it is stored, like every
       // record's (ADR 0015); the AIBOM's own signatures were time-stamped above (ADR 0014).
@@ -546,11 +452,11 @@ export async function recordAibom(
         namespace: run.namespace,
         objectKey: placement.blobKey,
         digest,
-        metadata: metadataFor(
-          inserted[0]!.id,
-          inserted.slice(1, 1 + viewRecords.length).map((r) => r.id),
-          inserted[1 + viewRecords.length]!.id,
-        ) as unknown as Record<string, unknown>,
+        metadata: aibomMetadata(made, sig, {
+          aibom: inserted[0]!.id,
+          views: inserted.slice(1, 1 + views.length).map((r) => r.id),
+          blob: inserted[1 + views.length]!.id,
+        }) as unknown as Record<string, unknown>,
       }),
     }),
   );
@@ -566,6 +472,159 @@ export async function recordAibom(
     'AIBOM recorded',
   );
   return { artifact: stored, created };
+}
+
+/**
+ * The AIBOM the vault already holds: a crash (or an object-store outage) after its record was
+ * inserted may have kept the copy beside the blob from being written: written now.
+ */
+async function adoptAibom(deps: AibomDeps, run: AibomRun, existing: ArtifactRecord): Promise<ArtifactRecord> {
+  const meta = aibomKeys(run.namespace, run.id).meta;
+  if (!(await because('ObjectStoreUnavailable', () => deps.blobs.stat(meta)))) {
+    await writeMetadataBeside(deps, existing, await transparencyOf(deps, existing));
+  }
+  return existing;
+}
+
+/** One new AIBOM as made, signed and placed, before its records are stored. */
+interface MadeAibom {
+  readonly run: AibomRun;
+  readonly bom: Aibom;
+  readonly bytes: Buffer;
+  readonly digest: string;
+  readonly views: readonly BuiltView[];
+  /** The runtime signature over `bytes`, base64. */
+  readonly signature: string;
+  readonly signatureTimestamp?: VerifiedTimestamp | undefined;
+  readonly manifest: BuiltManifest & { timestamp?: VerifiedTimestamp };
+  readonly bucket: string;
+  readonly blobKey: string;
+  readonly sidecarKey: string;
+  readonly supersedes?: SupersededAibom;
+}
+
+/** The runtime signature over the AIBOM's bytes and its C2PA manifest (time-stamped with TSA_URL). */
+async function signAibom(
+  deps: AibomDeps,
+  run: AibomRun,
+  bom: Aibom,
+  bytes: Buffer,
+): Promise<Pick<MadeAibom, 'signature' | 'signatureTimestamp' | 'manifest'>> {
+  const signatureBytes = deps.signer.sign(bytes);
+  const { manifest, signatureTimestamp } = await signedManifest(
+    deps,
+    {
+      asset: bytes,
+      mimeType: AIBOM_MEDIA_TYPE,
+      title: `aibom-${run.id}.json`,
+      signer: deps.signer,
+      attestationIds: bom.trust.attestation_ids,
+      runId: run.id,
+      claimGenerator: CLAIM_GENERATOR,
+    },
+    signatureBytes,
+  );
+  return { signature: signatureBytes.toString('base64'), signatureTimestamp, manifest };
+}
+
+/** The AIBOM's bytes and its C2PA sidecar into the bucket. */
+async function putAibom(deps: AibomDeps, a: MadeAibom): Promise<void> {
+  const small = { kind: 'aibom', 'run-id': a.run.id, status: a.bom.metadata.status, digest: a.digest };
+  // Together: neither is visible before the record below names them, so their order is free.
+  await because('ObjectStoreUnavailable', () =>
+    Promise.all([
+      deps.blobs.put(a.blobKey, a.bytes, AIBOM_MEDIA_TYPE, small),
+      deps.blobs.put(a.sidecarKey, a.manifest.store, C2PA_MEDIA_TYPE, {
+        ...small,
+        'manifest-digest': a.manifest.digest,
+      }),
+    ]),
+  );
+}
+
+/**
+ * The AIBOM's batch of records, in the order they are stored: the AIBOM attestation, its views,
+ * then the AIBOM blob's artifact record.
+ */
+function sealAibomBatch(signer: KeySigner, a: MadeAibom): NewAttestation[] {
+  const { run, bom } = a;
+  const pack = { name: bom.metadata.policy_pack, version: bom.metadata.policy_pack_version };
+  const sha256 = a.digest.slice('sha256:'.length);
+  const record = sealRecord(aibomStatement({ runId: run.id, bom, sha256 }), signer, {
+    namespace: run.namespace,
+    kind: 'aibom',
+    runId: run.id,
+    policyPack: pack,
+    c2paManifestRef: `s3://${a.bucket}/${a.sidecarKey}`,
+  });
+  // The views are records of their own, signed by the same signer, stored in the same batch as
+  // the AIBOM record (after it): all exist, or none, and only once per run.
+  const viewRecords = sealViews(run, a.views, signer, pack);
+  // The AIBOM blob is an artifact the run produced: its artifact record, stored in the same batch
+  // after the views, names the bytes by their digest and their place in the bucket (where
+  // placeAibom put them: content-addressed when it supersedes a lost AIBOM; docs/predicates).
+  const blobRecord = sealRecord(
+    artifactStatement({
+      runId: run.id,
+      name: 'aibom',
+      mediaType: AIBOM_MEDIA_TYPE,
+      sha256,
+      size: a.bytes.length,
+      bucket: a.bucket,
+      key: a.blobKey,
+    }),
+    signer,
+    { namespace: run.namespace, kind: 'artifact', runId: run.id, policyPack: pack },
+  );
+  return [record, ...viewRecords, blobRecord];
+}
+
+/** The AIBOM's metadata record, once the ids of its batch's records are known. */
+function aibomMetadata(
+  a: MadeAibom,
+  sig: ReturnType<typeof signatureMetadata>,
+  ids: { readonly aibom: string; readonly views: readonly string[]; readonly blob: string },
+): AibomMetadata {
+  const { run, bom, manifest } = a;
+  return {
+    kind: 'aibom',
+    run_id: run.id,
+    status: bom.metadata.status,
+    trust_subjects: bom.trust.subjects,
+    attestation_ids: bom.trust.attestation_ids,
+    summary: summarize(bom),
+    c2pa_manifest: {
+      label: manifest.manifestLabel,
+      digest: manifest.digest,
+      bucket: a.bucket,
+      key: a.sidecarKey,
+      media_type: C2PA_MEDIA_TYPE,
+      claim_version: 1,
+      spec_version: '1.4',
+      attestation_ids: bom.trust.attestation_ids,
+      ...(manifest.timestamp
+        ? { timestamp: { time: manifest.timestamp.genTime.toISOString(), tsa: manifest.timestamp.tsa } }
+        : {}),
+    },
+    signature: {
+      algorithm: sig.algorithm,
+      key_id: sig.key_id,
+      signature: a.signature,
+      ...(sig.cert_chain_ref !== undefined ? { cert_chain_ref: sig.cert_chain_ref } : {}),
+      ...(a.signatureTimestamp ? { timestamp: timestampMetadata(a.signatureTimestamp) } : {}),
+    },
+    bucket: a.bucket,
+    key: a.blobKey,
+    digest: a.digest,
+    size: a.bytes.length,
+    media_type: AIBOM_MEDIA_TYPE,
+    aibom_attestation_id: ids.aibom,
+    blob_attestation_id: ids.blob,
+    namespace: run.namespace,
+    run_name: run.name,
+    views: viewMetadata(a.views, ids.views),
+    ...(a.supersedes ? { supersedes: a.supersedes } : {}),
+  };
 }
 
 /** First retry of a repair attempt that failed on a dependency; doubles per attempt, capped. */

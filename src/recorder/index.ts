@@ -1,13 +1,10 @@
 import type { Run } from '../crd/run.ts';
 import { aibomRunOf } from '../aibom/index.ts';
-import type { CapabilityPredicate, CapabilityRoot } from '../attest/index.ts';
-import { CapabilityError } from '../capability/errors.ts';
-import { mintGrants, rootOf } from '../capability/mint.ts';
 import type { BlobStore } from '../blob/store.ts';
 import type { Logger } from '../log/index.ts';
-import type { KeySigner, Signer } from '../signing/index.ts';
+import type { KeySigner } from '../signing/index.ts';
 import type { EnvelopeSigner } from '../signing/namespace-signers.ts';
-import { forgetRememberedSigners, rememberSigner } from '../export/keys.ts';
+import { forgetRememberedSigners } from '../export/keys.ts';
 import type { TransparencyView } from '../transparency/jobs.ts';
 import type {
   ArtifactRecord,
@@ -24,12 +21,11 @@ import {
   type AibomDeps,
   type AibomStore,
 } from './aibom.ts';
-import { because, RecordError } from './errors.ts';
+import { because } from './errors.ts';
 import type { Timestamper } from '../timestamp/index.ts';
-import { finishedSteps, stepBatch, terminalBatch, type Batch } from './extract.ts';
+import { finishedSteps, stepBatch, terminalBatch } from './extract.ts';
 import { lossRow, type RecordLoss } from './losses.ts';
-import { appendOnce } from './once.ts';
-import { sealBatch } from './seal.ts';
+import { rememberKey, storeBatch } from './store.ts';
 
 /**
  * The recorder: extract → sign → store, in one place (the tektoncd/chains shape). The Run
@@ -41,6 +37,7 @@ import { sealBatch } from './seal.ts';
  *   extract.ts  Run → statements (pure)       seal.ts  statement → signed vault record
  *   once.ts     records → vault, once per key aibom.ts the AIBOM: build → sign → C2PA → store
  *   views.ts    the AIBOM's standard views, sealed as records in the AIBOM's batch
+ *   store.ts    one batch: extract → sign → store once, with its capability grants
  */
 
 export {
@@ -141,79 +138,13 @@ export interface RecorderDeps {
 
 export function createRecorder(deps: RecorderDeps): Recorder {
   const now = deps.now ?? (() => new Date());
-  const enqueueTransparency = deps.enqueueTransparency === true;
-  const runtimeSigner = (): KeySigner =>
-    typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner;
-  /**
-   * The service's keys are filed under the service ('' namespace), a tenant's own under its
-   * namespace: as the envelope signer said when it chose the key (never guessed afterwards).
-   */
-  const remember = async (
-    signer: Signer,
-    namespace: string,
-    authority: EnvelopeSigner['authority'],
-  ): Promise<void> => {
-    if (deps.signers === undefined) return;
-    const scope = authority === 'service' ? '' : namespace;
-    await because('VaultUnavailable', () =>
-      rememberSigner(deps.signers!, signer, { namespace: scope, role: 'signer' }),
+  /** One signer for a whole AIBOM (bytes, C2PA claim, attestation), whatever rotates meanwhile. */
+  const aibomSigner = async (run: Run): Promise<KeySigner> => {
+    const signer = await because('SignerUnavailable', () =>
+      Promise.resolve(typeof deps.runtimeSigner === 'function' ? deps.runtimeSigner() : deps.runtimeSigner),
     );
-  };
-
-  const capabilityTokens = deps.capabilityTokens !== false;
-
-  /**
-   * Extract (with the chain root: the namespace's envelope signer) → sign → store once. A step
-   * batch's capability records carry their chains; the grants (chain views and minted tokens)
-   * commit in the same transaction as the records, so nothing is stored half-way.
-   */
-  const store = async (run: Run, build: (root: CapabilityRoot) => Batch, what: string): Promise<Recorded> => {
-    const namespace = run.metadata.namespace;
-    const { signer, authority } = await because('SignerUnavailable', () => deps.envelopeSigner(namespace));
-    await remember(signer, namespace, authority);
-    const root = await because('SignerUnavailable', () => rootOf(signer, authority));
-    let batch: Batch;
-    try {
-      batch = build(root);
-    } catch (err) {
-      if (err instanceof CapabilityError)
-        throw new RecordError('CapabilityChainInvalid', `${what}: ${err.message}`, { cause: err });
-      throw err;
-    }
-    const records = sealBatch(batch.items, signer);
-    const capabilities = batch.items.flatMap((item, i) =>
-      item.meta.kind === 'capability'
-        ? [{ digest: records[i]!.digest, predicate: item.statement.predicate as CapabilityPredicate }]
-        : [],
-    );
-    const stepDigest = records.find((r) => r.kind === 'step')?.digest;
-    const { ids, created } = await because('VaultUnavailable', () =>
-      appendOnce(deps.vault.claims, batch.key, records, {
-        enqueueTransparency,
-        // TSA_URL: each record's signature is time-stamped right after it is stored (ADR 0015).
-        enqueueTimestamps: deps.timestamper !== undefined,
-        ...(capabilities.length > 0 && stepDigest !== undefined
-          ? {
-              grants: (inserted) => {
-                const byDigest = new Map(inserted.map((r) => [r.digest, r]));
-                const step = byDigest.get(stepDigest);
-                if (step === undefined) return Promise.resolve([]);
-                return mintGrants(
-                  signer,
-                  capabilities.flatMap((c) => {
-                    const record = byDigest.get(c.digest);
-                    return record ? [{ record, predicate: c.predicate }] : [];
-                  }),
-                  step,
-                  { tokens: capabilityTokens },
-                );
-              },
-            }
-          : {}),
-      }),
-    );
-    if (created) for (const r of records) deps.observer?.recorded(r.kind, 1);
-    return { key: batch.key, what, ids, created };
+    await rememberKey(deps, signer, run.metadata.namespace, 'service');
+    return signer;
   };
 
   return {
@@ -222,76 +153,89 @@ export function createRecorder(deps: RecorderDeps): Recorder {
       const out: Recorded[] = [];
       for (const { step, status } of finishedSteps(run)) {
         if (!wanted.has(step.id)) continue;
-        out.push(await store(run, (root) => stepBatch(run, step, status, root), `step ${step.id}`));
+        out.push(
+          await storeBatch(deps, run, (root) => stepBatch(run, step, status, root), `step ${step.id}`),
+        );
       }
       return out;
     },
 
-    recordTerminal: (run) => store(run, () => terminalBatch(run, now()), 'run and policies'),
+    recordTerminal: (run) => storeBatch(deps, run, () => terminalBatch(run, now()), 'run and policies'),
 
     recordAibom: async (run) => {
-      // One signer for the whole AIBOM (bytes, C2PA claim, attestation), whatever rotates meanwhile.
-      const signer = await because('SignerUnavailable', () => Promise.resolve(runtimeSigner()));
-      await remember(signer, run.metadata.namespace, 'service');
-      const result = await recordAibom(aibomDeps(run, signer), aibomRunOf(run));
-      if (result.created) {
-        deps.observer?.recorded('aibom', 1);
-        // The AIBOM's standard views and the AIBOM blob's artifact record, stored in its batch.
-        const views = (result.artifact.metadata as { views?: Record<string, unknown> }).views ?? {};
-        deps.observer?.recorded('artifact', Object.keys(views).length + 1);
-        deps.observer?.aibomRecorded(String(result.artifact.metadata.status));
-        const superseded = (result.artifact.metadata as { supersedes?: { lost_attestation_ids?: unknown[] } })
-          .supersedes;
-        if (superseded) deps.observer?.lossRecorded?.('bucket', superseded.lost_attestation_ids?.length ?? 0);
-      }
+      const signer = await aibomSigner(run);
+      const result = await recordAibom(aibomDeps(deps, run, signer), aibomRunOf(run));
+      if (result.created) reportAibom(deps.observer, result.artifact);
       return result;
     },
 
-    recordLoss: async (run, loss) => {
-      forgetRememberedSigners();
-      const out = await because('VaultUnavailable', () =>
-        deps.vault.losses.record(lossRow(loss, CONTROLLER_ACTOR)),
-      );
-      if (out.created) {
-        deps.observer?.lossRecorded?.(
-          'run-status',
-          Math.max(loss.claim.count - loss.held, loss.missingIds.length),
-        );
-        deps.logger.error(
-          {
-            run: `${run.metadata.namespace}/${run.metadata.name}`,
-            runId: run.metadata.uid,
-            loss: out.loss.id,
-            claimed: loss.claim.count,
-            held: loss.held,
-            missing: loss.missingIds.length,
-          },
-          'the vault lost records the Run status shows; recording them again from the Run',
-        );
-      }
-      return out;
-    },
+    recordLoss: (run, loss) => writeLoss(deps, run, loss),
 
     repairManifest: async (run, artifact, repair) => {
-      const signer = await because('SignerUnavailable', () => Promise.resolve(runtimeSigner()));
-      await remember(signer, run.metadata.namespace, 'service');
-      return repairManifest(aibomDeps(run, signer), artifact, repair, aibomRunOf(run));
+      const signer = await aibomSigner(run);
+      return repairManifest(aibomDeps(deps, run, signer), artifact, repair, aibomRunOf(run));
     },
 
     refreshAibomMetadata: (runId, transparency) =>
       refreshAibomMetadata({ vault: deps.vault, blobs: deps.blobs }, runId, transparency),
   };
+}
 
-  function aibomDeps(run: Run, signer: KeySigner): AibomDeps {
-    return {
-      vault: deps.vault,
-      blobs: deps.blobs,
-      signer,
-      logger: deps.logger.child({ run: `${run.metadata.namespace}/${run.metadata.name}` }),
-      enqueueTransparency,
-      ...(deps.timestamper ? { timestamper: deps.timestamper } : {}),
-      // A Run being deleted must not wait on the TSA (docs/adr/0014).
-      allowUntimestamped: run.metadata.deletionTimestamp !== undefined,
-    };
+/** What making, storing or repairing one Run's AIBOM needs, signed by `signer`. */
+function aibomDeps(deps: RecorderDeps, run: Run, signer: KeySigner): AibomDeps {
+  return {
+    vault: deps.vault,
+    blobs: deps.blobs,
+    signer,
+    logger: deps.logger.child({ run: `${run.metadata.namespace}/${run.metadata.name}` }),
+    enqueueTransparency: deps.enqueueTransparency === true,
+    ...(deps.timestamper ? { timestamper: deps.timestamper } : {}),
+    // A Run being deleted must not wait on the TSA (docs/adr/0014).
+    allowUntimestamped: run.metadata.deletionTimestamp !== undefined,
+  };
+}
+
+/** Reports an AIBOM this call stored: it, its standard views and the AIBOM blob's artifact record, and a lost one it supersedes. */
+function reportAibom(observer: RecordingObserver | undefined, artifact: ArtifactRecord): void {
+  if (observer === undefined) return;
+  observer.recorded('aibom', 1);
+  // The AIBOM's standard views and the AIBOM blob's artifact record, stored in its batch.
+  const views = (artifact.metadata as { views?: Record<string, unknown> }).views ?? {};
+  observer.recorded('artifact', Object.keys(views).length + 1);
+  observer.aibomRecorded(String(artifact.metadata.status));
+  const superseded = (artifact.metadata as { supersedes?: { lost_attestation_ids?: unknown[] } }).supersedes;
+  if (superseded) observer.lossRecorded?.('bucket', superseded.lost_attestation_ids?.length ?? 0);
+}
+
+/**
+ * Writes a loss down (once per loss), after forgetting whatever this process remembers as stored
+ * (the signer certificates: the vault may have lost those too); logged as an error the first time.
+ */
+async function writeLoss(
+  deps: RecorderDeps,
+  run: Run,
+  loss: RecordLoss,
+): Promise<{ loss: Loss; created: boolean }> {
+  forgetRememberedSigners();
+  const out = await because('VaultUnavailable', () =>
+    deps.vault.losses.record(lossRow(loss, CONTROLLER_ACTOR)),
+  );
+  if (out.created) {
+    deps.observer?.lossRecorded?.(
+      'run-status',
+      Math.max(loss.claim.count - loss.held, loss.missingIds.length),
+    );
+    deps.logger.error(
+      {
+        run: `${run.metadata.namespace}/${run.metadata.name}`,
+        runId: run.metadata.uid,
+        loss: out.loss.id,
+        claimed: loss.claim.count,
+        held: loss.held,
+        missing: loss.missingIds.length,
+      },
+      'the vault lost records the Run status shows; recording them again from the Run',
+    );
   }
+  return out;
 }

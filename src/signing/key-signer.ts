@@ -8,7 +8,14 @@ import {
 import { p256 } from '@noble/curves/nist.js';
 import { chainFailureCode, validateChain } from './chain.ts';
 import { SigningError } from './errors.ts';
-import { algorithmOf, digestOf, keyIdOf, type SignatureEncoding, type Signer } from './signer.ts';
+import {
+  algorithmOf,
+  digestOf,
+  keyIdOf,
+  markKeepsNoReference,
+  type SignatureEncoding,
+  type Signer,
+} from './signer.ts';
 
 export interface KeySignerOptions {
   privateKey: KeyObject;
@@ -95,9 +102,12 @@ export function createKeySigner(options: KeySignerOptions): KeySigner {
     caCertificates: Object.freeze([...caCertificates]),
     sign,
     deterministic: () =>
-      (deterministic ??= Object.freeze({ ...base, sign: deterministicSign(algorithm, privateKey, sign) })),
+      (deterministic ??= markKeepsNoReference(
+        Object.freeze({ ...base, sign: deterministicSign(algorithm, privateKey, sign) }),
+      )),
   };
-  Object.freeze(signer);
+  // Both sign functions read `data` during the call only (crypto.sign, noble's p256.sign).
+  markKeepsNoReference(Object.freeze(signer));
   privateKeys.set(signer, privateKey);
   return signer;
 }

@@ -92,6 +92,23 @@ export function verifyWith(
   }
 }
 
+/** Signers whose `sign` reads `data` during the call only and keeps no reference to it. */
+const referenceFree = new WeakSet<Signer>();
+
+/**
+ * Declares that `signer.sign` reads its input only while it runs (a `crypto.sign` or noble call),
+ * so a caller may hand it a view of a buffer it reuses afterwards (signStatement's PAE). Only
+ * signers whose code says so are marked (createKeySigner's); any other keeps fresh buffers.
+ */
+export function markKeepsNoReference<S extends Signer>(signer: S): S {
+  referenceFree.add(signer);
+  return signer;
+}
+
+export function keepsNoReference(signer: Signer): boolean {
+  return referenceFree.has(signer);
+}
+
 const metadataCache = new WeakMap<Signer, SignatureMetadata>();
 
 /** Metadata of a signer; computed once per signer because it hashes the certificate. */

@@ -18,6 +18,7 @@ import {
 } from './jobs.ts';
 import type { LocalLog } from './local-log.ts';
 import type { ScrapiClient } from './scrapi-client.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * The domain side of publication (the sigstore-js split: scrapi-client.ts speaks the wire,
@@ -95,171 +96,204 @@ const SQLSTATE_FOREIGN_KEY_VIOLATION = '23503';
 export const DEFAULT_PUSH_WAIT_MS = 10_000;
 const PUSH_POLL_MS = 100;
 
-export function createPublisher(deps: PublisherDeps): Publisher {
-  const policy = deps.policy ?? DEFAULT_RETRY_POLICY;
-  const log = deps.logger?.child({ component: 'transparency-publisher' });
-  const jobs = deps.jobs;
+/** What the publisher's parts share: its dependencies with the defaults filled in. */
+interface Ctx {
+  readonly deps: PublisherDeps;
+  readonly jobs: TransparencyJobRepository;
+  readonly policy: RetryPolicy;
+  readonly log: Logger | undefined;
+}
 
-  const leaseLost = (job: TransparencyJob): TransparencyError =>
-    new TransparencyError(
-      'LEASE_LOST',
-      `transparency job ${job.id}: the lease expired and another worker holds the job`,
-      { retryable: false },
-    );
+function leaseLost(job: TransparencyJob): TransparencyError {
+  return new TransparencyError(
+    'LEASE_LOST',
+    `transparency job ${job.id}: the lease expired and another worker holds the job`,
+    { retryable: false },
+  );
+}
 
-  const statementFor = async (job: ClaimedJob): Promise<Buffer> => {
-    if (job.statement !== null) return job.statement;
-    const attestation = await deps.loadAttestation(job.attestationId);
-    if (attestation === null) {
-      throw new TransparencyError(
-        'ATTESTATION_NOT_FOUND',
-        `attestation ${job.attestationId} is not in the vault`,
-        {
-          retryable: false,
-        },
+function notInVault(attestationId: string): TransparencyError {
+  return new TransparencyError('ATTESTATION_NOT_FOUND', `attestation ${attestationId} is not in the vault`, {
+    retryable: false,
+  });
+}
+
+/**
+ * The job's signed statement: the one fixed on it, or one built from the vault record and fixed
+ * now. The first statement stored wins; an earlier attempt's may come back instead of ours.
+ */
+async function statementFor(ctx: Ctx, job: ClaimedJob): Promise<Buffer> {
+  if (job.statement !== null) return job.statement;
+  const { deps } = ctx;
+  const attestation = await deps.loadAttestation(job.attestationId);
+  if (attestation === null) throw notInVault(job.attestationId);
+  const location = deps.payloadLocation?.(attestation.id);
+  const built = buildSignedStatement({
+    attestationId: attestation.id,
+    envelope: attestation.envelope,
+    digest: attestation.digest,
+    signer: deps.signer,
+    ...(deps.caCertificates !== undefined ? { caCertificates: deps.caCertificates } : {}),
+    ...(deps.issuerPolicy !== undefined ? { issuerPolicy: deps.issuerPolicy } : {}),
+    ...(location !== undefined ? { payloadLocation: location } : {}),
+  });
+  const fixed = await ctx.jobs.setStatement(job, built.bytes);
+  if (fixed === null) throw leaseLost(job);
+  return fixed;
+}
+
+/** Submits a statement to the backend: an append to the local log, or a SCRAPI registration. */
+async function submit(
+  backend: PublishBackend,
+  statement: Buffer,
+  signal: AbortSignal | undefined,
+): Promise<Publication> {
+  if (backend.kind === 'local') {
+    const entry = await backend.log.append(statement);
+    return { backend: 'local', entryId: entry.entryId, logIndex: entry.index, receipt: entry.receipt };
+  }
+  const registration = await backend.client.register(statement, signal !== undefined ? { signal } : {});
+  return {
+    backend: 'scrapi',
+    entryId: registration.entryId,
+    logIndex: registration.leafIndex,
+    receipt: registration.receipt,
+  };
+}
+
+/** Renews the lease every third of it while a slow remote is polled; returns the stop function. */
+function keepLease(ctx: Ctx, job: ClaimedJob): () => void {
+  const heartbeat = setInterval(
+    () => {
+      ctx.jobs.renewLease(job, ctx.policy.leaseMs).catch((err: unknown) => {
+        ctx.log?.warn({ err, jobId: job.id }, 'could not renew the transparency job lease');
+      });
+    },
+    Math.max(1_000, Math.floor(ctx.policy.leaseMs / 3)),
+  );
+  heartbeat.unref();
+  return () => clearInterval(heartbeat);
+}
+
+/**
+ * Records a failed attempt on the job. Every failure is retried after a backoff (a job is queued
+ * until it is published); a non-retryable one waits `maxDelayMs` (jobs.ts fail). Null when the
+ * lease was lost.
+ */
+async function recordFailure(ctx: Ctx, job: ClaimedJob, err: unknown): Promise<TransparencyJob | null> {
+  if (isTransparencyError(err, 'LEASE_LOST')) return null;
+  const typed = isTransparencyError(err) ? err : undefined;
+  const permanent = typed !== undefined && !typed.retryable;
+  const failed = await fail(ctx.jobs, job, `${typed?.code ?? 'ERROR'}: ${(err as Error).message}`, {
+    policy: ctx.policy,
+    permanent,
+    ...(typed?.retryAfterMs !== undefined ? { retryAfterMs: typed.retryAfterMs } : {}),
+  });
+  if (failed === null) return null;
+  ctx.log?.[permanent ? 'error' : 'warn'](
+    {
+      err,
+      jobId: job.id,
+      attempts: failed.attempts,
+      state: failed.state,
+      nextAttemptAt: failed.nextAttemptAt,
+    },
+    'transparency publication attempt failed',
+  );
+  return failed;
+}
+
+/** Works one claimed job: statement → submit → complete; a failure is recorded on the job. */
+async function processJob(
+  ctx: Ctx,
+  job: ClaimedJob,
+  options: { signal?: AbortSignal },
+): Promise<TransparencyJob | null> {
+  const stopHeartbeat = keepLease(ctx, job);
+  try {
+    const statement = await statementFor(ctx, job);
+    const publication = await submit(ctx.deps.backend, statement, options.signal);
+    const done = await ctx.jobs.complete(job, publication);
+    if (done === null) {
+      ctx.log?.info(
+        { jobId: job.id },
+        'transparency job lease lost before completion; the new holder finishes it',
       );
+      return null;
     }
-    const location = deps.payloadLocation?.(attestation.id);
-    const built = buildSignedStatement({
-      attestationId: attestation.id,
-      envelope: attestation.envelope,
-      digest: attestation.digest,
-      signer: deps.signer,
-      ...(deps.caCertificates !== undefined ? { caCertificates: deps.caCertificates } : {}),
-      ...(deps.issuerPolicy !== undefined ? { issuerPolicy: deps.issuerPolicy } : {}),
-      ...(location !== undefined ? { payloadLocation: location } : {}),
-    });
-    // The first statement stored wins; an earlier attempt's may come back instead of ours.
-    const fixed = await jobs.setStatement(job, built.bytes);
-    if (fixed === null) throw leaseLost(job);
-    return fixed;
-  };
-
-  const submit = async (statement: Buffer, signal: AbortSignal | undefined): Promise<Publication> => {
-    if (deps.backend.kind === 'local') {
-      const entry = await deps.backend.log.append(statement);
-      return { backend: 'local', entryId: entry.entryId, logIndex: entry.index, receipt: entry.receipt };
-    }
-    const registration = await deps.backend.client.register(
-      statement,
-      signal !== undefined ? { signal } : {},
+    ctx.log?.info(
+      { jobId: done.id, attestationId: done.attestationId, backend: done.backend, entryId: done.entryId },
+      'attestation published to the transparency log',
     );
-    return {
-      backend: 'scrapi',
-      entryId: registration.entryId,
-      logIndex: registration.leafIndex,
-      receipt: registration.receipt,
-    };
-  };
+    return done;
+  } catch (err) {
+    return recordFailure(ctx, job, err);
+  } finally {
+    stopHeartbeat();
+  }
+}
 
-  const process = async (
+/**
+ * A push found the job leased by a worker (the workers are woken by the very enqueue of the push,
+ * in this process or another): the push waits for that attempt's outcome, polling the row, for at
+ * most `pushWaitMs`, and answers with the job as it then stands (published, or queued with the
+ * attempt's error and its next attempt).
+ */
+async function heldElsewhere(
+  ctx: Ctx,
+  jobId: string,
+  seen: TransparencyJob,
+  signal: AbortSignal | undefined,
+): Promise<TransparencyJob> {
+  const deadline = Date.now() + (ctx.deps.pushWaitMs ?? DEFAULT_PUSH_WAIT_MS);
+  let job = seen;
+  for (;;) {
+    job = (await ctx.jobs.get({ id: jobId })) ?? job;
+    if (job.state === 'published' || job.leaseToken === null) return job;
+    if (Date.now() >= deadline || signal?.aborted === true) return job;
+    await sleep(PUSH_POLL_MS);
+  }
+}
+
+/** The attestation's job, enqueued if it had none; an attestation not in the vault is ATTESTATION_NOT_FOUND. */
+async function jobOf(jobs: TransparencyJobRepository, attestationId: string): Promise<TransparencyJob> {
+  let queued: { id: string }[];
+  try {
+    queued = await jobs.enqueue([attestationId]);
+  } catch (err) {
+    if ((err as { code?: string }).code === SQLSTATE_FOREIGN_KEY_VIOLATION) throw notInVault(attestationId);
+    throw err;
+  }
+  const jobId = queued[0]!.id;
+  const job = await jobs.get({ id: jobId });
+  // Invariant: jobs are never deleted (a plain Error, issue 23).
+  if (job === null) throw new InvariantError(`transparency job ${jobId} vanished`);
+  return job;
+}
+
+export function createPublisher(deps: PublisherDeps): Publisher {
+  const ctx: Ctx = {
+    deps,
+    jobs: deps.jobs,
+    policy: deps.policy ?? DEFAULT_RETRY_POLICY,
+    log: deps.logger?.child({ component: 'transparency-publisher' }),
+  };
+  const process = (
     job: ClaimedJob,
     options: { signal?: AbortSignal } = {},
-  ): Promise<TransparencyJob | null> => {
-    // Keep the lease while a slow remote is polled; a lost lease ends the heartbeat.
-    const heartbeat = setInterval(
-      () => {
-        jobs.renewLease(job, policy.leaseMs).catch((err: unknown) => {
-          log?.warn({ err, jobId: job.id }, 'could not renew the transparency job lease');
-        });
-      },
-      Math.max(1_000, Math.floor(policy.leaseMs / 3)),
-    );
-    heartbeat.unref();
-    try {
-      const statement = await statementFor(job);
-      const publication = await submit(statement, options.signal);
-      const done = await jobs.complete(job, publication);
-      if (done === null) {
-        log?.info(
-          { jobId: job.id },
-          'transparency job lease lost before completion; the new holder finishes it',
-        );
-        return null;
-      }
-      log?.info(
-        { jobId: done.id, attestationId: done.attestationId, backend: done.backend, entryId: done.entryId },
-        'attestation published to the transparency log',
-      );
-      return done;
-    } catch (err) {
-      if (isTransparencyError(err, 'LEASE_LOST')) return null;
-      const typed = isTransparencyError(err) ? err : undefined;
-      // Every failure is retried after a backoff: a job is queued until it is published.
-      const permanent = typed !== undefined && !typed.retryable;
-      const failed = await fail(jobs, job, `${typed?.code ?? 'ERROR'}: ${(err as Error).message}`, {
-        policy,
-        permanent,
-        ...(typed?.retryAfterMs !== undefined ? { retryAfterMs: typed.retryAfterMs } : {}),
-      });
-      if (failed === null) return null;
-      const level = permanent ? 'error' : 'warn';
-      log?.[level](
-        {
-          err,
-          jobId: job.id,
-          attempts: failed.attempts,
-          state: failed.state,
-          nextAttemptAt: failed.nextAttemptAt,
-        },
-        'transparency publication attempt failed',
-      );
-      return failed;
-    } finally {
-      clearInterval(heartbeat);
-    }
-  };
-
-  /**
-   * A push found the job leased by a worker (the workers are woken by the very enqueue of the push,
-   * in this process or another): the push waits for that attempt's outcome, polling the row, for at
-   * most `pushWaitMs`, and answers with the job as it then stands (published, or queued with the
-   * attempt's error and its next attempt).
-   */
-  const heldElsewhere = async (
-    jobId: string,
-    seen: TransparencyJob,
-    signal: AbortSignal | undefined,
-  ): Promise<TransparencyJob> => {
-    const deadline = Date.now() + (deps.pushWaitMs ?? DEFAULT_PUSH_WAIT_MS);
-    let job = seen;
-    for (;;) {
-      job = (await jobs.get({ id: jobId })) ?? job;
-      if (job.state === 'published' || job.leaseToken === null) return job;
-      if (Date.now() >= deadline || signal?.aborted === true) return job;
-      await sleep(PUSH_POLL_MS);
-    }
-  };
+  ): Promise<TransparencyJob | null> => processJob(ctx, job, options);
 
   return {
     process,
 
-    register: (statement, options = {}) => submit(statement, options.signal),
+    register: (statement, options = {}) => submit(deps.backend, statement, options.signal),
 
     async publishNow(attestationId, options = {}) {
-      let queued: { id: string }[];
-      try {
-        queued = await jobs.enqueue([attestationId]);
-      } catch (err) {
-        if ((err as { code?: string }).code === SQLSTATE_FOREIGN_KEY_VIOLATION) {
-          throw new TransparencyError(
-            'ATTESTATION_NOT_FOUND',
-            `attestation ${attestationId} is not in the vault`,
-            {
-              retryable: false,
-            },
-          );
-        }
-        throw err;
-      }
-      const jobId = queued[0]!.id;
-      const job = await jobs.get({ id: jobId });
-      // Invariant: jobs are never deleted (a plain Error, issue 23).
-      if (job === null) throw new Error(`transparency job ${jobId} vanished`);
+      const job = await jobOf(ctx.jobs, attestationId);
       if (job.state === 'published') return job;
-      const [claimed] = await claim(jobs, 1, { policy, jobIds: [jobId], skipBackoff: true });
-      if (claimed === undefined) return heldElsewhere(jobId, job, options.signal);
-      return (await process(claimed, options)) ?? (await jobs.get({ id: jobId })) ?? job;
+      const [claimed] = await claim(ctx.jobs, 1, { policy: ctx.policy, jobIds: [job.id], skipBackoff: true });
+      if (claimed === undefined) return heldElsewhere(ctx, job.id, job, options.signal);
+      return (await process(claimed, options)) ?? (await ctx.jobs.get({ id: job.id })) ?? job;
     },
   };
 }

@@ -25,6 +25,7 @@ import type { Signer } from '../signing/signer.ts';
 import { TransparencyError, type TransparencyErrorCode } from './errors.ts';
 import { HASH_SIZE, hashesEqual, leafHash, rootFromInclusionProof } from './merkle.ts';
 import { cwtClaims, decodeSign1 } from './statement.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * COSE Receipts of inclusion for RFC9162_SHA256 (RFC 9942, draft-ietf-cose-merkle-tree-proofs):
@@ -186,7 +187,7 @@ export function receiptsUnder(head: SignedTreeHead, proofs: readonly InclusionPr
     at += suffix.copy(out, at);
     views.push(out.subarray(begin, at));
   }
-  if (at !== total) throw new Error(`receipt block: wrote ${at} of ${total} bytes`);
+  if (at !== total) throw new InvariantError(`receipt block: wrote ${at} of ${total} bytes`);
   return views;
 }
 

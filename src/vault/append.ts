@@ -14,6 +14,7 @@ import {
   type StoredAttestation,
 } from './types.ts';
 import { UuidV7Generator } from './uuidv7.ts';
+import { InvariantError } from '../errors.ts';
 
 export interface AppendOptions {
   /**
@@ -97,7 +98,8 @@ async function appendLocked(
   });
   const head = headResult.rows[0];
   // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
-  if (head === undefined) throw new Error('vault_head row is missing: was migration 0001 applied?');
+  if (head === undefined)
+    throw new VaultError('MIGRATION_PENDING', 'vault_head row is missing: was migration 0001 applied?');
 
   // A new statement after the lock: its snapshot sees the commit of the writer we waited for.
   const digests = [...new Set(input.map((r) => r.digest))];
@@ -183,7 +185,7 @@ async function copyLines(client: pg.PoolClient, lines: readonly string[]): Promi
   await finished(stream);
   // Invariant, not a caller's error: COPY stores every row or fails (a plain Error, issue 23).
   if (stream.rowCount !== lines.length) {
-    throw new Error(`COPY stored ${stream.rowCount} rows, expected ${lines.length}`);
+    throw new InvariantError(`COPY stored ${stream.rowCount} rows, expected ${lines.length}`);
   }
 }
 

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { GENESIS_DIGEST, type DsseEnvelope } from './types.ts';
+import { VaultError } from './errors.ts';
 
 export type ChainBreak =
   /** The stored envelope no longer hashes to the stored digest (the envelope or digest changed). */
@@ -51,7 +52,8 @@ export async function verifyChain(pool: pg.Pool, options: VerifyChainOptions): P
   );
   const head = headResult.rows[0];
   // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
-  if (head === undefined) throw new Error('vault_head row is missing: was migration 0001 applied?');
+  if (head === undefined)
+    throw new VaultError('MIGRATION_PENDING', 'vault_head row is missing: was migration 0001 applied?');
   const headSeq = Number(head.last_seq);
 
   // Records of archived partitions left the table (retention, migration 0019), always the oldest:

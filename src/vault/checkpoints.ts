@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { AttestationKind } from './types.ts';
+import { VaultError } from './errors.ts';
 
 /**
  * Storage of the vault's Merkle tree and its signed checkpoints (migration 0009): the subtree
@@ -132,7 +133,8 @@ export function checkpointRepository(pool: pg.Pool): CheckpointRepository {
       });
       const h = rows[0];
       // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
-      if (h === undefined) throw new Error('vault_head row is missing: was migration 0001 applied?');
+      if (h === undefined)
+        throw new VaultError('MIGRATION_PENDING', 'vault_head row is missing: was migration 0001 applied?');
       return { seq: Number(h.last_seq), id: h.last_id };
     },
 

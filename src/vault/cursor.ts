@@ -63,7 +63,8 @@ export async function loadCursorKey(pool: pg.Pool): Promise<Buffer> {
   const { rows } = await pool.query<{ key: Buffer }>('SELECT key FROM vault_cursor_key');
   const key = rows[0]?.key;
   // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
-  if (key === undefined) throw new Error('vault_cursor_key is empty: was migration 0001 applied?');
+  if (key === undefined)
+    throw new VaultError('MIGRATION_PENDING', 'vault_cursor_key is empty: was migration 0001 applied?');
   return key;
 }
 

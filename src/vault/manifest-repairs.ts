@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { inTransaction } from './transaction.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * Requests to re-sign an artifact's C2PA manifest (`manifest_repairs`, migration 0012). The API
@@ -215,7 +216,7 @@ export function manifestRepairRepository(pool: pg.Pool): ManifestRepairRepositor
       const replaced = await replacedBy(input.runId, input.kind, input.replacesDigest);
       if (replaced) return { repair: replaced, created: false };
       // Invariant: the insert opened a request or one was open or done (a plain Error, issue 23).
-      throw new Error(`manifest repair of ${input.runId}/${input.kind} neither opened nor open`);
+      throw new InvariantError(`manifest repair of ${input.runId}/${input.kind} neither opened nor open`);
     },
 
     complete(id, manifest, audit) {

@@ -11,6 +11,8 @@ import {
   timestamptzField,
 } from './copy-binary.ts';
 import { inTransaction } from './transaction.ts';
+import { VaultError } from './errors.ts';
+import { InvariantError } from '../errors.ts';
 
 /**
  * Storage of the service's own RFC 9162 Merkle log (migrations 0005, 0006): `scitt_log_entries` (one
@@ -142,7 +144,8 @@ async function readHead(q: Queryable, lock: boolean): Promise<LogHead> {
   );
   const head = rows[0];
   // Invariant, not a caller's error: the migrations create this row (a plain Error, issue 23).
-  if (head === undefined) throw new Error('scitt_log_head row is missing: was migration 0005 applied?');
+  if (head === undefined)
+    throw new VaultError('MIGRATION_PENDING', 'scitt_log_head row is missing: was migration 0005 applied?');
   return { size: Number(head.tree_size), root: head.root_hash };
 }
 
@@ -223,7 +226,7 @@ function appendTransaction(client: pg.PoolClient, head: LogHead): ScittLogAppend
           await copied;
           // Invariant, not a caller's error: COPY stores every row or fails (a plain Error, issue 23).
           if (copy.rowCount !== expected) {
-            throw new Error(`SCITT log COPY stored ${copy.rowCount} entries, expected ${expected}`);
+            throw new InvariantError(`SCITT log COPY stored ${copy.rowCount} entries, expected ${expected}`);
           }
         },
       };

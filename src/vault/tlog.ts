@@ -132,6 +132,108 @@ function toNote(r: NoteRow): StoredNote {
   };
 }
 
+/** A witness of a log with its newest cosignature (`c_`) and newest refusal (`r_`), as WITNESSES_SQL reads it. */
+export interface WitnessRow {
+  witness: string;
+  key_id: string;
+  c_size: string | null;
+  c_at: Date | null;
+  c_stored: Date | null;
+  c_since: Date | null;
+  r_size: string | null;
+  r_outcome: WitnessRefusal['outcome'] | null;
+  r_status: number | null;
+  r_old: string | null;
+  r_witness_size: string | null;
+  r_detail: string | null;
+  r_at: Date | null;
+}
+
+/**
+ * Every witness (name, key id) that cosigned or refused a note of log $1, with its newest
+ * cosignature (largest tree size), its newest refusal, and the first cosignature stored after that
+ * refusal (`c_since`: since when it has cosigned again).
+ */
+const WITNESSES_SQL = `
+  WITH w AS (
+    SELECT DISTINCT witness, witness_key_id FROM tlog_cosignatures WHERE log = $1
+    UNION SELECT DISTINCT witness, witness_key_id FROM tlog_witness_refusals WHERE log = $1
+  )
+  SELECT w.witness, w.witness_key_id AS key_id,
+         c.tree_size AS c_size, c.cosigned_at AS c_at, c.created_at AS c_stored,
+         r.tree_size AS r_size, r.outcome AS r_outcome, r.http_status AS r_status,
+         r.old_size AS r_old, r.witness_size AS r_witness_size, r.detail AS r_detail,
+         r.created_at AS r_at,
+         (SELECT min(s.created_at) FROM tlog_cosignatures s
+           WHERE s.log = $1 AND s.witness = w.witness AND s.witness_key_id = w.witness_key_id
+             AND s.created_at > coalesce(r.created_at, '-infinity')) AS c_since
+  FROM w
+  LEFT JOIN LATERAL (SELECT * FROM tlog_cosignatures s
+                     WHERE s.log = $1 AND s.witness = w.witness AND s.witness_key_id = w.witness_key_id
+                     ORDER BY s.tree_size DESC LIMIT 1) c ON true
+  LEFT JOIN LATERAL (SELECT * FROM tlog_witness_refusals x
+                     WHERE x.log = $1 AND x.witness = w.witness AND x.witness_key_id = w.witness_key_id
+                     ORDER BY x.created_at DESC LIMIT 1) r ON true
+  ORDER BY w.witness, w.witness_key_id`;
+
+/** A WitnessRow as the record it reads: a side whose row is absent (no cosignature, no refusal) is null. */
+export function toWitnessRecord(log: TlogName, r: WitnessRow): WitnessRecord {
+  return {
+    witness: r.witness,
+    keyId: r.key_id,
+    cosigned:
+      r.c_size === null || r.c_at === null || r.c_stored === null
+        ? null
+        : { treeSize: Number(r.c_size), cosignedAt: r.c_at, storedAt: r.c_stored, since: r.c_since },
+    refused:
+      r.r_size === null || r.r_outcome === null || r.r_at === null
+        ? null
+        : {
+            log,
+            treeSize: Number(r.r_size),
+            witness: r.witness,
+            keyId: r.key_id,
+            outcome: r.r_outcome,
+            httpStatus: r.r_status ?? 0,
+            oldSize: Number(r.r_old ?? 0),
+            witnessSize: r.r_witness_size === null ? null : Number(r.r_witness_size),
+            detail: r.r_detail ?? '',
+            createdAt: r.r_at,
+          },
+  };
+}
+
+/**
+ * The query of a tile's hashes: the vault tree's nodes (leaves included, level 0), or the SCITT
+ * log's, whose leaf hashes live on its entries and whose higher levels live in its node table.
+ */
+export function tileQuery(
+  log: TlogName,
+  level: number,
+  first: number,
+  count: number,
+): { name: string; text: string; values: number[] } {
+  if (log === 'vault') {
+    return {
+      name: 'tlog_tile_vault',
+      text: 'SELECT hash FROM vault_tree_nodes WHERE level = $1 AND idx >= $2 AND idx < $2 + $3 ORDER BY idx',
+      values: [level, first, count],
+    };
+  }
+  if (level === 0) {
+    return {
+      name: 'tlog_tile_scitt_leaves',
+      text: 'SELECT leaf_hash AS hash FROM scitt_log_entries WHERE idx >= $1 AND idx < $1 + $2 ORDER BY idx',
+      values: [first, count],
+    };
+  }
+  return {
+    name: 'tlog_tile_scitt',
+    text: 'SELECT hash FROM scitt_log_nodes WHERE level = $1 AND idx >= $2 AND idx < $2 + $3 ORDER BY idx',
+    values: [level, first, count],
+  };
+}
+
 export function tlogRepository(pool: pg.Pool): TlogRepository {
   return {
     async addCheckpoint(n) {
@@ -202,90 +304,16 @@ export function tlogRepository(pool: pg.Pool): TlogRepository {
     },
 
     async witnesses(log) {
-      const { rows } = await pool.query<{
-        witness: string;
-        key_id: string;
-        c_size: string | null;
-        c_at: Date | null;
-        c_stored: Date | null;
-        c_since: Date | null;
-        r_size: string | null;
-        r_outcome: WitnessRefusal['outcome'] | null;
-        r_status: number | null;
-        r_old: string | null;
-        r_witness_size: string | null;
-        r_detail: string | null;
-        r_at: Date | null;
-      }>({
+      const { rows } = await pool.query<WitnessRow>({
         name: 'tlog_witnesses',
-        text: `
-          WITH w AS (
-            SELECT DISTINCT witness, witness_key_id FROM tlog_cosignatures WHERE log = $1
-            UNION SELECT DISTINCT witness, witness_key_id FROM tlog_witness_refusals WHERE log = $1
-          )
-          SELECT w.witness, w.witness_key_id AS key_id,
-                 c.tree_size AS c_size, c.cosigned_at AS c_at, c.created_at AS c_stored,
-                 r.tree_size AS r_size, r.outcome AS r_outcome, r.http_status AS r_status,
-                 r.old_size AS r_old, r.witness_size AS r_witness_size, r.detail AS r_detail,
-                 r.created_at AS r_at,
-                 (SELECT min(s.created_at) FROM tlog_cosignatures s
-                   WHERE s.log = $1 AND s.witness = w.witness AND s.witness_key_id = w.witness_key_id
-                     AND s.created_at > coalesce(r.created_at, '-infinity')) AS c_since
-          FROM w
-          LEFT JOIN LATERAL (SELECT * FROM tlog_cosignatures s
-                             WHERE s.log = $1 AND s.witness = w.witness AND s.witness_key_id = w.witness_key_id
-                             ORDER BY s.tree_size DESC LIMIT 1) c ON true
-          LEFT JOIN LATERAL (SELECT * FROM tlog_witness_refusals x
-                             WHERE x.log = $1 AND x.witness = w.witness AND x.witness_key_id = w.witness_key_id
-                             ORDER BY x.created_at DESC LIMIT 1) r ON true
-          ORDER BY w.witness, w.witness_key_id`,
+        text: WITNESSES_SQL,
         values: [log],
       });
-      return rows.map((r) => ({
-        witness: r.witness,
-        keyId: r.key_id,
-        cosigned:
-          r.c_size === null || r.c_at === null || r.c_stored === null
-            ? null
-            : { treeSize: Number(r.c_size), cosignedAt: r.c_at, storedAt: r.c_stored, since: r.c_since },
-        refused:
-          r.r_size === null || r.r_outcome === null || r.r_at === null
-            ? null
-            : {
-                log,
-                treeSize: Number(r.r_size),
-                witness: r.witness,
-                keyId: r.key_id,
-                outcome: r.r_outcome,
-                httpStatus: r.r_status ?? 0,
-                oldSize: Number(r.r_old ?? 0),
-                witnessSize: r.r_witness_size === null ? null : Number(r.r_witness_size),
-                detail: r.r_detail ?? '',
-                createdAt: r.r_at,
-              },
-      }));
+      return rows.map((r) => toWitnessRecord(log, r));
     },
 
     async tileHashes(log, level, first, count) {
-      const query =
-        log === 'vault'
-          ? {
-              name: 'tlog_tile_vault',
-              text: 'SELECT hash FROM vault_tree_nodes WHERE level = $1 AND idx >= $2 AND idx < $2 + $3 ORDER BY idx',
-              values: [level, first, count],
-            }
-          : level === 0
-            ? {
-                name: 'tlog_tile_scitt_leaves',
-                text: 'SELECT leaf_hash AS hash FROM scitt_log_entries WHERE idx >= $1 AND idx < $1 + $2 ORDER BY idx',
-                values: [first, count],
-              }
-            : {
-                name: 'tlog_tile_scitt',
-                text: 'SELECT hash FROM scitt_log_nodes WHERE level = $1 AND idx >= $2 AND idx < $2 + $3 ORDER BY idx',
-                values: [level, first, count],
-              };
-      const { rows } = await pool.query<{ hash: Buffer }>(query);
+      const { rows } = await pool.query<{ hash: Buffer }>(tileQuery(log, level, first, count));
       return rows.map((r) => r.hash);
     },
 

@@ -119,7 +119,7 @@ export interface TransparencyJobRepository {
   nextDueInMs(): Promise<number | null>;
 }
 
-interface JobRow {
+export interface JobRow {
   id: string;
   attestation_id: string;
   state: JobState;
@@ -209,6 +209,38 @@ export async function enqueueJobs(
   return rows.map((r) => ({ id: r.id, attestationId: r.attestation_id }));
 }
 
+/** A row of `forRun`: the run, one of its records (null when it has none) and that record's job (null columns when none). */
+export type RunJobRow = {
+  run_namespace: string;
+  run_name: string;
+  a_id: string | null;
+  a_kind: string | null;
+} & {
+  [K in keyof JobRow]: JobRow[K] | null;
+};
+
+/**
+ * The run and its jobs from the rows of `forRun` (no row: the run is not mirrored). Every record of
+ * the run is a row (LEFT JOIN), with or without a job: the summary counts those without one as not
+ * published, so `records` counts rows with a record, `jobs` only those with a job.
+ */
+export function runJobsOf(rows: readonly RunJobRow[]): {
+  run: { namespace: string; name: string } | null;
+  jobs: RunJob[];
+  records: number;
+} {
+  const first = rows[0];
+  if (first === undefined) return { run: null, jobs: [], records: 0 };
+  const jobs: RunJob[] = [];
+  let records = 0;
+  for (const r of rows) {
+    if (r.a_id !== null) records += 1;
+    if (r.a_id === null || r.id === null) continue;
+    jobs.push({ attestationId: r.a_id, kind: r.a_kind!, job: toJob(r as JobRow) });
+  }
+  return { run: { namespace: first.run_namespace, name: first.run_name }, jobs, records };
+}
+
 export function transparencyJobRepository(pool: pg.Pool): TransparencyJobRepository {
   const get = async (key: { id: string } | { attestationId: string }): Promise<TransparencyJob | null> => {
     const byId = 'id' in key;
@@ -293,11 +325,7 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
 
     async forRun(runId) {
       // The run's name comes along on every row (and alone when it has no job), in one round trip.
-      const { rows } = await pool.query<
-        { run_namespace: string; run_name: string; a_id: string | null; a_kind: string | null } & {
-          [K in keyof JobRow]: JobRow[K] | null;
-        }
-      >({
+      const { rows } = await pool.query<RunJobRow>({
         name: 'transparency_jobs_for_run',
         text:
           'SELECT r.namespace AS run_namespace, r.name AS run_name, a.id AS a_id, a.kind AS a_kind, ' +
@@ -307,18 +335,7 @@ export function transparencyJobRepository(pool: pg.Pool): TransparencyJobReposit
           'WHERE r.id = $1::uuid ORDER BY a.id',
         values: [runId],
       });
-      const first = rows[0];
-      if (first === undefined) return { run: null, jobs: [], records: 0 };
-      const jobs: RunJob[] = [];
-      // Every record of the run is a row (LEFT JOIN), with or without a job: the summary counts
-      // those without one as not published.
-      let records = 0;
-      for (const r of rows) {
-        if (r.a_id !== null) records += 1;
-        if (r.a_id === null || r.id === null) continue;
-        jobs.push({ attestationId: r.a_id, kind: r.a_kind!, job: toJob(r as JobRow) });
-      }
-      return { run: { namespace: first.run_namespace, name: first.run_name }, jobs, records };
+      return runJobsOf(rows);
     },
 
     async stats() {

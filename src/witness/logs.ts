@@ -1,10 +1,5 @@
-import {
-  consistencyRanges,
-  hashRanges,
-  nodeKey,
-  nodesForRanges,
-  type NodeId,
-} from '../transparency/merkle.ts';
+import { consistencyRanges } from '../transparency/merkle.ts';
+import { hashStoredRanges, type FetchSubtrees } from '../transparency/stored-tree.ts';
 import type { TlogName, Vault } from '../vault/index.ts';
 import { InvariantError } from '../errors.ts';
 
@@ -27,17 +22,12 @@ export interface WitnessedLog {
   consistencyProof(m: number, n: number): Promise<Buffer[]>;
 }
 
-type FetchNodes = (nodes: readonly NodeId[]) => Promise<{ level: number; index: number; hash: Buffer }[]>;
-
-async function proofFrom(fetch: FetchNodes, m: number, n: number): Promise<Buffer[]> {
-  const ranges = consistencyRanges(m, n);
-  const wanted = nodesForRanges(ranges);
-  const found = new Map((wanted.length === 0 ? [] : await fetch(wanted)).map((x) => [nodeKey(x), x.hash]));
-  return hashRanges(ranges, (node) => {
-    const h = found.get(nodeKey(node));
-    if (h === undefined) throw new InvariantError(`the stored tree lacks subtree ${nodeKey(node)}`);
-    return h;
-  });
+function proofFrom(fetch: FetchSubtrees, m: number, n: number): Promise<Buffer[]> {
+  return hashStoredRanges(
+    fetch,
+    consistencyRanges(m, n),
+    (key) => new InvariantError(`the stored tree lacks subtree ${key}`),
+  );
 }
 
 /** The origins of the two logs: `<prefix>/v1/tlog/<name>`, their tlog-tiles prefixes. */

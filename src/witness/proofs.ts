@@ -1,4 +1,5 @@
-import { hashRanges, inclusionRanges, nodeKey, nodesForRanges, type NodeId } from '../transparency/merkle.ts';
+import { hashRanges, inclusionRanges, nodesForRanges } from '../transparency/merkle.ts';
+import { fetchSubtrees, lookupIn } from '../transparency/stored-tree.ts';
 import { withSignatures } from '../tlog/checkpoint.ts';
 import { parseNote } from '../tlog/note.ts';
 import { formatTlogProof } from '../tlog/proof.ts';
@@ -39,20 +40,12 @@ export async function recordProofs(vault: Pick<Vault, 'tlog' | 'checkpoints'>): 
     async proofs(seqs) {
       const covered = seqs.filter((s) => s >= 1 && s <= note.treeSize);
       const ranges = new Map(covered.map((s) => [s, inclusionRanges(s - 1, note.treeSize)]));
-      const wanted: NodeId[] = nodesForRanges([...ranges.values()].flat());
-      const found = new Map<string, Buffer>();
-      for (let i = 0; i < wanted.length; i += NODE_CHUNK) {
-        for (const n of await vault.checkpoints.nodes(wanted.slice(i, i + NODE_CHUNK))) {
-          found.set(nodeKey(n), n.hash);
-        }
-      }
+      const wanted = nodesForRanges([...ranges.values()].flat());
+      const found = await fetchSubtrees((n) => vault.checkpoints.nodes(n), wanted, NODE_CHUNK);
+      const lookup = lookupIn(found, (key) => new InvariantError(`the vault tree lacks subtree ${key}`));
       const out = new Map<number, string>();
       for (const [seq, r] of ranges) {
-        const proof = hashRanges(r, (node) => {
-          const h = found.get(nodeKey(node));
-          if (h === undefined) throw new InvariantError(`the vault tree lacks subtree ${nodeKey(node)}`);
-          return h;
-        });
+        const proof = hashRanges(r, lookup);
         out.set(seq, formatTlogProof({ index: seq - 1, proof, checkpoint }));
       }
       return out;

@@ -5,7 +5,6 @@
  * API's filters, a page at a time, --all (NDJSON that `verify` reads) and --watch.
  */
 import { execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,15 +13,13 @@ import { promisify } from 'node:util';
 import { CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { load as loadYaml } from 'js-yaml';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driveRun } from '../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../hack/stack/stack.ts';
 import { canonicalJson } from '../../src/attest/index.ts';
 import type { Run } from '../../src/crd/run.ts';
-import { startController, type RunningController } from '../../src/controller/manager.ts';
-import { kubeClient } from '../../src/kube/index.ts';
+import type { RunningController } from '../../src/controller/manager.ts';
+import { startTestController } from '../helpers/controller.ts';
 import { signerFromPem, type KeySigner } from '../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../src/vault/index.ts';
 import { stackApp } from '../helpers/app.ts';
@@ -95,18 +92,11 @@ beforeAll(async () => {
   signer = signerFromPem(await generateDevPki());
   await createNamespace(ns);
   dir = await mkdtemp(join(tmpdir(), 'cli-test-'));
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `cli-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'cli',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
   app = await stackApp(vault, signer.caCertificates);
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -9,7 +9,6 @@
  * tools-java (SPDX 3.0.1; the AI profile by our own check).
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,8 +16,6 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Spec, Validation } from '@cyclonedx/cyclonedx-library';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driveRun } from '../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../hack/stack/stack.ts';
@@ -31,8 +28,8 @@ import {
 } from '../../src/aibom/views/index.ts';
 import { canonicalJson, sha256Hex } from '../../src/attest/index.ts';
 import type { Run } from '../../src/crd/run.ts';
-import { startController, type RunningController } from '../../src/controller/manager.ts';
-import { kubeClient } from '../../src/kube/index.ts';
+import type { RunningController } from '../../src/controller/manager.ts';
+import { startTestController } from '../helpers/controller.ts';
 import type { AibomMetadata } from '../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../src/vault/index.ts';
@@ -113,18 +110,11 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'views-test-'));
   anchor = join(dir, 'ca.crt');
   await writeFile(anchor, signer.caCertificates.map((c) => c.toString()).join('\n'));
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `views-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'views',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
   app = await stackApp(vault, signer.caCertificates, { signer });
   await app.listen({ host: '127.0.0.1', port: 0 });

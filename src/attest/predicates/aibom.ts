@@ -21,8 +21,8 @@ export interface AibomInput {
 export function aibomStatement(input: AibomInput): Statement<unknown, typeof PredicateTypes.aibom> {
   assertPredicate(PredicateTypes.aibom, input.bom);
   const subject: Subject = {
-    name: subjectNames.artifact(input.runId, input.name ?? 'aibom'),
     digest: { sha256: input.sha256 },
+    name: subjectNames.artifact(input.runId, input.name ?? 'aibom'),
   };
   return makeStatement([subject], PredicateTypes.aibom, input.bom);
 }
@@ -50,8 +50,8 @@ export function viewStatement(
 ): Statement<unknown, typeof PredicateTypes.aibom | typeof PredicateTypes.spdx> {
   assertPredicate(input.predicateType, input.document);
   const subject: Subject = {
-    name: subjectNames.artifact(input.runId, input.name),
     digest: { sha256: input.sha256 },
+    name: subjectNames.artifact(input.runId, input.name),
   };
   return makeStatement([subject], input.predicateType, input.document);
 }

@@ -34,21 +34,22 @@ export type ArtifactInput = ArtifactBase & ({ bucket: string; key: string } | { 
 /** Subject `artifact:<runId>:<name>` with the digest of the artifact bytes. */
 export function artifactSubject(predicate: ArtifactPredicate): Subject {
   return {
-    name: subjectNames.artifact(predicate.runId, predicate.name),
     digest: { sha256: predicate.digest.sha256 },
+    name: subjectNames.artifact(predicate.runId, predicate.name),
   };
 }
 
 export function artifactStatement(
   input: ArtifactInput,
 ): Statement<ArtifactPredicate, typeof PredicateTypes.artifact> {
+  // Members in JCS order (makeStatement says why).
   const predicate: ArtifactPredicate = {
-    runId: input.runId,
-    name: input.name,
-    mediaType: input.mediaType,
     digest: { sha256: input.sha256 },
-    size: input.size,
     location: 'step' in input ? { step: input.step } : { bucket: input.bucket, key: input.key },
+    mediaType: input.mediaType,
+    name: input.name,
+    runId: input.runId,
+    size: input.size,
   };
   return buildStatement(PredicateTypes.artifact, predicate, artifactSubject);
 }

@@ -41,33 +41,34 @@ export interface CapabilityInput {
 /** Subject `capability:<runId>:<stepId>:<n>`; digest: SHA-256 of the JCS canonical JSON of the chain. */
 export function capabilitySubject(predicate: CapabilityPredicate): Subject {
   return {
-    name: subjectNames.capability(predicate.runId, predicate.stepId, predicate.index),
     digest: { sha256: jcsSha256Hex(predicate.chain) },
+    name: subjectNames.capability(predicate.runId, predicate.stepId, predicate.index),
   };
 }
 
 export function capabilityStatement(
   input: CapabilityInput,
 ): Statement<CapabilityPredicate, typeof PredicateTypes.capability> {
+  // Members in JCS order (makeStatement says why).
   const predicate: CapabilityPredicate = {
-    runId: input.runId,
-    stepId: input.stepId,
-    index: input.index,
     chain: input.chain.map((link) => ({
-      scope: link.scope,
-      grantedBy: link.grantedBy,
       approvedBy: link.approvedBy ?? null,
+      grantedBy: link.grantedBy,
+      scope: link.scope,
     })),
+    index: input.index,
     ...(input.root !== undefined
       ? {
           root: {
-            keyId: input.root.keyId,
             algorithm: input.root.algorithm,
             authority: input.root.authority,
             biscuitRootKey: input.root.biscuitRootKey,
+            keyId: input.root.keyId,
           },
         }
       : {}),
+    runId: input.runId,
+    stepId: input.stepId,
   };
   return buildStatement(PredicateTypes.capability, predicate, capabilitySubject);
 }

@@ -22,20 +22,21 @@ export type PolicyInput = PolicyPredicate;
 export function policySubject(predicate: PolicyPredicate): Subject {
   const { pack, version, guardrails } = predicate;
   return {
+    digest: { sha256: jcsSha256Hex({ guardrails, pack, version }) },
     name: subjectNames.policy(pack, version),
-    digest: { sha256: jcsSha256Hex({ pack, version, guardrails }) },
   };
 }
 
 export function policyStatement(
   input: PolicyInput,
 ): Statement<PolicyPredicate, typeof PredicateTypes.policy> {
+  // Members in JCS order (makeStatement says why).
   const predicate: PolicyPredicate = {
-    runId: input.runId,
-    pack: input.pack,
-    version: input.version,
-    guardrails: [...input.guardrails],
     decision: input.decision,
+    guardrails: [...input.guardrails],
+    pack: input.pack,
+    runId: input.runId,
+    version: input.version,
   };
   return buildStatement(PredicateTypes.policy, predicate, policySubject);
 }

@@ -106,8 +106,8 @@ function unique(descriptors: ResourceDescriptor[]): ResourceDescriptor[] {
  */
 export function runSubject(predicate: ProvenancePredicate): Subject {
   return {
-    name: subjectNames.run(predicate.runDetails.metadata.invocationId),
     digest: { sha256: jcsSha256Hex(predicate.buildDefinition.externalParameters) },
+    name: subjectNames.run(predicate.runDetails.metadata.invocationId),
   };
 }
 

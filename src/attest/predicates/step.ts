@@ -49,35 +49,48 @@ export type StepInput = {
 /** Subject `step:<runId>:<stepId>`; its digest is the output digest (the step's product). */
 export function stepSubject(predicate: StepPredicate): Subject {
   return {
-    name: subjectNames.step(predicate.runId, predicate.stepId),
     digest: { sha256: predicate.outputDigest.sha256 },
+    name: subjectNames.step(predicate.runId, predicate.stepId),
   };
 }
 
 export function stepStatement(input: StepInput): Statement<StepPredicate, typeof PredicateTypes.step> {
   // Fields are copied one by one: extra keys on the caller's objects never reach a signed payload.
-  const kind: StepKind =
+  // Members in JCS order (makeStatement says why): `model` sorts before `outputDigest`, `tool` last.
+  const inputDigest = { sha256: jcsSha256Hex(input.inputs) };
+  const outputDigest = { sha256: jcsSha256Hex(input.output) };
+  const policyPack = { name: input.policyPack.name, version: input.policyPack.version };
+  const { finishedAt, phase, runId, startedAt, stepId } = input;
+  const predicate: StepPredicate =
     input.kind === 'model'
       ? {
+          finishedAt,
+          inputDigest,
           kind: 'model',
           model: {
             name: input.model.name,
             provider: input.model.provider,
-            version: input.model.version,
             temperature: input.model.temperature,
+            version: input.model.version,
           },
+          outputDigest,
+          phase,
+          policyPack,
+          runId,
+          startedAt,
+          stepId,
         }
-      : { kind: 'tool', tool: { name: input.tool.name, command: [...input.tool.command] } };
-  const predicate: StepPredicate = {
-    runId: input.runId,
-    stepId: input.stepId,
-    ...kind,
-    inputDigest: { sha256: jcsSha256Hex(input.inputs) },
-    outputDigest: { sha256: jcsSha256Hex(input.output) },
-    phase: input.phase,
-    startedAt: input.startedAt,
-    finishedAt: input.finishedAt,
-    policyPack: { name: input.policyPack.name, version: input.policyPack.version },
-  };
+      : {
+          finishedAt,
+          inputDigest,
+          kind: 'tool',
+          outputDigest,
+          phase,
+          policyPack,
+          runId,
+          startedAt,
+          stepId,
+          tool: { command: [...input.tool.command], name: input.tool.name },
+        };
   return buildStatement(PredicateTypes.step, predicate, stepSubject);
 }

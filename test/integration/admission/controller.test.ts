@@ -4,14 +4,11 @@
  * AIBOMReady=True through the real controller (in-process, scoped to this test's namespace) against
  * the stack's PostgreSQL and MinIO, and what the records say matches the spec.
  */
-import { randomBytes } from 'node:crypto';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Run, RunSpec } from '../../../src/crd/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
 import {
@@ -21,7 +18,6 @@ import {
   type AttestationKind,
   type Vault,
 } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { freshDatabase, kubeConfig } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
@@ -38,18 +34,11 @@ beforeAll(async () => {
   await migrate(url);
   vault = await openVault(createVaultPool(url));
   const signer = signerFromPem(await generateDevPki());
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `adm-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'adm',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
 });
 

@@ -125,7 +125,7 @@ describe('kubectl get', () => {
 
   it('attestations: NAME is the id (no ID column), KIND instead of the predicate URL (wide view only)', async () => {
     const [head, row] = table(await kubectl('get', 'attestations', '-n', ns));
-    expect(head).toEqual(['NAME', 'KIND', 'SUBJECT', 'TRANSPARENCY', 'MODE', 'AGE']);
+    expect(head).toEqual(['NAME', 'KIND', 'SUBJECT', 'TRANSPARENCY', 'MODE', 'RECORDS', 'AGE']);
     expect(row?.[0]).toBe(ATT_ID);
     expect(row?.[1]).toBe('step');
     expect(row).not.toContain(PREDICATE);

@@ -19,8 +19,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import pg from 'pg';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { uuidv7 } from 'uuidv7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -37,8 +35,8 @@ import type { Run, RunSpec, StepStatus } from '../../../src/crd/run.ts';
 import { aibomStatement } from '../../../src/attest/index.ts';
 import { isFinished } from '../../../src/crd/run.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { generateDevPki, type DevPki } from '../../../hack/dev-pki.ts';
 import { computeAibom, computeAibomViews, type AibomMetadata } from '../../../src/recorder/index.ts';
 import {
@@ -53,7 +51,7 @@ import { signerFromPem } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { p256Signer } from '../../unit/attest/keys.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
-import { freshDatabase, kubeConfig, stack } from '../../helpers/stack.ts';
+import { freshDatabase, stack } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { runSpecs, type G } from './arbitraries.ts';
 import { applyPipelineStatus, createRun, freshNamespace, getRun, outcome } from './helpers.ts';
@@ -77,18 +75,12 @@ beforeAll(async () => {
   vault = await openVault(createVaultPool(url));
   pki = await generateDevPki();
   const runtime = signerFromPem(pki);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
+    signer: runtime,
     blobs,
-    runtimeSigner: runtime,
-    envelopeSigner: () => Promise.resolve({ signer: runtime, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
     leaseName: `adm-prop-${randomUUID().slice(0, 8)}`,
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     // Reconciles wait on the API server and PostgreSQL far more than on this process.
     workers: 8,
   });

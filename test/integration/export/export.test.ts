@@ -7,7 +7,7 @@
  * only get/list verifies its records from the key-distribution endpoint alone.
  */
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -16,14 +16,13 @@ import { Reader } from '@contentauth/c2pa-node';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { Run } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { decodeKeySet } from '../../../src/cose/key.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { verifyReceipt } from '../../../src/transparency/receipt.ts';
@@ -125,18 +124,11 @@ beforeAll(async () => {
   await mkdir(dir, { recursive: true });
   await createNamespace(ns);
   await bindUser('alice', 'aibom-vault-viewer', ns);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: quiet,
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `export-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'export',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     transparency,
   });
   await createRun('good');

@@ -15,16 +15,14 @@ import { promisify } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { Run } from '../../../src/crd/run.ts';
 import { type CapabilityPredicate } from '../../../src/attest/index.ts';
 import { biscuitRootKey } from '../../../src/capability/biscuit.ts';
 import { mintGrants } from '../../../src/capability/mint.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
@@ -37,7 +35,6 @@ import {
   type Vault,
 } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -107,18 +104,11 @@ beforeAll(async () => {
   vault = await openVault(createVaultPool(dbUrl));
   signer = signerFromPem(await generateDevPki());
   await createNamespace(ns);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `caps-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'caps',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
   app = await stackApp(vault, signer.caCertificates);
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -8,7 +8,6 @@
  * resource; the leader election's Lease traffic is reported apart) and its vault's pool (every
  * statement, on the pool and on checked-out clients, classified by its SQL text).
  */
-import { randomBytes } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -16,12 +15,12 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import type { Run } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency } from '../../../src/transparency/setup.ts';
 import { migrate, openVault, type Vault } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { metricValue, sampleRunSpec } from '../../helpers/controller-process.ts';
 import {
   countingPool,
@@ -89,18 +88,13 @@ beforeAll(async () => {
   client = new CountingClient(kubeClient(kubeConfig('aibom-vault')));
   registry = new Registry();
   const quiet = pino({ level: 'silent' });
-  controller = startController({
+  controller = startTestController({
     client,
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: quiet,
+    signer,
     registry,
-    namespace: 'aibom-vault-system',
-    leaseName: `converged-${randomBytes(3).toString('hex')}`,
+    leasePrefix: 'converged',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     // SERVICE_TRANSPARENCY_WRITER=1 with the local log: the projection controller runs too.
     transparency: setupTransparency({
       vault,

@@ -10,8 +10,6 @@ import { promisify } from 'node:util';
 import { Reader } from '@contentauth/c2pa-node';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -20,8 +18,8 @@ import type { Run } from '../../../src/crd/run.ts';
 import { validateCycloneDx } from '../../../src/aibom/index.ts';
 import { envelopeDigest } from '../../../src/attest/index.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
@@ -85,18 +83,11 @@ beforeAll(async () => {
   caPem = pki['ca.crt'];
   signer = signerFromPem(pki);
   await createNamespace(ns);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
+    signer,
     leaseName: `e2e-${randomBytes(3).toString('hex')}`,
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     // As src/bin/controller.ts runs it; here only on request (POST /v1/chain/checkpoint).
     checkpoints: { intervalMs: 3_600_000 },
   });

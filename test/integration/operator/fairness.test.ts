@@ -9,16 +9,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { GROUP, VERSION, type Run, type RunSpec } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -113,18 +110,11 @@ beforeAll(async () => {
   const signer = signerFromPem(await generateDevPki());
   await Promise.all([createNamespace(hog), createNamespace(small)]);
   // Every namespace, but only this test's Runs (other files' controllers watch their own namespaces).
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
+    signer,
     leaseName: uniqueName('fairness'),
     runLabelSelector: `fairness=${label}`,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
 });
 

@@ -9,7 +9,6 @@
  * both. Bytes that no longer match the record are never signed: that repair fails, and says so.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,14 +16,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { Condition, Run } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
 import { kubeClient, resourcePath } from '../../../src/kube/index.ts';
 import type { AibomMetadata } from '../../../src/recorder/index.ts';
@@ -86,18 +84,11 @@ beforeAll(async () => {
   caFile = join(tmp, 'ca.crt');
   await writeFile(caFile, pki['ca.crt']);
   await createNamespace(ns);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `repair-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'repair',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
   app = await stackApp(vault, signer.caCertificates);
   await app.listen({ host: '127.0.0.1', port: 0 });

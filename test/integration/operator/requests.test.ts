@@ -11,19 +11,17 @@
  * Run on an idle controller, for a burst of Runs reaching their terminal phase together, and for
  * the whole sample (two policy packs).
  */
-import { randomBytes } from 'node:crypto';
-import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PIPELINE_FIELD_MANAGER, topoOrder } from '../../../hack/sample-pipeline.ts';
 import { ConditionTypes } from '../../../src/crd/reasons.ts';
 import type { Run, RunStatus, StepStatus } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
 import { applyStatus, kubeClient, resourcePath } from '../../../src/kube/index.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
 import { migrate, openVault, type Vault } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { createRun, customObjects, metricValue, sampleRunSpec } from '../../helpers/controller-process.ts';
 import { countingPool, CountingClient, isIdle, reconciles } from '../../helpers/counting-client.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
@@ -141,18 +139,13 @@ beforeAll(async () => {
   await createNamespace(ns);
   client = new CountingClient(kubeClient(kubeConfig('aibom-vault')));
   registry = new Registry();
-  controller = startController({
+  controller = startTestController({
     client,
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
+    signer,
     registry,
-    namespace: 'aibom-vault-system',
-    leaseName: `requests-${randomBytes(3).toString('hex')}`,
+    leasePrefix: 'requests',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
   await waitFor('leading with a synced informer', async () =>
     controller.isLeader() &&

@@ -20,18 +20,15 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import type { ResourcePolicy } from '../../../src/controller/run/resources.ts';
 import type { Run } from '../../../src/crd/run.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { aibomReady, sampleRunSpec, startControllerProcess } from '../../helpers/controller-process.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
@@ -85,18 +82,11 @@ async function vaultIds(run: Run): Promise<string[]> {
 /** A controller of this namespace with `policy`, replacing the one before (a restart with new settings). */
 async function restartWith(policy: ResourcePolicy): Promise<void> {
   await controller?.stop();
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `resources-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'resources',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     attestationResources: policy,
   });
   await controller.ready();

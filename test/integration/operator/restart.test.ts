@@ -13,13 +13,13 @@
  *    sequence), never on time. Still no write concerns a converged Run, and the backlog is recorded.
  */
 import { randomBytes } from 'node:crypto';
-import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PIPELINE_FIELD_MANAGER, topoOrder } from '../../../hack/sample-pipeline.ts';
 import { ConditionTypes } from '../../../src/crd/reasons.ts';
 import type { Run, RunSpec } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { RUN_TYPE } from '../../../src/controller/run/kube-api.ts';
 import {
   applyStatus,
@@ -31,7 +31,6 @@ import {
 } from '../../../src/kube/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { migrate, openVault, type Vault } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { createRun, sampleRunSpec } from '../../helpers/controller-process.ts';
 import { countingPool, CountingClient, isIdle, reconciles } from '../../helpers/counting-client.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
@@ -74,19 +73,14 @@ let spec: RunSpec;
 let controller: RunningController | undefined;
 
 function start(client: KubeClient, registry: Registry, workers: number): RunningController {
-  return startController({
+  return startTestController({
     client,
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
+    signer,
     registry,
-    namespace: 'aibom-vault-system',
     leaseName,
     watchNamespace: ns,
     workers,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
 }
 

@@ -8,17 +8,15 @@
  * controller is the real one (in-process), the Runs go through the stack's kube-apiserver.
  */
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../../src/attest/index.ts';
 import { validateCycloneDx, type Aibom, type CycloneDxBom } from '../../../src/aibom/index.ts';
 import { GROUP, VERSION, type Run, type RunSpec, type StepStatus } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { signerFromPem } from '../../../src/signing/index.ts';
@@ -102,18 +100,11 @@ beforeAll(async () => {
   vault = await openVault(createVaultPool(dbUrl));
   await createNamespace(ns);
   const signer = signerFromPem(await generateDevPki());
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `unfinished-${randomBytes(3).toString('hex')}`,
+    signer,
+    leasePrefix: 'unfinished',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     checkpoints: { intervalMs: 3_600_000 },
   });
 });

@@ -6,21 +6,17 @@
  * service's certificate under the tenant's namespace in the key store and made the tenant's
  * namespace the root authority of the capability chains.
  */
-import { randomBytes } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import pg from 'pg';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import type { Run } from '../../../src/crd/run.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { namespaceSigners } from '../../../src/signing/namespace-signers.ts';
 import { createVaultPool, openVault, type Vault } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -42,19 +38,13 @@ beforeAll(async () => {
   let reads = 0;
   const service = (): KeySigner => (reads++ === 0 ? before : renewed);
   await createNamespace(ns);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault,
-    blobs: stackBlobs(),
     runtimeSigner: service,
     // The tenant has no key of its own: every envelope is the service's.
     envelopeSigner: namespaceSigners(service, () => Promise.resolve(undefined)),
-    logger: pino({ level: 'silent' }),
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `authority-${randomBytes(3).toString('hex')}`,
+    leasePrefix: 'authority',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
   });
 });
 

@@ -6,21 +6,20 @@
  * that `service-ctl verify --log-keys` checks offline.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { freePort } from '../../../hack/stack/proc.ts';
 import type { Run } from '../../../src/crd/run.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
@@ -115,18 +114,11 @@ beforeAll(async () => {
   await a.app.listen({ host: '127.0.0.1', port: 0 });
   aUrl = `http://127.0.0.1:${(a.app.server.address() as AddressInfo).port}`;
   await createNamespace(ns);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault: a.vault,
-    blobs: stackBlobs(),
-    runtimeSigner: a.signer,
-    envelopeSigner: () => Promise.resolve({ signer: a.signer, authority: 'service' as const }),
-    logger: quiet,
-    registry: new Registry(),
-    namespace: 'aibom-vault-system',
-    leaseName: `scitt-${randomBytes(3).toString('hex')}`,
+    signer: a.signer,
+    leasePrefix: 'scitt',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     transparency: a.transparency,
   });
 });
@@ -386,18 +378,11 @@ describe('SERVICE_TRANSPARENCY_WRITER=1 with the local log (a dry run)', () => {
     const local = uniqueName('scitt-dry');
     const c = await deployment('scitt_c', { kind: 'local' }, await generateDevPki());
     await createNamespace(local);
-    const dry = startController({
-      client: kubeClient(kubeConfig('aibom-vault')),
+    const dry = startTestController({
       vault: c.vault,
-      blobs: stackBlobs(),
-      runtimeSigner: c.signer,
-      envelopeSigner: () => Promise.resolve({ signer: c.signer, authority: 'service' as const }),
-      logger: quiet,
-      registry: new Registry(),
-      namespace: 'aibom-vault-system',
-      leaseName: `scitt-dry-${randomBytes(3).toString('hex')}`,
+      signer: c.signer,
+      leasePrefix: 'scitt-dry',
       watchNamespace: local,
-      lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
       transparency: c.transparency,
     });
     try {

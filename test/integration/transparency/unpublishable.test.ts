@@ -8,7 +8,7 @@
  * the metrics. The job is never given up: once the remote trusts the CA, a push publishes it
  * without any operator reset.
  */
-import { randomBytes, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
@@ -18,9 +18,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { freePort } from '../../../hack/stack/proc.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import type { Condition, Run } from '../../../src/crd/run.ts';
-import { kubeClient } from '../../../src/kube/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
@@ -125,18 +125,12 @@ beforeAll(async () => {
   await b.app.listen({ host: '127.0.0.1', port: bPort });
   a = await deployment('refused_a', { kind: 'scrapi', url: `http://127.0.0.1:${bPort}` }, aPki);
   await createNamespace(ns);
-  controller = startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+  controller = startTestController({
     vault: a.vault,
-    blobs: stackBlobs(),
-    runtimeSigner: a.signer,
-    envelopeSigner: () => Promise.resolve({ signer: a.signer, authority: 'service' as const }),
-    logger: quiet,
+    signer: a.signer,
     registry,
-    namespace: 'aibom-vault-system',
-    leaseName: `refused-${randomBytes(3).toString('hex')}`,
+    leasePrefix: 'refused',
     watchNamespace: ns,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
     transparency: a.transparency,
   });
 });

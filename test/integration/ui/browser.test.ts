@@ -10,7 +10,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,21 +18,20 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { driveRun } from '../../../hack/sample-pipeline.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import type { Run, RunSpec } from '../../../src/crd/run.ts';
-import { startController, type RunningController } from '../../../src/controller/manager.ts';
+import type { RunningController } from '../../../src/controller/manager.ts';
+import { startTestController } from '../../helpers/controller.ts';
 import { kubeClient } from '../../../src/kube/index.ts';
 import { policyPackSource } from '../../../src/http/sources/policy-packs.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -173,18 +171,11 @@ beforeAll(async () => {
     });
   for (const ns of [nsA, nsB]) {
     controllers.push(
-      startController({
-        client: kubeClient(kubeConfig('aibom-vault')),
+      startTestController({
         vault,
-        blobs: stackBlobs(),
-        runtimeSigner: signer,
-        envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-        logger: quiet,
-        registry: new Registry(),
-        namespace: 'aibom-vault-system',
-        leaseName: `ui-${randomBytes(3).toString('hex')}`,
+        signer,
+        leasePrefix: 'ui',
         watchNamespace: ns,
-        lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
         transparency,
       }),
     );

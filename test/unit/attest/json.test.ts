@@ -1,3 +1,4 @@
+import canonicalize from 'canonicalize';
 import { describe, expect, it } from 'vitest';
 import { AttestError, canonicalJson, jcsSha256Hex } from '../../../src/attest/index.ts';
 
@@ -80,5 +81,22 @@ describe('canonicalJson against an independent JCS implementation', () => {
     // Lone surrogates are not I-JSON: both refuse them.
     expect(() => canonicalize({ d: '\ud800' })).toThrow();
     expect(() => jcs({ d: '\ud800' })).toThrow(/lone surrogate/);
+  });
+
+  it('refuses lone surrogates in already-sorted values, which pass 1 leaves to the text it writes', () => {
+    // Sorted objects and arrays, so the fast pass takes them: a lone surrogate anywhere (value,
+    // member name, array item, deep) is still refused, with its path.
+    expect(() => canonicalJson({ a: 1, b: 'x\udfffy' })).toThrow('$.b is a string with a lone surrogate');
+    expect(() => canonicalJson({ a: { '\ud83d': 1 } })).toThrow(
+      '$.a.\ud83d is a member name with a lone surrogate',
+    );
+    expect(() => canonicalJson(['ok', ['\udc00']])).toThrow('$[1][0] is a string with a lone surrogate');
+    expect(() => canonicalJson('\ud800')).toThrow('$ is a string with a lone surrogate');
+    // What JSON.stringify writes for them is `\udXXX`; a real backslash before "ud" is text, the
+    // same as the independent implementation gives.
+    for (const v of [{ a: '\\ud800' }, { a: 'C:\\udev' }, ['\\\\ud83d'], { '\\udc00': '\u{1F600}' }]) {
+      expect(canonicalJson(v)).toBe(canonicalize(v));
+    }
+    expect(canonicalJson({ a: '\\ud800' })).toBe('{"a":"\\\\ud800"}');
   });
 });
