@@ -26,6 +26,9 @@ export const PACKS = [
   { name: 'eu-ai-act', version: '1.2.0' },
 ] as const;
 const RUNS = 40;
+/** The record table and, once partitioned (migration 0019), each partition (a plain table is its own tree). */
+const TABLES =
+  "SELECT relid FROM pg_partition_tree('attestations') UNION SELECT 'attestations'::regclass AS relid";
 const TEMPLATES_PER_KIND = 256;
 const LOAD_BATCH = 10_000;
 /** The sidecar's default pool size (createVaultPool). */
@@ -110,9 +113,11 @@ async function load(ctx: BenchContext): Promise<Fixture> {
   const admin = await adminClient(ctx, url);
   await admin.query('ANALYZE attestations');
   const size = await admin.query<{ size: string }>(
-    `SELECT pg_size_pretty(pg_total_relation_size('attestations')) AS size`,
+    // Summed over the partitions (migration 0019): the partitioned parent itself holds nothing.
+    `SELECT pg_size_pretty(sum(pg_total_relation_size(relid))) AS size FROM (${TABLES}) AS t`,
   );
   ctx.log(`fixture: loaded and analysed, table + indexes ${size.rows[0]?.size}`);
+  await logPartitionSizing(ctx, admin, total);
 
   const api = await startApiServer(ctx, {
     databaseUrl: url,
@@ -162,4 +167,36 @@ export async function captureQueries(pool: pg.Pool, fn: () => Promise<unknown>):
     target.query = original;
   }
   return seen;
+}
+
+/**
+ * Storage per record (heap, indexes) summed over the partitions, and the time to create and attach
+ * one monthly partition ahead (docs/sizing.md). Skipped on a schema without partitions.
+ */
+async function logPartitionSizing(ctx: BenchContext, admin: pg.Client, total: number): Promise<void> {
+  const { rows } = await admin.query<{ heap: string; idx: string; parts: string }>(
+    `SELECT sum(pg_table_size(t.relid))::bigint AS heap, sum(pg_indexes_size(t.relid))::bigint AS idx, ` +
+      `count(*) FILTER (WHERE c.relkind = 'r') AS parts FROM (${TABLES}) AS t JOIN pg_class c ON c.oid = t.relid`,
+  );
+  const r = rows[0]!;
+  ctx.log(
+    `fixture: per record ${(Number(r.heap) / total).toFixed(0)} B heap (TOAST included) + ` +
+      `${(Number(r.idx) / total).toFixed(0)} B indexes over ${r.parts} partition(s)`,
+  );
+  const fn = await admin.query<{ f: string | null }>(
+    `SELECT to_regprocedure('vault_partitions_ensure(integer)')::text AS f`,
+  );
+  if (fn.rows[0]?.f == null) return;
+  // Rolled back: the read benchmarks then run on the partitions a fresh vault has (the ones ahead
+  // cost every generic plan a little, so leaving 24 more would change what they measure).
+  await admin.query('BEGIN');
+  const t0 = performance.now();
+  const made = await admin.query<{ n: string }>('SELECT count(*) AS n FROM vault_partitions_ensure(27)');
+  const ms = performance.now() - t0;
+  await admin.query('ROLLBACK');
+  const n = Number(made.rows[0]?.n ?? 0);
+  if (n > 0)
+    ctx.log(
+      `fixture: created and attached ${n} partitions ahead in ${ms.toFixed(0)} ms (${(ms / n).toFixed(1)} ms each)`,
+    );
 }

@@ -92,6 +92,13 @@ export async function startControllerProcess(config: Config, logger: Logger): Pr
       intervalMs: config.VAULT_CHECKPOINT_INTERVAL_SECONDS * 1000,
       ...(config.VAULT_ACCEPT_LOST_CHECKPOINT ? { acceptLost: config.VAULT_ACCEPT_LOST_CHECKPOINT } : {}),
     },
+    partitions: {
+      ahead: config.VAULT_PARTITIONS_AHEAD,
+      months: config.VAULT_RETENTION_MONTHS,
+      drop: config.VAULT_RETENTION_DROP,
+      prefix: config.VAULT_ARCHIVE_PREFIX,
+      intervalMs: 3_600_000,
+    },
     ...(noteKey
       ? {
           witnessing: {

@@ -285,6 +285,30 @@ export const schema = {
     default: '60',
     parse: intIn(1, 86_400),
   },
+  VAULT_PARTITIONS_AHEAD: {
+    description:
+      'months of vault partitions (one per UTC month of record ids, docs/vault.md "Partitions") the controller keeps created ahead of the current one; checked at every start-up and hourly by the leader',
+    default: '3',
+    parse: intIn(0, 120),
+  },
+  VAULT_RETENTION_MONTHS: {
+    description:
+      'when above 0, the leader archives each vault partition whose month ended at least this many whole months ago to the object store as signed export bundles (verifiable with `service-ctl verify`), then detaches it from the live table (docs/vault.md "Retention"); 0 keeps every record in the live table',
+    default: '0',
+    parse: intIn(0, 1200),
+  },
+  VAULT_RETENTION_DROP: {
+    description:
+      "Value 1 drops a retired partition's table after its archive is written and it is detached; by default the detached table is kept in the database",
+    default: '0',
+    parse: flag,
+  },
+  VAULT_ARCHIVE_PREFIX: {
+    description:
+      "object key prefix of the retired partitions' archives (`<prefix><partition>/index.json` and its parts)",
+    default: 'vault-archive/',
+    parse: str,
+  },
   VAULT_ACCEPT_LOST_CHECKPOINT: {
     description:
       'after the database lost acknowledged records (docs/failover.md), the checkpointer signs nothing over the new history while the checkpoint kept in the object store covers what was lost; `<tree size>:<root hash hex>` of that checkpoint (the controller logs it, vault_losses holds it) accepts the loss and lets it sign again',

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import type { BlobStore } from '../blob/store.ts';
 import { checkpointerLoop } from '../checkpoint/checkpointer.ts';
+import { partitionLoop, type PartitionLoopConfig } from '../export/retention-loop.ts';
+import { exportKeys } from '../export/service-keys.ts';
 import { bucketWitness, witnessKey } from '../checkpoint/witness.ts';
 import type { Run } from '../crd/run.ts';
 import type { DependencyHealth } from '../health/dependencies.ts';
@@ -17,7 +19,7 @@ import {
 import type { Logger } from '../log/index.ts';
 import { recordingMetrics, signerMetrics, transparencyMetrics } from '../metrics/domain.ts';
 import type { Loop } from '../queue/index.ts';
-import { createRecorder, type Recorder } from '../recorder/index.ts';
+import { CLAIM_GENERATOR, createRecorder, type Recorder } from '../recorder/index.ts';
 import type { KeySigner } from '../signing/index.ts';
 import type { EnvelopeSigner } from '../signing/namespace-signers.ts';
 import type { Timestamper } from '../timestamp/index.ts';
@@ -79,6 +81,11 @@ export interface ControllerDeps {
     /** VAULT_ACCEPT_LOST_CHECKPOINT: a kept checkpoint accepted as lost (docs/failover.md). */
     readonly acceptLost?: { readonly treeSize: number; readonly rootHash: string };
   };
+  /**
+   * The vault's monthly partitions (src/export/retention-loop.ts): the leader creates them ahead and
+   * retires the ones past VAULT_RETENTION_MONTHS to the object store.
+   */
+  readonly partitions?: PartitionLoopConfig;
   /**
    * Witnessed logs (src/witness, TLOG_NOTE_SECRET): the leader signs C2SP checkpoints of both trees
    * and pushes them to the configured witnesses; an alarm is a Warning Event on the Lease.
@@ -243,6 +250,33 @@ function leaderLoops(deps: ControllerDeps, shared: Shared): LeaderLoop[] {
       ...(deps.checkpoints.acceptLost ? { acceptLost: deps.checkpoints.acceptLost } : {}),
     });
     loops.push(whileLeading(checkpointer));
+  }
+  if (deps.partitions) {
+    const keys = exportKeys({
+      vault,
+      signer: shared.currentRuntimeSigner,
+      ...(deps.transparency ? { transparency: deps.transparency } : {}),
+    });
+    loops.push(
+      whileLeading(
+        partitionLoop(
+          {
+            vault,
+            blobs: deps.blobs,
+            signer: shared.currentRuntimeSigner,
+            logKeys: [],
+            ensureServiceKeys: keys.ensureServiceKeys,
+            claimGenerator: CLAIM_GENERATOR,
+            // Archives are the records as stored: the export guard's artifact checks do not apply to
+            // a retirement (nothing leaves to a caller), so signed manifests are not required here.
+            requireSignedExports: false,
+            trustAnchors: [],
+            logger: log,
+          },
+          deps.partitions,
+        ),
+      ),
+    );
   }
   if (deps.witnessing) {
     const lease = { namespace: deps.namespace, name: deps.leaseName ?? 'aibom-vault-controller' };

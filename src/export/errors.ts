@@ -16,6 +16,8 @@ export type ExportErrorCode =
   | 'LINE_TOO_LONG'
   /** The writer's own invariants (an entry not the size announced, an empty selection). */
   | 'BUNDLE_INVALID'
+  /** Retention: a partition holds records no signed checkpoint covers yet (archive.ts). */
+  | 'ARCHIVE_NOT_CHECKPOINTED'
   /** The temp file an export's `.intoto.jsonl` spilled to was cut short or filled the disk. */
   | 'SPOOL_FAILED';
 

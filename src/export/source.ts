@@ -34,6 +34,8 @@ export interface ExportSourceOptions {
   /** The records' tlog-proofs in the vault log (src/witness/proofs.ts); none without a checkpoint. */
   readonly tlogProofs?: RecordProofs;
   readonly segmentSize?: number;
+  /** Start after this id (exclusive): with `until`, an id range (a partition's archive, src/export/archive.ts). */
+  readonly after?: string | null;
 }
 
 export function exportSource(
@@ -138,6 +140,7 @@ export function exportSource(
       let batch: StoredAttestation[] = [];
       for await (const r of deps.vault.attestations.stream(filter, {
         until: options.until,
+        after: options.after ?? null,
         batchSize: size,
         readAhead: true,
       })) {

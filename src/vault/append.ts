@@ -4,6 +4,7 @@ import type pg from 'pg';
 import copyStreams from 'pg-copy-streams';
 import { VaultError } from './errors.ts';
 import { inTransaction } from './transaction.ts';
+import { ensurePartitions, isNoPartition } from './partitions.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
 import {
   ATTESTATION_KINDS,
@@ -63,7 +64,17 @@ export async function append(
   // Encoding is most of the client-side cost: do it before taking the lock other writers wait on.
   const tails = input.map(copyTail);
   const ids = options.ids ?? processIds;
-  return inTransaction(pool, (client) => appendLocked(client, input, tails, ids, options));
+  const run = (): Promise<StoredAttestation[]> =>
+    inTransaction(pool, (client) => appendLocked(client, input, tails, ids, options));
+  try {
+    return await run();
+  } catch (err) {
+    // The months created ahead ran out (a long stop, a clock jump): add the missing partitions
+    // (migration 0019) and try once more; the failed attempt rolled back entirely.
+    if (!isNoPartition(err)) throw err;
+    await ensurePartitions(pool);
+    return run();
+  }
 }
 
 interface HeadRow {

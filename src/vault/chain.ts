@@ -39,7 +39,7 @@ interface LinkRow {
 }
 
 /**
- * Walks the chain in seq order with keyset batches (flat memory, one short query per batch, no long
+ * Walks the chain (from the first record still attached) in seq order with keyset batches (flat memory, one short query per batch, no long
  * transaction) up to the head read at the start, and reports the first broken link. Each row is
  * checked for seq continuity, the prev link, its own digest and id order, in that order; at the
  * end the last row must be the one the head names, which catches removal of the newest rows.
@@ -56,9 +56,17 @@ export async function verifyChain(pool: pg.Pool, options: VerifyChainOptions): P
     throw new VaultError('MIGRATION_PENDING', 'vault_head row is missing: was migration 0001 applied?');
   const headSeq = Number(head.last_seq);
 
+  // Records of archived partitions left the table (retention, migration 0019), always the oldest:
+  // the walk resumes at the last archived record's link (the archive bundles and the signed
+  // checkpoints prove what came before).
+  const archived = await pool.query<{ last_seq: string; last_digest: string }>(
+    "SELECT last_seq, last_digest FROM vault_partitions WHERE parent = 'attestations' " +
+      "AND state IN ('detached', 'dropped') AND last_seq IS NOT NULL ORDER BY last_seq DESC LIMIT 1",
+  );
+  const resume = archived.rows[0];
   let checked = 0;
-  let prevSeq = 0;
-  let prevDigest = GENESIS_DIGEST;
+  let prevSeq = resume !== undefined ? Number(resume.last_seq) : 0;
+  let prevDigest = resume?.last_digest ?? GENESIS_DIGEST;
   let prevId: string | null = null;
   const broken = (seq: number, id: string | null, reason: ChainBreak): ChainReport => ({
     ok: false,

@@ -12,6 +12,7 @@ import { createListener, type VaultListener } from './listener.ts';
 import { lossRepository, type LossRepository } from './losses.ts';
 import { manifestRepairRepository, type ManifestRepairRepository } from './manifest-repairs.ts';
 import { createVaultPool, runtimeRoleProblems, type VaultPoolOptions } from './pool.ts';
+import { partitionRepository, type PartitionRepository } from './partitions.ts';
 import { runRepository, type RunRepository } from './runs.ts';
 import { runListRepository, type RunListRepository } from './run-list.ts';
 import { scittLogStorage, type ScittLogStorage } from './scitt-log.ts';
@@ -66,6 +67,16 @@ export {
   type RepairRequest,
   type RepairState,
 } from './manifest-repairs.ts';
+export {
+  DEFAULT_PARTITIONS_AHEAD,
+  ensurePartitions,
+  isNoPartition,
+  listPartitions,
+  type PartitionArchive,
+  type PartitionInfo,
+  type PartitionRepository,
+  type PartitionState,
+} from './partitions.ts';
 export {
   checkSchema,
   loadMigrations,
@@ -177,6 +188,8 @@ export interface Vault {
   readonly uiSessions: UiSessionRepository;
   /** What the vault found it lost after the database lost acknowledged writes (docs/failover.md). */
   readonly losses: LossRepository;
+  /** The monthly partitions of the records: created ahead, archived and detached (retention). */
+  readonly partitions: PartitionRepository;
   /**
    * A 32-byte key for `purpose`, the same on every replica: HKDF-SHA256 of the vault's shared
    * secret (the cursor key of migration 0001), so no replica needs a key of its own and purposes
@@ -231,6 +244,7 @@ export async function openVault(pool: pg.Pool, options: OpenVaultOptions = {}): 
     timestamps: timestampRepository(pool),
     uiSessions: uiSessionRepository(pool),
     losses: lossRepository(pool),
+    partitions: partitionRepository(pool),
     deriveKey: (purpose) => Buffer.from(hkdfSync('sha256', secret, 'aibom-vault/v1', purpose, 32)),
     get listener() {
       return listenerOf();

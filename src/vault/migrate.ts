@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type { Logger } from '../log/index.ts';
 import { VaultError } from './errors.ts';
+import { ensurePartitions } from './partitions.ts';
 
 export interface Migration {
   readonly version: number;
@@ -76,7 +77,9 @@ export async function migrate(
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
-      return await migrateLocked(client, migrations, log);
+      const result = await migrateLocked(client, migrations, log);
+      await ensureAhead(client, log);
+      return result;
     } finally {
       // A dead session has released the lock already; keep the original error.
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
@@ -135,6 +138,19 @@ async function migrateLocked(
   }
   const current = Math.max(newest, ...done);
   return { applied: done, current };
+}
+
+/**
+ * Every start-up creates the monthly partitions of the months ahead (migration 0019), so appends
+ * never wait for them; skipped when the database predates partitioning (a test's partial list).
+ */
+async function ensureAhead(client: pg.Client, log: Logger | undefined): Promise<void> {
+  const { rows } = await client.query<{ f: string | null }>(
+    `SELECT to_regprocedure('vault_partitions_ensure(integer)')::text AS f`,
+  );
+  if (rows[0]?.f == null) return;
+  const created = await ensurePartitions(client);
+  if (created.length > 0) log?.info({ partitions: created }, 'created vault partitions ahead');
 }
 
 interface AppliedRow {

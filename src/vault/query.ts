@@ -153,6 +153,7 @@ export async function* streamAttestations(
     batchSize,
     options.readAhead === true,
     (r) => r,
+    options.after ?? null,
   );
 }
 
@@ -166,8 +167,9 @@ async function* batches<R extends { id: string }, T>(
   batchSize: number,
   readAhead: boolean,
   map: (row: R) => T,
+  start: string | null = null,
 ): AsyncGenerator<T, void, undefined> {
-  let pending: Promise<R[]> | null = fetch(null);
+  let pending: Promise<R[]> | null = fetch(start);
   while (pending !== null) {
     const rows: R[] = await pending;
     const last = rows.at(-1);
@@ -194,6 +196,8 @@ export interface StreamOptions {
   readonly until?: string | null;
   /** Fetch the next batch while the caller consumes this one (an export's pass). */
   readonly readAhead?: boolean;
+  /** Start after this id (exclusive): with `until`, an id range such as one partition's. */
+  readonly after?: string | null;
 }
 
 /** Id of the newest record (null while the vault is empty). */

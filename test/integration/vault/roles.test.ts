@@ -15,7 +15,8 @@ import {
 } from '../../../src/vault/index.ts';
 import { attestation, digestOf, setupVault, sqlstate, type TestVault } from './helpers.ts';
 
-/** Tables every deployment has; the checks below cover whatever else the schema holds too. */
+/** Tables every deployment has; the checks below cover whatever else the schema holds too (partitioned
+ * tables and each partition of them included). */
 const KNOWN_TABLES = [
   'artifacts',
   'attestation_timestamps',
@@ -48,7 +49,7 @@ describe('database roles', () => {
              (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0
                AND NOT a.attisdropped AND a.attidentity = '' AND a.attgenerated = ''
                ORDER BY a.attnum LIMIT 1) AS column
-      FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+      FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relnamespace = current_schema()::regnamespace
       ORDER BY c.relname`);
     tables = rows;
   });
