@@ -28,7 +28,8 @@
  *   before the restart and the list after the drain (the bench itself never touches them then).
  *
  * Memory: the controller runs in this process, so `process.memoryUsage()` after the drain (after a
- * forced GC) is the bench's and the controller's together, shown for information only; the
+ * forced GC) is the bench's and the controller's together, shown for information only, with the
+ * same after the controller's stop() (their heap difference is what the controller held); the
  * controller-only RSS with 10,000 cached Runs is `npm run bench -- memory`.
  */
 import { randomBytes } from 'node:crypto';
@@ -201,7 +202,8 @@ interface Restarted {
   readonly counted: Counted;
   readonly api: ApiWrites;
   readonly vault: VaultWrites;
-  readonly memory: { heapUsed: number; rss: number };
+  /** This process after the drain with the controller running, and after its stop() (both after GC). */
+  readonly memory: { heapUsed: number; rss: number; heapStopped: number; rssStopped: number };
 }
 
 class RestartBench {
@@ -476,7 +478,12 @@ class RestartBench {
         Promise.resolve(true),
       );
       const lastBacklog = Math.max(...backlogAt.values());
-      const memory = this.#memoryNow();
+      const running = this.#memoryNow();
+      const reconciles = await metric(registry, 'controller_runtime_reconcile_total');
+      await stop();
+      await sleep(500); // let the sockets of its watch and workers close
+      const stopped = this.#memoryNow();
+      const memory = { ...running, heapStopped: stopped.heapUsed, rssStopped: stopped.rss };
       return {
         leadMs,
         drainMs: lastBacklog - started,
@@ -485,7 +492,7 @@ class RestartBench {
         freshRecorded: freshAt,
         freshReady: new Map(watch.seen),
         freshBeforeDrain: [...freshAt.values()].filter((ms) => ms < lastBacklog).length,
-        reconciles: await metric(registry, 'controller_runtime_reconcile_total'),
+        reconciles,
         counted: counting.counted,
         api,
         vault: vaultWrites,
@@ -625,6 +632,12 @@ class RestartBench {
       [
         ['heap used after forced GC (bench + controller)', mib(x.memory.heapUsed)],
         ['RSS (bench + controller)', mib(x.memory.rss)],
+        ['heap used after the controller stop()ped', mib(x.memory.heapStopped)],
+        ['RSS after the controller stop()ped', mib(x.memory.rssStopped)],
+        [
+          'heap the controller held (running − stopped): its cache and state',
+          mib(x.memory.heapUsed - x.memory.heapStopped),
+        ],
       ],
     );
 
