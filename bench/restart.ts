@@ -325,6 +325,19 @@ class RestartBench {
     return { name, uid: created.metadata.uid, done: Date.now() };
   }
 
+  /** A controller on this bench's namespace and Lease, with `client` and a vault over `pool`. */
+  async #startController(client: KubeClient, pool: pg.Pool, registry: Registry): Promise<RunningController> {
+    return startBenchController({
+      client,
+      vault: await openVault(pool),
+      env: this.#stack.env,
+      signer: this.#signer,
+      registry,
+      leaseName: this.#lease,
+      watchNamespace: this.#ns,
+    });
+  }
+
   /** `run_id → created_at (ms)` of the AIBOMs recorded for `uids`. */
   async #recorded(uids: readonly string[]): Promise<Map<string, number>> {
     const { rows } = await this.#admin.query<{ run_id: string; ms: number }>(
@@ -340,15 +353,11 @@ class RestartBench {
     const pool = createVaultPool(this.#dbUrl, { applicationName: 'bench-restart-first' });
     const closePool = this.#ctx.track(() => pool.end());
     const registry = new Registry();
-    const controller = startBenchController({
-      client: kubeClient(loadKube(this.#stack.kube.kubeconfigs['aibom-vault'])),
-      vault: await openVault(pool),
-      env: this.#stack.env,
-      signer: this.#signer,
+    const controller = await this.#startController(
+      kubeClient(loadKube(this.#stack.kube.kubeconfigs['aibom-vault'])),
+      pool,
       registry,
-      leaseName: this.#lease,
-      watchNamespace: this.#ns,
-    });
+    );
     const stop = this.#ctx.track(() => controller.stop());
     try {
       await waitLeading(controller, registry);
@@ -418,15 +427,7 @@ class RestartBench {
     const watch = await watchReady(this.#pipe, this.#ns, freshNames, (m) => this.#log(m));
     const started = Date.now();
     const t0 = performance.now();
-    const controller: RunningController = startBenchController({
-      client: counting.client,
-      vault: await openVault(pool),
-      env: this.#stack.env,
-      signer: this.#signer,
-      registry,
-      leaseName: this.#lease,
-      watchNamespace: this.#ns,
-    });
+    const controller = await this.#startController(counting.client, pool, registry);
     const stop = ctx.track(() => controller.stop());
     try {
       await waitLeading(controller, registry);
