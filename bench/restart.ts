@@ -381,7 +381,7 @@ class RestartBench {
         this.#ctx,
         registry,
         `${n} converged Runs recorded`,
-        120_000 + n * 300,
+        120_000 + n * 1000,
         async () => {
           const recorded = (await this.#recorded(uids)).size;
           if (Date.now() - lastLog > 30_000) {
@@ -449,7 +449,7 @@ class RestartBench {
 
       const backlogUids = backlog.map((r) => r.uid);
       const freshUids = fresh.map((r) => r.uid);
-      const deadline = Date.now() + 120_000 + (backlog.length + nFresh) * 300;
+      const deadline = Date.now() + 120_000 + (backlog.length + nFresh) * 1000;
       let backlogAt = new Map<string, number>();
       let freshAt = new Map<string, number>();
       let lastLog = Date.now();
