@@ -52,6 +52,7 @@ import {
   type RequestSpec,
 } from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
+import { WRITE_SQL } from '../test/helpers/write-sql.ts';
 import { signerFromPem, type KeySigner } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';
 import {
@@ -103,9 +104,6 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** Run names of the three groups: converged, backlog, fresh. */
 const NAME = /\b(conv|back|fresh)-\d+\b/g;
 
-/** SQL that writes: DML (also behind a WITH), COPY, a transaction, a notify, the vault's write functions. */
-const WRITES_SQL =
-  /^\s*(?:WITH\b[\s\S]*\b)?(?:INSERT|UPDATE|DELETE|COPY|MERGE|TRUNCATE)\b|^\s*BEGIN\b|\bpg_notify\s*\(|\b(?:runs_upsert|transparency_jobs_\w+|scitt_log_advance|\w+_lock_head)\s*\(/i;
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 
 /** A driven Run: its uid and when the response to its terminal apply arrived. */
@@ -164,7 +162,7 @@ function auditPool(
     target.query = (config: unknown, ...rest: unknown[]) => {
       const cfg = config as { text?: string; values?: unknown } | string | null;
       const text = typeof cfg === 'string' ? cfg : cfg?.text;
-      if (typeof text === 'string' && WRITES_SQL.test(text)) {
+      if (typeof text === 'string' && WRITE_SQL.test(text)) {
         writes.total++;
         const values = typeof cfg === 'string' ? rest[0] : cfg?.values;
         const params = Array.isArray(values) ? JSON.stringify(values) : '';
