@@ -131,6 +131,11 @@ export interface PartitionRepository {
     until: string,
     limit: number,
   ): Promise<{ firstId: string; firstSeq: number; lastId: string; lastSeq: number; count: number } | null>;
+  /**
+   * Jobs still queued in the job partitions that leave with `p` (migration 0020: the companions
+   * whose range ends at or before `p.hi`); the database refuses to detach `p` while any are.
+   */
+  queuedJobs(p: PartitionInfo): Promise<{ transparency: number; timestamp: number }>;
   /** Records that `p` was archived (23001 when it is not attached, not past, not checkpointed or differs). */
   archived(name: string, archive: PartitionArchive): Promise<void>;
   /** Detaches (or with `drop`, drops) an archived partition. */
@@ -175,6 +180,19 @@ export function partitionRepository(pool: pg.Pool): PartitionRepository {
         lastSeq: Number(r.last_seq),
         count: Number(r.n),
       };
+    },
+    async queuedJobs(p) {
+      // Per queue: up to the end of its last attached partition that retires with `p` (its first
+      // partition may reach further than p; then nothing of it retires yet).
+      const queued = (table: string): string =>
+        `(SELECT count(*) FROM ${table} j WHERE j.state = 'queued' AND j.attestation_id < ` +
+        `(SELECT c.hi FROM vault_partitions c WHERE c.parent = '${table}' AND c.state = 'attached' ` +
+        `AND c.hi <= $1::uuid ORDER BY c.hi DESC LIMIT 1))`;
+      const { rows } = await pool.query<{ transparency: string; timestamp: string }>(
+        `SELECT ${queued('transparency_jobs')} AS transparency, ${queued('timestamp_jobs')} AS timestamp`,
+        [p.hi],
+      );
+      return { transparency: Number(rows[0]?.transparency ?? 0), timestamp: Number(rows[0]?.timestamp ?? 0) };
     },
     async archived(name, a) {
       await pool.query('SELECT vault_partition_archived($1, $2, $3, $4, $5, $6)', [
