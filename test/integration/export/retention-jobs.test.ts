@@ -120,6 +120,16 @@ async function settle(s: Setup, records: readonly StoredAttestation[]): Promise<
   return receipts;
 }
 
+/** The error a promise rejects with (the test fails when it resolves). */
+async function failure(p: Promise<unknown>): Promise<{ code?: string; message: string }> {
+  try {
+    await p;
+  } catch (err) {
+    return err as { code?: string; message: string };
+  }
+  throw new Error('expected a rejection');
+}
+
 const states = async (admin: pg.Pool): Promise<Record<string, unknown>> =>
   Object.fromEntries(
     (
@@ -148,10 +158,9 @@ describe('retention of the job and time-stamp partitions', () => {
 
     it('waits while jobs of the month are queued, writing nothing', async () => {
       await makeCheckpoint(s.vault.checkpoints, { signer, caCertificates: signer.caCertificates });
-      await expect(retainPartitions(s.deps, { months: 0, prefix })).rejects.toMatchObject({
-        code: 'ARCHIVE_JOBS_QUEUED',
-        message: expect.stringContaining(`${s.old.length} SCITT and ${s.old.length} time-stamp jobs`),
-      });
+      const err = await failure(retainPartitions(s.deps, { months: 0, prefix }));
+      expect(err.code).toBe('ARCHIVE_JOBS_QUEUED');
+      expect(err.message).toContain(`${s.old.length} SCITT and ${s.old.length} time-stamp jobs`);
       expect(await s.deps.blobs.stat(`${prefix}attestations_before/part-00000.tar`)).toBeNull();
       expect(await states(s.admin)).toMatchObject({ attestations_before: { state: 'attached' } });
     });
@@ -224,10 +233,9 @@ describe('retention of the job and time-stamp partitions', () => {
         key: `${prefix}manual`,
         digest: `sha256:${'0'.repeat(64)}`,
       });
-      await expect(s.vault.partitions.detach('attestations_before', true)).rejects.toMatchObject({
-        code: '23001',
-        message: expect.stringContaining('still has queued jobs'),
-      });
+      const err = await failure(s.vault.partitions.detach('attestations_before', true));
+      expect(err.code).toBe('23001');
+      expect(err.message).toMatch(/^(transparency|timestamp)_jobs_before still has queued jobs/);
       expect(await states(s.admin)).toMatchObject({
         attestations_before: { state: 'archived' },
         transparency_jobs_before: { state: 'attached' },
