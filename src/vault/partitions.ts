@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 
 /**
  * The monthly partitions of `attestations` (migration 0019, docs/vault.md "Partitions"): creating
@@ -103,6 +103,22 @@ export function isNoPartition(err: unknown): boolean {
     typeof e.message === 'string' &&
     e.message.startsWith('no partition of relation')
   );
+}
+
+/**
+ * A job row whose record id lies outside every partition of its table (migration 0020) names no
+ * stored record: every record's month has job partitions beside it. PostgreSQL routes a row before
+ * the reference trigger can refuse it, so such an insert fails with 23514 "no partition"; this
+ * turns that into the trigger's 23503 "attestation … does not exist", as before partitioning.
+ */
+export function asUnknownRecord(err: unknown, table: string): unknown {
+  if (!isNoPartition(err) || !(err as Error).message.startsWith(`no partition of relation "${table}"`))
+    return err;
+  const e = new pg.DatabaseError(`a ${table} row names an attestation that does not exist`, 0, 'error');
+  e.code = '23503';
+  e.severity = 'ERROR';
+  e.table = table;
+  return e;
 }
 
 /** What an archive bundle of one partition holds (checked by the database against the partition). */
