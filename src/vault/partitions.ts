@@ -2,7 +2,9 @@ import pg from 'pg';
 
 /**
  * The monthly partitions of `attestations` (migration 0019, docs/vault.md "Partitions"): creating
- * them ahead, and listing what the vault holds and held. Partitions are RANGE bounds on the
+ * them ahead, and listing what the vault holds and held. Since migration 0020 the job tables and the
+ * time-stamps follow the records' months and the audit log has months of its own: created ahead by
+ * the same call, retired with the records (listed in `vault_partitions` under their own parent). Partitions are RANGE bounds on the
  * UUIDv7 id, one per UTC month; `vault_partitions` keeps one row per partition for ever.
  */
 
