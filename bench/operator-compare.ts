@@ -73,6 +73,7 @@ import {
   retrying,
   snapshot,
   type Counted,
+  settleController,
 } from './operator.ts';
 
 const WORKERS = 4;
@@ -473,27 +474,8 @@ class Compare {
   }
 
   /** Waits until `done()` holds and the side's controller has been idle for 1.5 s. */
-  async #settle(side: Side, what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    let quietSince: number | undefined;
-    let last = -1;
-    for (;;) {
-      this.#ctx.throwIfStopping();
-      const reconciles = await metric(side.registry, 'controller_runtime_reconcile_total');
-      const busy =
-        (await metric(side.registry, 'workqueue_depth')) > 0 ||
-        (await metric(side.registry, 'controller_runtime_active_workers')) > 0 ||
-        reconciles !== last;
-      last = reconciles;
-      if (!busy && (await done())) {
-        quietSince ??= Date.now();
-        if (Date.now() - quietSince >= 1500) return;
-      } else {
-        quietSince = undefined;
-      }
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-      await sleep(200);
-    }
+  #settle(side: Side, what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
+    return settleController(this.#ctx, side.registry, what, timeoutMs, done);
   }
 
   async #flip(side: Side, run: Prepared, retries: { n: number }) {

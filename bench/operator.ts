@@ -59,8 +59,8 @@ import {
   type RequestSpec,
 } from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
-import { signerFromPem } from '../src/signing/index.ts';
-import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';
+import { signerFromPem, type KeySigner } from '../src/signing/index.ts';
+import { createVaultPool, migrate, openVault, type Vault } from '../src/vault/index.ts';
 import {
   adminClient,
   fmtCount,
@@ -249,6 +249,196 @@ export function loadKube(file: string): KubeConfig {
 export const aibomReady = (r: Run): boolean =>
   r.status?.conditions?.some((c) => c.type === 'AIBOMReady' && c.status === 'True') ?? false;
 
+/**
+ * The controller as the benches run it: in-process, `WORKERS` workers, the stack's S3 store, one
+ * dev signer for both trust levels, silent logs, short lease timings, one watched namespace.
+ */
+export function startBenchController(opts: {
+  client: KubeClient;
+  vault: Vault;
+  env: StackInfo['env'];
+  signer: KeySigner;
+  registry: Registry;
+  leaseName: string;
+  watchNamespace: string;
+}): RunningController {
+  const { env, signer } = opts;
+  return startController({
+    client: opts.client,
+    vault: opts.vault,
+    blobs: s3BlobStore({
+      endpoint: env.S3_ENDPOINT!,
+      accessKey: env.S3_ACCESS_KEY!,
+      secretKey: env.S3_SECRET_KEY!,
+      bucket: env.S3_BUCKET!,
+    }),
+    runtimeSigner: signer,
+    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
+    logger: pino({ level: 'silent' }),
+    registry: opts.registry,
+    namespace: 'aibom-vault-system',
+    leaseName: opts.leaseName,
+    watchNamespace: opts.watchNamespace,
+    workers: WORKERS,
+    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+  });
+}
+
+/**
+ * Waits until `done()` holds and the in-process controller of `registry` has had an empty queue, no
+ * active worker and no new reconcile for 1.5 s.
+ */
+export async function settleController(
+  ctx: BenchContext,
+  registry: Registry,
+  what: string,
+  timeoutMs: number,
+  done: () => Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let quietSince: number | undefined;
+  let last = -1;
+  for (;;) {
+    ctx.throwIfStopping();
+    const reconciles = await metric(registry, 'controller_runtime_reconcile_total');
+    const busy =
+      (await metric(registry, 'workqueue_depth')) > 0 ||
+      (await metric(registry, 'controller_runtime_active_workers')) > 0 ||
+      reconciles !== last;
+    last = reconciles;
+    if (!busy && (await done())) {
+      quietSince ??= Date.now();
+      if (Date.now() - quietSince >= 1500) return;
+    } else {
+      quietSince = undefined;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+/** Every Run of `namespace`, listed in pages of 500 (a namespace may hold tens of thousands). */
+export async function listRuns(pipe: KubeClient, namespace: string): Promise<Run[]> {
+  const runs: Run[] = [];
+  let cont: string | undefined;
+  do {
+    const page = await pipe.request<{ items: Run[]; metadata: { continue?: string } }>({
+      method: 'GET',
+      path: resourcePath(RUN_TYPE, { namespace }),
+      query: { limit: 500, ...(cont !== undefined ? { continue: cont } : {}) },
+    });
+    runs.push(...page.items);
+    cont = page.metadata.continue || undefined;
+  } while (cont !== undefined);
+  return runs;
+}
+
+/** Every step of `run` Succeeded with an output and its digest, as the pipeline reports them. */
+export function succeededSteps(run: Run): StepStatus[] {
+  const at = new Date().toISOString();
+  return topoOrder(run).map((id) => {
+    const output = { result: `output of ${id}`, at };
+    const outputDigest = `sha256:${createHash('sha256').update(canonicalJson(output)).digest('hex')}`;
+    return { id, phase: 'Succeeded' as const, startedAt: at, finishedAt: at, output, outputDigest };
+  });
+}
+
+/** Waits (60 s at most) until `controller` leads with a synced Run informer. */
+export async function waitLeading(controller: RunningController, registry: Registry): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!(controller.isLeader() && (await metric(registry, 'informer_synced')) === 1)) {
+    if (Date.now() > deadline) throw new Error('the controller did not lead with a synced informer in 60 s');
+    await sleep(100);
+  }
+}
+
+/**
+ * A bench's cleanup once its controller is stopped: strips the finalizers left on the Runs of
+ * `runsNamespace`, deletes `namespaces` and the controller's Lease (failures are logged, not thrown).
+ */
+export async function cleanupBenchKube(
+  pipe: KubeClient,
+  opts: { runsNamespace: string; namespaces: readonly string[]; lease: string; log: (m: string) => void },
+): Promise<void> {
+  const retries = { n: 0 };
+  const runs = await listRuns(pipe, opts.runsNamespace).catch(() => [] as Run[]);
+  const t0 = performance.now();
+  const held = runs.filter((r) => (r.metadata.finalizers ?? []).includes(FINALIZER));
+  if (held.length > 0) opts.log(`removing the finalizer of ${fmtCount(held.length)} Runs`);
+  await dropFinalizers(pipe, opts.runsNamespace, held, retries);
+  if (held.length > 0) opts.log(`finalizers removed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  for (const ns of opts.namespaces) {
+    await pipe
+      .request({ method: 'DELETE', path: `/api/v1/namespaces/${ns}` })
+      .catch((err: unknown) => opts.log(`deleting namespace ${ns}: ${(err as Error).message}`));
+  }
+  await pipe
+    .request({
+      method: 'DELETE',
+      path: `/apis/coordination.k8s.io/v1/namespaces/aibom-vault-system/leases/${opts.lease}`,
+    })
+    .catch(() => undefined);
+}
+
+/** When AIBOMReady=True is first seen for a Run. */
+export interface ReadyWatch {
+  /** Name → Date.now() when first seen ready; only names in the set given (read at each event). */
+  readonly seen: Map<string, number>;
+  /** The watch ended before close(). */
+  failed(): boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * A watch of `namespace`'s Runs from now on, recording when each of `names` is first seen
+ * AIBOMReady=True (`names` may grow while it runs).
+ */
+export async function watchReady(
+  pipe: KubeClient,
+  namespace: string,
+  names: ReadonlySet<string>,
+  log: (m: string) => void,
+): Promise<ReadyWatch> {
+  const path = resourcePath(RUN_TYPE, { namespace });
+  const list = await pipe.request<{ metadata: { resourceVersion: string } }>({
+    method: 'GET',
+    path,
+    query: { limit: 1 },
+  });
+  const seen = new Map<string, number>();
+  const abort = new AbortController();
+  let failed = false;
+  const ended = pipe
+    .stream(
+      {
+        path,
+        query: { watch: true, resourceVersion: list.metadata.resourceVersion, timeoutSeconds: 3600 },
+        signal: abort.signal,
+      },
+      (value) => {
+        const ev = value as { type: string; object: Run };
+        const name = ev.object?.metadata?.name;
+        if (name !== undefined && names.has(name) && !seen.has(name) && aibomReady(ev.object)) {
+          seen.set(name, Date.now());
+        }
+      },
+    )
+    .catch((err: unknown) => {
+      if (!abort.signal.aborted) log(`AIBOMReady watch failed: ${(err as Error).message}`);
+    })
+    .finally(() => {
+      if (!abort.signal.aborted) failed = true;
+    });
+  return {
+    seen,
+    failed: () => failed,
+    close: async () => {
+      abort.abort(new Error('done'));
+      await ended;
+    },
+  };
+}
+
 /** `CONCURRENCY` loops calling `fn` until `ms` have passed. */
 async function closedLoop(
   concurrency: number,
@@ -393,24 +583,14 @@ class OperatorBench {
         `operator: namespace ${this.#ns}; PostgreSQL clock − node clock ${clock.offset.toFixed(2)} ms (round trip ${clock.rtt.toFixed(2)} ms)`,
       );
 
-      this.#controller = startController({
+      this.#controller = startBenchController({
         client: this.#ctrl.client,
         vault,
-        blobs: s3BlobStore({
-          endpoint: env.S3_ENDPOINT!,
-          accessKey: env.S3_ACCESS_KEY!,
-          secretKey: env.S3_SECRET_KEY!,
-          bucket: env.S3_BUCKET!,
-        }),
-        runtimeSigner: signer,
-        envelopeSigner: () => Promise.resolve({ signer: signer, authority: 'service' as const }),
-        logger: pino({ level: 'silent' }),
+        env,
+        signer,
         registry: this.#registry,
-        namespace: 'aibom-vault-system',
         leaseName: this.#lease,
         watchNamespace: this.#ns,
-        workers: WORKERS,
-        lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
       });
       const controller = this.#controller;
       closeController = ctx.track(() => controller.stop());
@@ -487,54 +667,22 @@ class OperatorBench {
     return best;
   }
 
-  async #waitLeading(): Promise<void> {
-    const deadline = Date.now() + 60_000;
-    while (!(this.#controller!.isLeader() && (await metric(this.#registry, 'informer_synced')) === 1)) {
-      if (Date.now() > deadline)
-        throw new Error('the controller did not lead with a synced informer in 60 s');
-      await sleep(100);
-    }
+  #waitLeading(): Promise<void> {
+    return waitLeading(this.#controller!, this.#registry);
   }
 
   /** Stopped controller first (LIFO): strip the finalizers it left, then delete what was created. */
-  async #cleanupKube(): Promise<void> {
-    const retries = { n: 0 };
-    const list = await this.#pipe
-      .request<{ items: Run[] }>({ method: 'GET', path: resourcePath(RUN_TYPE, { namespace: this.#ns }) })
-      .catch(() => ({ items: [] as Run[] }));
-    const t0 = performance.now();
-    const held = list.items.filter((r) => (r.metadata.finalizers ?? []).includes(FINALIZER));
-    if (held.length > 0) this.#ctx.log(`operator: removing the finalizer of ${fmtCount(held.length)} Runs`);
-    await dropFinalizers(this.#pipe, this.#ns, held, retries);
-    if (held.length > 0) {
-      this.#ctx.log(`operator: finalizers removed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    }
-    for (const ns of this.#created.splice(0)) {
-      await this.#pipe
-        .request({ method: 'DELETE', path: `/api/v1/namespaces/${ns}` })
-        .catch((err: unknown) =>
-          this.#ctx.log(`operator: deleting namespace ${ns}: ${(err as Error).message}`),
-        );
-    }
-    await this.#pipe
-      .request({
-        method: 'DELETE',
-        path: `/apis/coordination.k8s.io/v1/namespaces/aibom-vault-system/leases/${this.#lease}`,
-      })
-      .catch(() => undefined);
+  #cleanupKube(): Promise<void> {
+    return cleanupBenchKube(this.#pipe, {
+      runsNamespace: this.#ns,
+      namespaces: this.#created.splice(0),
+      lease: this.#lease,
+      log: (m) => this.#ctx.log(`operator: ${m}`),
+    });
   }
 
   // -------------------------------------------------------------------------------------------
   // Runs: prepare (create, steps Succeeded, controller idle), flip, wait for AIBOMs
-
-  #steps(run: Run): StepStatus[] {
-    const at = new Date().toISOString();
-    return topoOrder(run).map((id) => {
-      const output = { result: `output of ${id}`, at };
-      const outputDigest = `sha256:${createHash('sha256').update(canonicalJson(output)).digest('hex')}`;
-      return { id, phase: 'Succeeded' as const, startedAt: at, finishedAt: at, output, outputDigest };
-    });
-  }
 
   #applyPipeline(name: string, status: RunStatus): Promise<unknown> {
     return applyStatus(
@@ -569,7 +717,7 @@ class OperatorBench {
             }),
           retries,
         );
-        const steps = this.#steps(created);
+        const steps = succeededSteps(created);
         await retrying(() => this.#applyPipeline(name, { phase: 'Running', steps }), retries);
         return { name, uid: created.metadata.uid, steps };
       },
@@ -591,27 +739,8 @@ class OperatorBench {
   }
 
   /** Waits until `done()` holds and the controller's queue has been empty and idle for 1.5 s. */
-  async #settle(what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    let quietSince: number | undefined;
-    let last = -1;
-    for (;;) {
-      this.#ctx.throwIfStopping();
-      const reconciles = await metric(this.#registry, 'controller_runtime_reconcile_total');
-      const busy =
-        (await metric(this.#registry, 'workqueue_depth')) > 0 ||
-        (await metric(this.#registry, 'controller_runtime_active_workers')) > 0 ||
-        reconciles !== last;
-      last = reconciles;
-      if (!busy && (await done())) {
-        quietSince ??= Date.now();
-        if (Date.now() - quietSince >= 1500) return;
-      } else {
-        quietSince = undefined;
-      }
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-      await sleep(200);
-    }
+  #settle(what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
+    return settleController(this.#ctx, this.#registry, what, timeoutMs, done);
   }
 
   async #flip(run: Prepared, retries: { n: number }): Promise<Flipped> {
@@ -652,7 +781,9 @@ class OperatorBench {
       sum: await metric(reg, 'aibom_vault_aibom_record_duration_seconds', '_sum'),
       count: await metric(reg, 'aibom_vault_aibom_record_duration_seconds', '_count'),
     };
-    const watch = await this.#watchReady(new Set(runs.map((r) => r.name)));
+    const watch = await watchReady(this.#pipe, this.#ns, new Set(runs.map((r) => r.name)), (m) =>
+      this.#ctx.log(`operator: ${m}`),
+    );
     const retries = { n: 0 };
     let flipped: Flipped[];
     try {
@@ -708,53 +839,6 @@ class OperatorBench {
     } finally {
       await watch.close();
     }
-  }
-
-  /** A watch of the namespace's Runs recording when each of `names` is first seen AIBOMReady=True. */
-  async #watchReady(names: Set<string>): Promise<{
-    seen: Map<string, number>;
-    failed(): boolean;
-    close(): Promise<void>;
-  }> {
-    const path = resourcePath(RUN_TYPE, { namespace: this.#ns });
-    const list = await this.#pipe.request<{ metadata: { resourceVersion: string } }>({
-      method: 'GET',
-      path,
-      query: { limit: 1 },
-    });
-    const seen = new Map<string, number>();
-    const abort = new AbortController();
-    let failed = false;
-    const ended = this.#pipe
-      .stream(
-        {
-          path,
-          query: { watch: true, resourceVersion: list.metadata.resourceVersion, timeoutSeconds: 3600 },
-          signal: abort.signal,
-        },
-        (value) => {
-          const ev = value as { type: string; object: Run };
-          const name = ev.object?.metadata?.name;
-          if (name !== undefined && names.has(name) && !seen.has(name) && aibomReady(ev.object)) {
-            seen.set(name, Date.now());
-          }
-        },
-      )
-      .catch((err: unknown) => {
-        if (!abort.signal.aborted)
-          this.#ctx.log(`operator: AIBOMReady watch failed: ${(err as Error).message}`);
-      })
-      .finally(() => {
-        if (!abort.signal.aborted) failed = true;
-      });
-    return {
-      seen,
-      failed: () => failed,
-      close: async () => {
-        abort.abort(new Error('done'));
-        await ended;
-      },
-    };
   }
 
   // -------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import { kubeRequestsBenchmark } from './kube-requests.ts';
 import { operatorBenchmark } from './operator.ts';
 import { operatorCompareBenchmark } from './operator-compare.ts';
 import { queryBenchmark } from './query.ts';
+import { restartBenchmark } from './restart.ts';
 import { signBenchmark } from './sign.ts';
 import { transparencyBenchmark } from './transparency.ts';
 
@@ -46,6 +47,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   formatsBenchmark,
   exportBenchmark,
   controllerMemoryBenchmark,
+  restartBenchmark,
 ];
 
 function usage(): string {

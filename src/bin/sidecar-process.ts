@@ -10,7 +10,7 @@ import { DependencyHealth } from '../health/dependencies.ts';
 import type { Logger } from '../log/index.ts';
 import { signerMetrics } from '../metrics/domain.ts';
 import { createWorker } from '../transparency/worker.ts';
-import type { Stop } from './lifecycle.ts';
+import { Drain, type Stop } from './lifecycle.ts';
 import {
   blobStoreFrom,
   kubeConfigFrom,
@@ -50,6 +50,11 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     probes: { vault: () => vault.ping(), object_store: () => blobs.ping() },
   });
   signerMetrics(registry, { service: () => signer.current() });
+  const drain = new Drain(config.SHUTDOWN_DELAY_SECONDS * 1000);
+  const ready = async (): Promise<void> => {
+    drain.check();
+    await health.check();
+  };
   const app = await buildApp({
     registry,
     transparency,
@@ -79,7 +84,7 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
       timeoutMs: config.KUBE_TIMEOUT_MS,
       logger: logger.child({ component: 'policy-packs' }),
     }),
-    ready: () => health.check(),
+    ready,
   });
   // The SCITT worker runs here too, whatever SERVICE_TRANSPARENCY_WRITER says: a push
   // (POST /v1/attestations/scitt) that the backend answers later, and an export with `scitt: true`,
@@ -103,13 +108,15 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     host: config.METRICS_HOST,
     port: config.METRICS_PORT,
     registry,
-    ready: () => health.check(),
+    ready,
   });
   logger.info(
     { address, metricsPort: ops.port, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS },
     'sidecar listening',
   );
   return async () => {
+    // Not ready, still serving for SHUTDOWN_DELAY_SECONDS, then the listeners close.
+    await drain.start(logger);
     stopWorker.abort();
     await working;
     await ops.close();

@@ -5,8 +5,8 @@ import { BaseError } from '../errors.ts';
 import { EMPTY_SHA256, encodeKey, encodeSegment, sha256Hex, signRequest, type Credentials } from './sigv4.ts';
 
 /**
- * A small S3 client: the few calls the service makes (put, get, head and delete an object, head and
- * create a bucket), path-style, signed with SigV4 (sigv4.ts), over node:http(s). What a store must
+ * A small S3 client: the few calls the service makes (put, get, head, delete and list objects, head
+ * and create a bucket), path-style, signed with SigV4 (sigv4.ts), over node:http(s). What a store must
  * implement for it is the core S3 API that every S3-compatible server has; nothing vendor-specific
  * is sent or expected (docs/adr/0018-own-s3-client.md says why not a vendor SDK).
  *
@@ -243,6 +243,34 @@ export class S3Client {
     this.#check(res, `delete ${key}`);
   }
 
+  /** The keys under `prefix`, in the store's order (ListObjectsV2, every page of `pageSize`). */
+  async listObjects(bucket: string, prefix: string, pageSize = 1000): Promise<string[]> {
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const query: [string, string][] = [
+        ['list-type', '2'],
+        ['max-keys', String(pageSize)],
+        ['prefix', prefix],
+        ...(token !== undefined ? ([['continuation-token', token]] as [string, string][]) : []),
+      ];
+      const res = await this.request('GET', bucket, null, { query });
+      this.#check(res, `list ${prefix}`);
+      const xml = res.body.toString('utf8');
+      for (const [, key] of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) keys.push(unescapeXml(key!));
+      token = /<IsTruncated>true<\/IsTruncated>/.test(xml)
+        ? unescapeXml(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(xml)?.[1] ?? '')
+        : undefined;
+      if (token === '') {
+        throw new ObjectStoreError(
+          'OBJECT_STORE_UNAVAILABLE',
+          `object store list ${prefix}: a truncated page without a continuation token`,
+        );
+      }
+    } while (token !== undefined);
+    return keys;
+  }
+
   async bucketExists(bucket: string): Promise<boolean> {
     const res = await this.request('HEAD', bucket, null);
     if (res.status === 404) return false;
@@ -262,4 +290,19 @@ export class S3Client {
   close(): void {
     this.#agent.destroy();
   }
+}
+
+/**
+ * The text of an S3 listing's element: the five predefined XML entities and character references
+ * (MinIO writes `'` as `&#39;`), decoded in one pass so that an escaped `&amp;` stays `&amp;`.
+ */
+function unescapeXml(s: string): string {
+  const map: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+  return s.replace(/&(amp|lt|gt|quot|apos|#[0-9]+|#x[0-9a-fA-F]+);/g, (_, e: string) =>
+    e.startsWith('#x')
+      ? String.fromCodePoint(parseInt(e.slice(2), 16))
+      : e.startsWith('#')
+        ? String.fromCodePoint(parseInt(e.slice(1), 10))
+        : map[e]!,
+  );
 }

@@ -35,6 +35,10 @@ export interface BlobStore {
   /** Null when the object does not exist. */
   get(key: string): Promise<Buffer | null>;
   stat(key: string): Promise<StoredObject | null>;
+  /** The keys under `prefix`. */
+  list(prefix: string): Promise<string[]>;
+  /** Removes the object; a missing one is no error. Only for objects no record names (orphans). */
+  delete(key: string): Promise<void>;
   /** Throws when the bucket cannot be reached (readiness). */
   ping(): Promise<void>;
 }
@@ -57,6 +61,8 @@ export function s3BlobStore(opts: S3Options): BlobStore {
       const h = await client.headObject(bucket, key);
       return h === null ? null : stored(key, h);
     },
+    list: (prefix) => client.listObjects(bucket, prefix),
+    delete: (key) => client.deleteObject(bucket, key),
     ping: async () => {
       if (!(await client.bucketExists(bucket))) {
         throw new ObjectStoreError(

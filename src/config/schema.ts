@@ -262,6 +262,12 @@ export const schema = {
     default: '60000',
     parse: intIn(1, 3_600_000),
   },
+  SHUTDOWN_DELAY_SECONDS: {
+    description:
+      "sidecar: on SIGTERM the API first answers /readyz with 503 and keeps serving for this many seconds, so that Service endpoints and kube-proxy rules drop the pod before its listener closes (a rolling update then refuses no connection); the chart sets 5. At most 15: the whole stop must end within 20 s of SIGTERM (the process exits hard then), inside the chart's 30 s grace period",
+    default: '0',
+    parse: intIn(0, 15),
+  },
   METRICS_HOST: {
     description:
       'listen address of the /metrics, /healthz, /readyz server of the controller and of the sidecar (0.0.0.0 for scrapes and probes of the pod IP)',

@@ -1,5 +1,6 @@
 import type { Logger } from '../log/index.ts';
 import type { Loop } from '../queue/loop.ts';
+import { sleep } from '../queue/sleep.ts';
 import type { KeySigner } from '../signing/index.ts';
 import { retainPartitions, type RetentionDeps } from './archive.ts';
 
@@ -49,16 +50,4 @@ export function partitionLoop(
       }
     },
   };
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

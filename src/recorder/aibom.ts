@@ -38,6 +38,7 @@ import { aibomKey } from './extract.ts';
 import { currentMetadata } from './metadata.ts';
 import { viewRecordIds } from './losses.ts';
 import { appendOnce } from './once.ts';
+import { removeOrphanSidecars } from './orphans.ts';
 import { sealRecord } from './seal.ts';
 import { sealViews, viewMetadata, viewsOf, type ViewMetadata } from './views.ts';
 import type { BuiltView, ViewFormat } from '../aibom/views/index.ts';
@@ -212,6 +213,7 @@ async function signedManifest(
 export function aibomKeys(namespace: string, runId: string) {
   const base = `runs/${namespace}/${runId}`;
   return {
+    prefix: `${base}/`,
     blob: `${base}/aibom.json`,
     meta: `${base}/aibom.meta.json`,
     sidecar: (manifestDigest: string) => `${base}/aibom.${manifestDigest.slice(7, 23)}.c2pa`,
@@ -466,6 +468,20 @@ export async function recordAibom(
   // With the writer on, the AIBOM attestation's job committed with it: the copy beside the blob
   // shows it `queued` with its id from the start (the transparency projection brings it up to date).
   await writeMetadataBeside(deps, stored, await transparencyOf(deps, stored));
+  if (!made.supersedes) {
+    const named = (stored.metadata as unknown as AibomMetadata).c2pa_manifest.key;
+    await removeOrphanSidecars(
+      deps.blobs,
+      {
+        prefix: aibomKeys(run.namespace, run.id).prefix,
+        aibomDigest: digest,
+        ownKey: made.sidecarKey,
+        namedKey: named,
+        created,
+      },
+      deps.logger,
+    );
+  }
   // The logger already binds the run's namespace/name (recorder/index.ts aibomDeps).
   deps.logger.info(
     { runId: run.id, digest, created, attestations: bom.trust.attestation_ids.length },

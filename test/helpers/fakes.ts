@@ -377,6 +377,16 @@ export class FakeBlobs implements BlobStore {
     const o = this.objects.get(key);
     return Promise.resolve(o ? { key, size: o.body.length, etag: 'fake', metadata: o.metadata } : null);
   }
+  list(prefix: string): Promise<string[]> {
+    this.check();
+    return Promise.resolve([...this.objects.keys()].filter((k) => k.startsWith(prefix)).sort());
+  }
+  delete(key: string): Promise<void> {
+    this.check();
+    this.writes.bump('delete');
+    this.objects.delete(key);
+    return Promise.resolve();
+  }
   ping(): Promise<void> {
     return Promise.resolve();
   }

@@ -28,6 +28,7 @@ const BENCHMARKS = [
   'transparency',
   'formats',
   'export',
+  'restart',
 ] as const;
 /**
  * A hang, not a slow run: the whole run took 24–29 min (1,459 s, 1,755 s) at a load average of

@@ -21,7 +21,7 @@ import { RecordError, type Recorder } from '../../recorder/index.ts';
 import { REPAIR_CHANNEL, type Vault } from '../../vault/index.ts';
 import type { LeaderLoop, Term } from '../term.ts';
 import { kubeRunApi } from './kube-api.ts';
-import type { Written } from './plan.ts';
+import { OwnWrites } from './own-writes.ts';
 import { reconcileRun } from './reconciler.ts';
 import { runsMissingRecords } from './sweep.ts';
 import type { ResourcePolicy } from './resources.ts';
@@ -75,7 +75,7 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
       });
       // The Runs as the reconciler left them, this term: the events of its own writes are not
       // reconciled again (ADR 0017).
-      const written = new Map<string, Written>();
+      const written = new OwnWrites();
       // A watch event is a Run that changed just now (one that finished after a restart, say): it
       // goes before the backlog of the initial list, relists and resyncs, which after a restart
       // into a large cluster is every Run (mostly converged, some terminal and not recorded yet).
@@ -87,9 +87,9 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
         onDelete: enqueue,
       });
       const requested = (key: string): void => {
-        // Not a change of the Run: its entry in `written` goes, or the reconcile would take the Run
-        // for the echo of its own status write and skip the repair.
-        written.delete(key);
+        // Not a change of the Run: the next reconcile runs in full, or it could take the Run for the
+        // echo of a status write (one in flight now, say) and skip the repair (own-writes.ts).
+        written.force(key);
         queue.add(key);
       };
       // Runs whose status shows records the vault no longer holds (docs/failover.md): reconciled

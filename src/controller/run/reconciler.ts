@@ -38,8 +38,8 @@ import {
   type Observed,
   type Plan,
   type ReconcileLimits,
-  type Written,
 } from './plan.ts';
+import type { OwnWrites } from './own-writes.ts';
 import { unrecordable } from './recordable.ts';
 import { telling, type Telling } from './telling.ts';
 
@@ -92,9 +92,9 @@ export interface RunReconcilerDeps {
    * The Runs this reconciler wrote the status of, as it left them (by `namespace/name`, kept for one
    * leadership term): the watch event of its own write is recognised and not reconciled again
    * (ADR 0017). Without it every such event is reconciled (four vault reads, no write). Whoever
-   * enqueues a Run for another reason (a manifest repair request) deletes its entry first.
+   * enqueues a Run for another reason (a manifest repair request) forces the next one (own-writes.ts).
    */
-  readonly written?: Map<string, Written>;
+  readonly written?: OwnWrites;
   /** Which Attestation resources Runs get, and for how long (resources.ts); default perRecord, kept. */
   readonly resources?: ResourcePolicy;
 }
@@ -134,8 +134,7 @@ export async function reconcileRun(
   const now = deps.now ?? (() => new Date());
   const key = `${namespace}/${name}`;
   const cached = deps.api.cached(namespace, name);
-  const written = deps.written?.get(key);
-  deps.written?.delete(key);
+  const written = deps.written?.take(key);
   if (!cached) return undefined;
   const deleting = cached.metadata.deletionTimestamp !== undefined;
   // Before anything walks the Run's JSON (the echo check included): see recordable.ts.
@@ -412,7 +411,7 @@ async function finish(
     // No room for the status: told, and not retried (the evidence is stored; nothing will make it fit).
     if (!(await writeStatus(deps, run, status))) return undefined;
     // Only what this reconcile saw and wrote: its echo carries exactly that, any other change differs.
-    deps.written?.set(r.key, { view: runView(run), status });
+    deps.written?.remember(r.key, { view: runView(run), status });
   }
   const terminal = isTerminal(run.status?.phase);
   if (r.deleting && (!terminal || observed.aibom)) {

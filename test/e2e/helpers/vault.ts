@@ -98,12 +98,6 @@ export async function aibomCount(superuserUrl: string, runIds: readonly string[]
   }
 }
 
-/** The five predefined XML entities of an S3 listing's text. */
-function unescapeXml(s: string): string {
-  const map: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
-  return s.replace(/&(amp|lt|gt|quot|apos);/g, (_, e: string) => map[e]!);
-}
-
 /** The C2PA sidecar objects (`aibom.<digest>.c2pa`) under each run's prefix, counted per run. */
 export async function sidecarCounts(
   s3: { endpoint: string; accessKey: string; secretKey: string; bucket: string },
@@ -111,26 +105,10 @@ export async function sidecarCounts(
 ): Promise<Map<string, number>> {
   const client = new S3Client({ endpoint: s3.endpoint, accessKey: s3.accessKey, secretKey: s3.secretKey });
   const counts = new Map<string, number>();
-  // ListObjectsV2, page by page (the project's own S3 client signs; the store answers XML).
-  let token: string | undefined;
-  do {
-    const query: [string, string][] = [
-      ['list-type', '2'],
-      ['prefix', `runs/${namespace}/`],
-      ...(token !== undefined ? ([['continuation-token', token]] as [string, string][]) : []),
-    ];
-    const res = await client.request('GET', s3.bucket, null, { query });
-    const xml = res.body.toString('utf8');
-    if (res.status !== 200) throw new Error(`listing the bucket: HTTP ${res.status}: ${xml.slice(0, 300)}`);
-    for (const [, key] of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) {
-      const m = /^runs\/[^/]+\/([0-9a-f-]{36})\/aibom\.[0-9a-f]+\.c2pa$/.exec(unescapeXml(key!));
-      if (m) counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + 1);
-    }
-    token = /<IsTruncated>true<\/IsTruncated>/.test(xml)
-      ? unescapeXml(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(xml)?.[1] ?? '')
-      : undefined;
-    if (token === '') throw new Error('listing the bucket: a truncated page without a continuation token');
-  } while (token !== undefined);
+  for (const key of await client.listObjects(s3.bucket, `runs/${namespace}/`)) {
+    const m = /^runs\/[^/]+\/([0-9a-f-]{36})\/aibom\.[0-9a-f]+\.c2pa$/.exec(key);
+    if (m) counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + 1);
+  }
   return counts;
 }
 

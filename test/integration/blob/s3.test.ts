@@ -80,6 +80,24 @@ describe(`the S3 client against ${server}`, () => {
     client.close();
   });
 
+  it('lists the keys under a prefix, page by page, with the keys as they were put', async () => {
+    const store = s3BlobStore(s3());
+    const client = new S3Client(s3());
+    const prefix = `${uniqueName('s3list')}/`;
+    const names = ['plain.json', "a b+c!'()*~.json", 'é/ü/日本.json', 'per%cent&amp=eq?<x>.json', 'z.c2pa'];
+    for (const name of names) await store.put(`${prefix}${name}`, Buffer.from(name), 'application/json');
+    await store.put(`${prefix.slice(0, -1)}-beside/not-under.json`, Buffer.from('x'), 'application/json');
+    const want = names.map((n) => `${prefix}${n}`).sort();
+    expect((await store.list(prefix)).sort()).toEqual(want);
+    // Two keys a page: three pages, each continuation token sent back as the store gave it.
+    expect((await client.listObjects(s3().bucket, prefix, 2)).sort()).toEqual(want);
+    expect(await store.list(`${prefix}nothing-here/`)).toEqual([]);
+    await store.delete(`${prefix}z.c2pa`);
+    await store.delete(`${prefix}z.c2pa`);
+    expect((await store.list(prefix)).sort()).toEqual(want.filter((k) => !k.endsWith('z.c2pa')));
+    client.close();
+  });
+
   it('a missing bucket and wrong credentials are refused requests, not outages', async () => {
     const missing = await s3BlobStore({ ...s3(), bucket: 'no-such-bucket-here' })
       .put('k', Buffer.from('x'), 'text/plain')

@@ -33,12 +33,10 @@ import { generateDevPki } from '../../helpers/pki.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { WRITE_SQL } from '../../helpers/write-sql.ts';
 
 const GROUP = 'vault.service.dev';
 const ns = uniqueName('converged');
-
-const WRITE_SQL =
-  /^\s*(?:WITH\b[\s\S]*\b)?(INSERT|UPDATE|DELETE|COPY|MERGE|TRUNCATE)\b|\bpg_notify\s*\(|^\s*BEGIN\b|\b(runs_upsert|transparency_jobs_\w+|scitt_log_advance|\w+_lock_head)\s*\(/i;
 
 const sqlWrites = (statements: readonly string[]): string[] => statements.filter((s) => WRITE_SQL.test(s));
 

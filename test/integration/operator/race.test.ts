@@ -49,6 +49,12 @@ import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
 const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
 let namespace: string;
+
+/** The C2PA sidecar objects under a run's prefix in the bucket. */
+async function sidecarsOf(ns: string, runId: string): Promise<string[]> {
+  const keys = await stackBlobs().list(aibomKeys(ns, runId).prefix);
+  return keys.filter((k) => k.endsWith('.c2pa'));
+}
 let pki: DevPki;
 let spec: RunSpec;
 let logDir: string;
@@ -199,6 +205,10 @@ describe('recordAibom from two replicas at once', () => {
       const metaObject = await blobs[0]!.get(aibomKeys(namespace, runId).meta);
       expect(metaObject, 'aibom.meta.json').not.toBeNull();
       expect(JSON.parse(metaObject!.toString('utf8'))).toEqual(a.metadata);
+      // The loser signed the same bytes too: its sidecar, which no record names, is gone.
+      expect(await sidecarsOf(namespace, runId), `run ${i}: one sidecar in the bucket`).toEqual([
+        meta.c2pa_manifest.key,
+      ]);
     }
   });
 });
@@ -277,7 +287,55 @@ describe('recordAibom after a crash between its stages', () => {
     const metaObject = await blobs.get(aibomKeys(run.metadata.namespace, run.metadata.uid).meta);
     expect(metaObject, 'aibom.meta.json beside the blob').not.toBeNull();
     expect(JSON.parse(metaObject!.toString('utf8'))).toEqual(record.metadata);
+    // No sidecar of these bytes but the one the record names.
+    const sidecars = await sidecarsOf(run.metadata.namespace, run.metadata.uid);
+    expect(sidecars.filter((k) => !k.includes('.decoy'))).toEqual([meta.c2pa_manifest.key]);
   }
+
+  /** A vault whose claimed append (the AIBOM's commit) throws once: a process dying before it commits. */
+  function vaultDyingBeforeCommit(): Vault {
+    let armed = true;
+    return {
+      ...vault,
+      claims: {
+        ...vault.claims,
+        get: (key) => vault.claims.get(key),
+        append: (key, records, options) => {
+          if (!armed) return vault.claims.append(key, records, options);
+          armed = false;
+          return Promise.reject(new Error('simulated crash before the AIBOM record commits'));
+        },
+      },
+    };
+  }
+
+  it('a crash after both objects are put, before the record commits: the retry removes the sidecar no record names, and only that one', async () => {
+    const run = terminalRun(namespace, 'crash-before-commit');
+    await attestLikeTheController(vault, run, signer);
+    await expect(
+      recordAibom({ vault: vaultDyingBeforeCommit(), blobs: stackBlobs(), signer, logger }, aibomRunOf(run)),
+    ).rejects.toThrow(/simulated crash/);
+    const orphaned = await sidecarsOf(namespace, run.metadata.uid);
+    expect(orphaned).toHaveLength(1);
+    // A sidecar made for other bytes (a superseded AIBOM's) and a repair's are not this sweep's.
+    const prefix = aibomKeys(namespace, run.metadata.uid).prefix;
+    const blobs = stackBlobs();
+    await blobs.put(`${prefix}aibom.decoy0other.c2pa`, Buffer.from('x'), 'application/c2pa', {
+      digest: 'sha256:' + '0'.repeat(64),
+    });
+    const own = (await blobs.stat(orphaned[0]!))!.metadata;
+    await blobs.put(`${prefix}aibom.decoy1repair.c2pa`, Buffer.from('y'), 'application/c2pa', {
+      ...own,
+      'repair-id': randomUUID(),
+    });
+    const record = (await recordAibom({ vault, blobs, signer, logger }, aibomRunOf(run))).artifact;
+    const named = (record.metadata as unknown as AibomMetadata).c2pa_manifest.key;
+    expect(named).not.toBe(orphaned[0]);
+    expect((await sidecarsOf(namespace, run.metadata.uid)).sort()).toEqual(
+      [named, `${prefix}aibom.decoy0other.c2pa`, `${prefix}aibom.decoy1repair.c2pa`].sort(),
+    );
+    await expectConsistent(run, record);
+  });
 
   it('a crash before the C2PA sidecar is written is repaired by the next attempt', async () => {
     const run = terminalRun(namespace, 'crash-sidecar');

@@ -37,6 +37,7 @@ import { generateDevPki } from '../../helpers/pki.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
+import { WRITE_SQL } from '../../helpers/write-sql.ts';
 
 const CONVERGED = 200;
 const BACKLOG = 40;
@@ -45,9 +46,6 @@ const IN_FLIGHT = 8;
 const ns = uniqueName('restart');
 const leaseName = `restart-${randomBytes(3).toString('hex')}`;
 const admin = kubeClient(kubeConfig('admin'));
-
-const WRITE_SQL =
-  /^\s*(?:WITH\b[\s\S]*\b)?(INSERT|UPDATE|DELETE|COPY|MERGE|TRUNCATE)\b|\bpg_notify\s*\(|^\s*BEGIN\b|\b(runs_upsert|transparency_jobs_\w+|scitt_log_advance|\w+_lock_head)\s*\(/i;
 
 /** Every write request (not a read, not the Lease) in order, with its path and body. */
 class WriteLog implements KubeClient {

@@ -9,7 +9,8 @@ import { ConditionTypes, FINALIZER, Reasons } from '../../../src/crd/reasons.ts'
 import type { Run } from '../../../src/crd/run.ts';
 import { jcsSha256Hex, verifyRecord } from '../../../src/attest/index.ts';
 import { verifyManifest } from '../../../src/c2pa/index.ts';
-import { isOwnEcho, runView, type Written } from '../../../src/controller/run/plan.ts';
+import { isOwnEcho, runView } from '../../../src/controller/run/plan.ts';
+import { OwnWrites } from '../../../src/controller/run/own-writes.ts';
 import { reconcileRun, type RunReconcilerDeps } from '../../../src/controller/run/reconciler.ts';
 import { aibomKey, stepKey, terminalKey, type AibomMetadata } from '../../../src/recorder/index.ts';
 import {
@@ -106,7 +107,7 @@ describe('Run reconciler (in-memory seams)', () => {
 
   it('the event of its own status write is not reconciled again; any other change is', async () => {
     const w = await world();
-    const written = new Map<string, Written>();
+    const written = new OwnWrites();
     const withMemory: RunReconcilerDeps = { ...reconcilerDeps(w), written };
     const run = w.kube.put(runFixture(stepsDone(1)));
     await reconcileRun(withMemory, 'team-a', 'r1');
@@ -128,10 +129,24 @@ describe('Run reconciler (in-memory seams)', () => {
     // Someone else changes a field the reconciler owns: not its echo, repaired.
     const stored = w.kube.run('team-a', 'r1')!;
     const status = stored.status!;
-    written.set('team-a/r1', { view: runView(stored), status });
+    const echo = { view: runView(stored), status };
     const tampered = { ...stored, status: { ...status, attestations: { count: 0 } } };
-    expect(isOwnEcho(tampered, written.get('team-a/r1'))).toBe(false);
-    expect(isOwnEcho(stored, written.get('team-a/r1'))).toBe(true);
+    expect(isOwnEcho(tampered, echo)).toBe(false);
+    expect(isOwnEcho(stored, echo)).toBe(true);
+  });
+
+  it('a Run forced while its status write was remembered (a repair asked for) is reconciled in full', async () => {
+    const w = await world();
+    const written = new OwnWrites();
+    const withMemory: RunReconcilerDeps = { ...reconcilerDeps(w), written };
+    w.kube.put(runFixture(stepsDone(1)));
+    await reconcileRun(withMemory, 'team-a', 'r1');
+    expect(written.size).toBe(1);
+    written.force('team-a/r1');
+    w.vault.failNext = new Error('the forced reconcile reads the vault');
+    await expect(reconcileRun(withMemory, 'team-a', 'r1')).rejects.toThrow(
+      /the forced reconcile reads the vault/,
+    );
   });
 
   it('a terminal Run: policies and provenance, then the AIBOM, from the cache; then it converges', async () => {

@@ -13,7 +13,10 @@ class MemoryLease {
   rv = 0;
   writes = 0;
 
-  store(opts: { blocked?: () => boolean } = {}): LeaseStore {
+  /** Updates in flight (applied, answer not yet delivered) when `answerDelayMs` is set. */
+  inFlight = 0;
+
+  store(opts: { blocked?: () => boolean; answerDelayMs?: number } = {}): LeaseStore {
     const gate = async (signal: AbortSignal) => {
       await sleep(1);
       // A "partitioned" client: the request hangs until its caller gives up.
@@ -50,7 +53,28 @@ class MemoryLease {
           metadata: { ...lease.metadata, resourceVersion: String(++this.rv) },
         };
         this.writes++;
-        return structuredClone(this.lease);
+        const answer = structuredClone(this.lease);
+        if (opts.answerDelayMs !== undefined) {
+          // The server applied the write; its answer is still on the way when the caller gives up
+          // (its signal aborts): the caller never learns the new resourceVersion.
+          this.inFlight++;
+          try {
+            await new Promise((resolve, reject) => {
+              const timer = setTimeout(resolve, opts.answerDelayMs);
+              signal.addEventListener(
+                'abort',
+                () => {
+                  clearTimeout(timer);
+                  reject(signal.reason as Error);
+                },
+                { once: true },
+              );
+            });
+          } finally {
+            this.inFlight--;
+          }
+        }
+        return answer;
       },
     };
   }
@@ -72,7 +96,12 @@ interface Candidate {
 function candidate(
   mem: MemoryLease,
   id: string,
-  opts: { blocked?: () => boolean; registry?: Registry; timings?: typeof timings } = {},
+  opts: {
+    blocked?: () => boolean;
+    answerDelayMs?: number;
+    registry?: Registry;
+    timings?: typeof timings;
+  } = {},
 ): Candidate {
   const c: Candidate = { id, terms: [], stopped: 0 } as unknown as Candidate;
   c.elector = new LeaderElector({
@@ -143,6 +172,37 @@ describe('LeaderElector (in-memory lease)', () => {
     expect(exclusive([a, b])).toBe(true);
     b.stop.abort();
     await b.run;
+  });
+
+  it('releases even when the stop cuts off a renewal the server applied (seen in the e2e: SIGTERM during a renewal)', async () => {
+    const mem = new MemoryLease();
+    const a = candidate(mem, 'a', { answerDelayMs: 60 });
+    await until(() => a.elector.isLeader());
+    // Stop while a renewal's answer is on the way: the lease's resourceVersion moved on without the
+    // elector seeing it, so a release sent with the last one it saw gets 409.
+    await until(() => mem.inFlight > 0 && mem.rv >= 3);
+    const rvAtStop = mem.rv;
+    a.stop.abort();
+    await a.run;
+    expect(rvAtStop).toBeGreaterThan(1);
+    expect(mem.lease!.spec.holderIdentity).toBe('');
+    expect(mem.lease!.spec.leaseDurationSeconds).toBe(1);
+  });
+
+  it('does not release a lease another candidate took meanwhile', async () => {
+    const mem = new MemoryLease();
+    const a = candidate(mem, 'a', { answerDelayMs: 60 });
+    await until(() => a.elector.isLeader());
+    await until(() => mem.inFlight > 0);
+    // Someone else's write lands: the record names another holder (as after an expiry elsewhere).
+    mem.lease = {
+      ...structuredClone(mem.lease!),
+      spec: { ...mem.lease!.spec, holderIdentity: 'z' },
+      metadata: { ...mem.lease!.metadata, resourceVersion: String(++mem.rv) },
+    };
+    a.stop.abort();
+    await a.run;
+    expect(mem.lease.spec.holderIdentity).toBe('z');
   });
 
   it('a partitioned leader stops after renewDeadline, before the other may take over after leaseDuration', async () => {
