@@ -86,10 +86,50 @@ export async function retainPartitions(
   options: RetentionOptions,
 ): Promise<ArchivedPartition[]> {
   const now = options.now ?? new Date();
-  const due = duePartitions(await deps.vault.partitions.list(), options.months, now);
+  const parts = await deps.vault.partitions.list();
   const done: ArchivedPartition[] = [];
-  for (const p of due) done.push(await archivePartition(deps, p, options));
+  // Archived by an earlier round whose detach was refused (jobs still queued, migration 0020):
+  // the bundles are written; only the detach is left.
+  for (const p of parts.filter((x) => x.state === 'archived'))
+    done.push(await detachArchived(deps, p, options));
+  for (const p of duePartitions(parts, options.months, now))
+    done.push(await archivePartition(deps, p, options));
   return done;
+}
+
+async function detachArchived(
+  deps: RetentionDeps,
+  p: PartitionInfo,
+  options: Omit<RetentionOptions, 'months' | 'now'>,
+): Promise<ArchivedPartition> {
+  const drop = options.drop ?? false;
+  await assertNoQueuedJobs(deps, p);
+  await deps.vault.partitions.detach(p.name, drop);
+  deps.logger?.info({ partition: p.name, key: p.archiveKey, drop }, 'vault partition detached');
+  return {
+    name: p.name,
+    records: p.records ?? 0,
+    key: p.archiveKey ?? '',
+    digest: p.archiveDigest,
+    parts: [],
+    state: drop ? 'dropped' : 'detached',
+  };
+}
+
+/**
+ * The month's job partitions leave with its records (migration 0020); a bundle holds each record's
+ * receipt and time-stamp but not a queue's pending work, so a month with queued jobs waits. Checked
+ * again by the database at the detach; here so that nothing is written first.
+ */
+async function assertNoQueuedJobs(deps: RetentionDeps, p: PartitionInfo): Promise<void> {
+  const q = await deps.vault.partitions.queuedJobs(p);
+  if (q.transparency > 0 || q.timestamp > 0) {
+    throw new ExportError(
+      'ARCHIVE_JOBS_QUEUED',
+      `partition ${p.name}: ${q.transparency} SCITT and ${q.timestamp} time-stamp jobs of its month are ` +
+        'still queued; it retires once they are done',
+    );
+  }
 }
 
 /** Writes one partition's bundles and index, records the archive, then detaches it. */
@@ -102,6 +142,7 @@ export async function archivePartition(
   const prefix = options.prefix ?? 'vault-archive/';
   const partSize = options.partSize ?? DEFAULT_PART_SIZE;
   if (!Number.isInteger(partSize) || partSize < 1) throw new RangeError('partSize must be ≥ 1');
+  await assertNoQueuedJobs(deps, p);
   const bounds = await deps.vault.partitions.bounds(p);
   const parts: ArchivePart[] = [];
   let key = '';

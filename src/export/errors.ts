@@ -18,6 +18,8 @@ export type ExportErrorCode =
   | 'BUNDLE_INVALID'
   /** Retention: a partition holds records no signed checkpoint covers yet (archive.ts). */
   | 'ARCHIVE_NOT_CHECKPOINTED'
+  /** Retention: the month's SCITT or time-stamp jobs are still queued (their work would be lost). */
+  | 'ARCHIVE_JOBS_QUEUED'
   /** The temp file an export's `.intoto.jsonl` spilled to was cut short or filled the disk. */
   | 'SPOOL_FAILED';
 

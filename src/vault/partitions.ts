@@ -1,8 +1,10 @@
-import type pg from 'pg';
+import pg from 'pg';
 
 /**
  * The monthly partitions of `attestations` (migration 0019, docs/vault.md "Partitions"): creating
- * them ahead, and listing what the vault holds and held. Partitions are RANGE bounds on the
+ * them ahead, and listing what the vault holds and held. Since migration 0020 the job tables and the
+ * time-stamps follow the records' months and the audit log has months of its own: created ahead by
+ * the same call, retired with the records (listed in `vault_partitions` under their own parent). Partitions are RANGE bounds on the
  * UUIDv7 id, one per UTC month; `vault_partitions` keeps one row per partition for ever.
  */
 
@@ -105,6 +107,22 @@ export function isNoPartition(err: unknown): boolean {
   );
 }
 
+/**
+ * A job row whose record id lies outside every partition of its table (migration 0020) names no
+ * stored record: every record's month has job partitions beside it. PostgreSQL routes a row before
+ * the reference trigger can refuse it, so such an insert fails with 23514 "no partition"; this
+ * turns that into the trigger's 23503 "attestation … does not exist", as before partitioning.
+ */
+export function asUnknownRecord(err: unknown, table: string): unknown {
+  if (!isNoPartition(err) || !(err as Error).message.startsWith(`no partition of relation "${table}"`))
+    return err;
+  const e = new pg.DatabaseError(`a ${table} row names an attestation that does not exist`, 0, 'error');
+  e.code = '23503';
+  e.severity = 'ERROR';
+  e.table = table;
+  return e;
+}
+
 /** What an archive bundle of one partition holds (checked by the database against the partition). */
 export interface PartitionArchive {
   readonly records: number;
@@ -131,6 +149,11 @@ export interface PartitionRepository {
     until: string,
     limit: number,
   ): Promise<{ firstId: string; firstSeq: number; lastId: string; lastSeq: number; count: number } | null>;
+  /**
+   * Jobs still queued in the job partitions that leave with `p` (migration 0020: the companions
+   * whose range ends at or before `p.hi`); the database refuses to detach `p` while any are.
+   */
+  queuedJobs(p: PartitionInfo): Promise<{ transparency: number; timestamp: number }>;
   /** Records that `p` was archived (23001 when it is not attached, not past, not checkpointed or differs). */
   archived(name: string, archive: PartitionArchive): Promise<void>;
   /** Detaches (or with `drop`, drops) an archived partition. */
@@ -175,6 +198,19 @@ export function partitionRepository(pool: pg.Pool): PartitionRepository {
         lastSeq: Number(r.last_seq),
         count: Number(r.n),
       };
+    },
+    async queuedJobs(p) {
+      // Per queue: up to the end of its last attached partition that retires with `p` (its first
+      // partition may reach further than p; then nothing of it retires yet).
+      const queued = (table: string): string =>
+        `(SELECT count(*) FROM ${table} j WHERE j.state = 'queued' AND j.attestation_id < ` +
+        `(SELECT c.hi FROM vault_partitions c WHERE c.parent = '${table}' AND c.state = 'attached' ` +
+        `AND c.hi <= $1::uuid ORDER BY c.hi DESC LIMIT 1))`;
+      const { rows } = await pool.query<{ transparency: string; timestamp: string }>(
+        `SELECT ${queued('transparency_jobs')} AS transparency, ${queued('timestamp_jobs')} AS timestamp`,
+        [p.hi],
+      );
+      return { transparency: Number(rows[0]?.transparency ?? 0), timestamp: Number(rows[0]?.timestamp ?? 0) };
     },
     async archived(name, a) {
       await pool.query('SELECT vault_partition_archived($1, $2, $3, $4, $5, $6)', [

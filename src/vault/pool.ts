@@ -163,6 +163,8 @@ export async function runtimeRoleProblems(pool: pg.Pool): Promise<string[]> {
         ARRAY(SELECT c.relname::text FROM pg_class c
                WHERE c.relowner = r.oid AND c.relnamespace = current_schema()::regnamespace
                  AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+                 -- Partitions go with their parent (named instead): the list stays readable.
+                 AND NOT c.relispartition
                ORDER BY c.relname LIMIT 5) AS owned,
         o.rolname AS owner,
         coalesce(pg_has_role(r.oid, o.oid, 'MEMBER'), false) AS owner_member

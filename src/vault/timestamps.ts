@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { StoredTimestamp } from './types.ts';
+import { asUnknownRecord } from './partitions.ts';
 
 /**
  * RFC 3161 time-stamps of the records (migration 0013): `timestamp_jobs`, the queue a record joins
@@ -78,11 +79,15 @@ type Queryable = pg.Pool | pg.PoolClient;
 /** Inside the append transaction (attestations.ts): one statement for the batch. */
 export async function enqueueTimestampJobs(q: Queryable, attestationIds: readonly string[]): Promise<void> {
   if (attestationIds.length === 0) return;
-  await q.query({
-    name: 'timestamp_jobs_enqueue',
-    text: 'INSERT INTO timestamp_jobs (attestation_id) SELECT unnest($1::uuid[]) ON CONFLICT (attestation_id) DO NOTHING',
-    values: [[...new Set(attestationIds)]],
-  });
+  await q
+    .query({
+      name: 'timestamp_jobs_enqueue',
+      text: 'INSERT INTO timestamp_jobs (attestation_id) SELECT unnest($1::uuid[]) ON CONFLICT (attestation_id) DO NOTHING',
+      values: [[...new Set(attestationIds)]],
+    })
+    .catch((err: unknown) => {
+      throw asUnknownRecord(err, 'timestamp_jobs');
+    });
 }
 
 /**

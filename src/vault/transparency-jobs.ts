@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { asUnknownRecord } from './partitions.ts';
 
 /**
  * Storage of the SCITT publication queue (`transparency_jobs`, migrations 0005 and 0007). One job
@@ -194,17 +195,21 @@ export async function enqueueJobs(
   attestationIds: readonly string[],
 ): Promise<{ id: string; attestationId: string }[]> {
   if (attestationIds.length === 0) return [];
-  const { rows } = await q.query<{ id: string; attestation_id: string }>({
-    name: 'transparency_enqueue',
-    text:
-      'WITH ins AS (' +
-      '  INSERT INTO transparency_jobs (attestation_id) SELECT unnest($1::uuid[]) ' +
-      '  ON CONFLICT (attestation_id) DO NOTHING RETURNING id, attestation_id) ' +
-      'SELECT id, attestation_id FROM ins ' +
-      'UNION ALL ' +
-      'SELECT id, attestation_id FROM transparency_jobs WHERE attestation_id = ANY($1::uuid[])',
-    values: [[...new Set(attestationIds)]],
-  });
+  const { rows } = await q
+    .query<{ id: string; attestation_id: string }>({
+      name: 'transparency_enqueue',
+      text:
+        'WITH ins AS (' +
+        '  INSERT INTO transparency_jobs (attestation_id) SELECT unnest($1::uuid[]) ' +
+        '  ON CONFLICT (attestation_id) DO NOTHING RETURNING id, attestation_id) ' +
+        'SELECT id, attestation_id FROM ins ' +
+        'UNION ALL ' +
+        'SELECT id, attestation_id FROM transparency_jobs WHERE attestation_id = ANY($1::uuid[])',
+      values: [[...new Set(attestationIds)]],
+    })
+    .catch((err: unknown) => {
+      throw asUnknownRecord(err, 'transparency_jobs');
+    });
   // The second SELECT reads the snapshot from before the INSERT, so no row appears twice.
   return rows.map((r) => ({ id: r.id, attestationId: r.attestation_id }));
 }
