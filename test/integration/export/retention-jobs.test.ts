@@ -11,8 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDevPki } from '../../../hack/dev-pki.ts';
 import { makeCheckpoint } from '../../../src/checkpoint/tree.ts';
 import { retainPartitions, type RetentionDeps } from '../../../src/export/archive.ts';
-import { exportKeys } from '../../../src/export/service-keys.ts';
-import { CLAIM_GENERATOR } from '../../../src/recorder/aibom.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import {
   createVaultPool,
@@ -21,7 +19,7 @@ import {
   type StoredAttestation,
   type Vault,
 } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
+import { retentionDeps } from '../../helpers/retention.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { runRecords } from '../../helpers/records.ts';
 import { freshDatabaseLogins } from '../../helpers/stack.ts';
@@ -47,17 +45,7 @@ async function setup(signer: KeySigner, label: string): Promise<Setup> {
   const vault = await openVault(createVaultPool(db.runtime));
   const admin = new pg.Pool({ connectionString: db.superuser, max: 2 });
   admin.on('error', () => undefined);
-  const keys = exportKeys({ vault, signer });
-  const deps: RetentionDeps = {
-    vault,
-    blobs: stackBlobs(),
-    signer,
-    logKeys: [],
-    ensureServiceKeys: keys.ensureServiceKeys,
-    claimGenerator: CLAIM_GENERATOR,
-    requireSignedExports: false,
-    trustAnchors: [],
-  };
+  const deps = retentionDeps(vault, signer);
   const opts = { enqueueTransparency: true, enqueueTimestamps: true } as const;
   // A fresh vault: last month's ids fall in `attestations_before`, and so do their jobs.
   const ids = new UuidV7Generator({ now: lastMonth });

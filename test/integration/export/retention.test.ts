@@ -20,8 +20,6 @@ import {
   makeCheckpoint,
 } from '../../../src/checkpoint/tree.ts';
 import { archivePartition, retainPartitions, type RetentionDeps } from '../../../src/export/archive.ts';
-import { exportKeys } from '../../../src/export/service-keys.ts';
-import { CLAIM_GENERATOR } from '../../../src/recorder/aibom.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { verifyConsistency, verifyInclusion } from '../../../src/transparency/merkle.ts';
 import {
@@ -32,7 +30,7 @@ import {
   type StoredCheckpoint,
   type Vault,
 } from '../../../src/vault/index.ts';
-import { stackBlobs } from '../../helpers/blobs.ts';
+import { retentionDeps } from '../../helpers/retention.ts';
 import { cliMain } from '../../helpers/cli-main.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { runRecords } from '../../helpers/records.ts';
@@ -62,17 +60,7 @@ describe('vault retention', () => {
     pki = await generateDevPki();
     signer = signerFromPem(pki);
     dir = await mkdtemp(join(tmpdir(), 'retention-'));
-    const keys = exportKeys({ vault, signer });
-    deps = {
-      vault,
-      blobs: stackBlobs(),
-      signer,
-      logKeys: [],
-      ensureServiceKeys: keys.ensureServiceKeys,
-      claimGenerator: CLAIM_GENERATOR,
-      requireSignedExports: false,
-      trustAnchors: [],
-    };
+    deps = retentionDeps(vault, signer);
     // A fresh vault: last month's ids fall in `attestations_before` (everything below this month).
     const ids = new UuidV7Generator({ now: lastMonth });
     old = [];
