@@ -368,12 +368,18 @@ export async function failoverBurst(o: {
       `address moved ${report.movedMs} ms after the start (${before.length} Runs created, ${inFlight} in flight)`,
   );
   await b.done;
+  // Settled: every Run AIBOMReady and every record its status names held by the promoted vault. A
+  // Run whose records were lost still shows its old AIBOMReady status until the controller's sweep
+  // records it again (one status write carries the new ids and RecordsLost): a snapshot taken
+  // before that would judge the Run on a status the controller has not rewritten yet.
   const runs = await poll(
     async () => {
       const all = await listRuns(t.namespace);
-      return all.length === o.count && all.every(aibomReadyRun) ? all : undefined;
+      if (all.length !== o.count || !all.every(aibomReadyRun)) return undefined;
+      const held = await vaultIds(pair.url);
+      return all.every((r) => claimOf(r).ids.every((id) => held.has(id))) ? all : undefined;
     },
-    `all ${o.count} Runs AIBOMReady after the failover`,
+    `all ${o.count} Runs AIBOMReady, with every record their status names in the vault, after the failover`,
     { timeoutMs: 600_000, intervalMs: 1000 },
   );
   await ack.stop();
