@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { generateDevPki } from '../hack/dev-pki.ts';
-import { signerFromPem } from '../src/signing/index.ts';
+import { signerFromPem, type KeySigner } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
 import { startApiServer, type ApiServer } from './api-server.ts';
 import { adminClient, fmtCount, fmtRate, scaled, type BenchContext } from './common.ts';
@@ -60,56 +60,10 @@ async function load(ctx: BenchContext): Promise<Fixture> {
   };
   const url = await ctx.freshDatabase('read');
   await migrate(url);
-  const signer = signerFromPem(await generateDevPki());
-  const templates = new Map<string, NewAttestation[]>();
-  for (let t = 0; t < TEMPLATES_PER_KIND; t++) {
-    const run: RunShape = { namespace: 'template', runId: randomUUID(), pack: PACKS[t % PACKS.length]! };
-    for (let i = 0; i < KIND_CYCLE.length; i++) {
-      const rec = buildRecord(signer, run, 4 * t + i);
-      const list = templates.get(rec.kind) ?? [];
-      list.push(rec);
-      templates.set(rec.kind, list);
-    }
-  }
-  const runs: RunShape[] = Array.from({ length: RUNS }, (_, r) => ({
-    namespace: NAMESPACES[r % NAMESPACES.length]!,
-    runId: randomUUID(),
-    pack: PACKS[r % PACKS.length]!,
-  }));
-  const rowAt = (k: number): NewAttestation => {
-    const run = runs[k % RUNS]!;
-    const j = Math.floor(k / RUNS);
-    const kind = KIND_CYCLE[j % KIND_CYCLE.length]!;
-    const list = templates.get(kind)!;
-    return fixtureRow(list[Math.floor(j / KIND_CYCLE.length) % list.length]!, run, k, Math.floor(j / 4));
-  };
+  const { runs, rowAt } = fixtureRowSource(signerFromPem(await generateDevPki()));
 
-  const pool = createVaultPool(url, { max: 1, applicationName: 'bench-fixture-load' });
-  const closePool = ctx.track(() => pool.end());
-  try {
-    const vault = await openVault(pool);
-    ctx.log(`fixture: loading ${fmtCount(total)} rows (BENCH_SCALE=${ctx.scale}) through vault.append`);
-    const t0 = performance.now();
-    let pending: Promise<unknown> = Promise.resolve();
-    let nextReport = total / 10;
-    for (let k = 0; k < total;) {
-      ctx.throwIfStopping();
-      const n = Math.min(LOAD_BATCH, total - k);
-      const batch = Array.from({ length: n }, (_, i) => rowAt(k + i));
-      // Build the next batch while the previous one is being copied.
-      await pending;
-      pending = vault.attestations.append(batch);
-      k += n;
-      if (k >= nextReport) {
-        const s = (performance.now() - t0) / 1000;
-        ctx.log(`fixture: ${fmtCount(k)}/${fmtCount(total)} rows, ${fmtRate(k / s)} rows/s`);
-        nextReport += total / 10;
-      }
-    }
-    await pending;
-  } finally {
-    await closePool();
-  }
+  ctx.log(`fixture: loading ${fmtCount(total)} rows (BENCH_SCALE=${ctx.scale}) through vault.append`);
+  await loadRows(ctx, url, total, rowAt, 'fixture');
   const admin = await adminClient(ctx, url);
   await admin.query('ANALYZE attestations');
   const size = await admin.query<{ size: string }>(
@@ -134,6 +88,80 @@ async function load(ctx: BenchContext): Promise<Fixture> {
   });
   ctx.log(`fixture: API listening on ${api.url}`);
   return { url, rows: total, runs, api, token: stack.kube.tokens.admin, admin };
+}
+
+/**
+ * The fixture's rows: 40 runs in 4 namespaces, row k of run k mod 40, cycling capability → step →
+ * artifact → policy records, each made from one of 1,024 templates that `signer` really sealed
+ * (fixtureRow: shapes and sizes of real records, digests unique per row, signatures not verifying).
+ * Shared by the read fixture and the ingest benchmark's prefilled vault (BENCH_INGEST_PREFILL).
+ */
+export function fixtureRowSource(signer: KeySigner): {
+  readonly runs: readonly RunShape[];
+  readonly rowAt: (k: number) => NewAttestation;
+} {
+  const templates = new Map<string, NewAttestation[]>();
+  for (let t = 0; t < TEMPLATES_PER_KIND; t++) {
+    const run: RunShape = { namespace: 'template', runId: randomUUID(), pack: PACKS[t % PACKS.length]! };
+    for (let i = 0; i < KIND_CYCLE.length; i++) {
+      const rec = buildRecord(signer, run, 4 * t + i);
+      const list = templates.get(rec.kind) ?? [];
+      list.push(rec);
+      templates.set(rec.kind, list);
+    }
+  }
+  const runs: RunShape[] = Array.from({ length: RUNS }, (_, r) => ({
+    namespace: NAMESPACES[r % NAMESPACES.length]!,
+    runId: randomUUID(),
+    pack: PACKS[r % PACKS.length]!,
+  }));
+  const rowAt = (k: number): NewAttestation => {
+    const run = runs[k % RUNS]!;
+    const j = Math.floor(k / RUNS);
+    const kind = KIND_CYCLE[j % KIND_CYCLE.length]!;
+    const list = templates.get(kind)!;
+    return fixtureRow(list[Math.floor(j / KIND_CYCLE.length) % list.length]!, run, k, Math.floor(j / 4));
+  };
+  return { runs, rowAt };
+}
+
+/**
+ * Appends rows 0..total-1 of `rowAt` to the vault at `url` through `vault.append` in batches of
+ * 10,000 (one connection; the next batch is built while the previous one is copied), logging the
+ * rate every tenth.
+ */
+export async function loadRows(
+  ctx: BenchContext,
+  url: string,
+  total: number,
+  rowAt: (k: number) => NewAttestation,
+  label: string,
+): Promise<void> {
+  const pool = createVaultPool(url, { max: 1, applicationName: 'bench-fixture-load' });
+  const closePool = ctx.track(() => pool.end());
+  try {
+    const vault = await openVault(pool);
+    const t0 = performance.now();
+    let pending: Promise<unknown> = Promise.resolve();
+    let nextReport = total / 10;
+    for (let k = 0; k < total;) {
+      ctx.throwIfStopping();
+      const n = Math.min(LOAD_BATCH, total - k);
+      const batch = Array.from({ length: n }, (_, i) => rowAt(k + i));
+      // Build the next batch while the previous one is being copied.
+      await pending;
+      pending = vault.attestations.append(batch);
+      k += n;
+      if (k >= nextReport) {
+        const s = (performance.now() - t0) / 1000;
+        ctx.log(`${label}: ${fmtCount(k)}/${fmtCount(total)} rows, ${fmtRate(k / s)} rows/s`);
+        nextReport += total / 10;
+      }
+    }
+    await pending;
+  } finally {
+    await closePool();
+  }
 }
 
 /** A query as node-postgres receives it. */

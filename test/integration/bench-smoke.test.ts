@@ -16,6 +16,7 @@ import { repoRoot } from '../../hack/stack/stack.ts';
  */
 
 const SCALE = '0.05';
+const PREFILL = 20_000;
 const BENCHMARKS = [
   'ingest',
   'sign',
@@ -54,6 +55,8 @@ function runBench(names: readonly string[]): Promise<BenchRun> {
         BENCH_SCALE: SCALE,
         BENCH_OPERATOR_BASELINE: repoRoot,
         BENCH_OPERATOR_ROUNDS: '1',
+        // The prefilled-vault path of ingest (a real run uses millions).
+        BENCH_INGEST_PREFILL: String(PREFILL),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -121,6 +124,11 @@ describe(`every benchmark runs at BENCH_SCALE=${SCALE} and prints its table`, ()
     expect(run.stderr, `${name} never started`).toContain(`── ${name}: `);
     expect(run.stderr).not.toContain(`bench: ${name} failed`);
     expect(tablesOf(run.stdout, name), `no table of ${name} in:\n${run.stdout.slice(-3000)}`).not.toEqual([]);
+  });
+
+  it('ingest ran into vaults prefilled with BENCH_INGEST_PREFILL records', () => {
+    expect(run.stderr).toContain('ingest: prefill copied into the twin');
+    expect(run.stdout).toContain(`into vaults prefilled with ${PREFILL.toLocaleString('en-US')} records`);
   });
 
   it('ends with the summary table', () => {
