@@ -1,4 +1,5 @@
 import type { TestProject } from 'vitest/node';
+import { watchOwner } from '../hack/stack/reaper.ts';
 import { startStack, stopStack, type StackInfo } from '../hack/stack/stack.ts';
 import { TEST_TOOLS, type TestTool } from '../hack/stack/tools.ts';
 
@@ -23,6 +24,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
     tools: TEST_TOOLS,
     log: (l) => console.log(`[stack${s3 === 'minio' ? '' : ` ${s3}`}] ${l}`),
   });
+  // vitest exits on SIGINT/SIGTERM without running this teardown: the reaper stops the stack then.
+  await watchOwner(stack);
   project.provide('stack', stack);
   return async () => {
     await stopStack(stack);

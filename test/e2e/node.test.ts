@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchOwner } from '../../hack/stack/reaper.ts';
 import { repoRoot, startStack, stopStack, type StackInfo } from '../../hack/stack/stack.ts';
 import { bridgeExists, NODE_NETWORK } from '../../hack/stack/node/network.ts';
 import { cgroupHierarchies, CGROUP_ROOT } from '../../hack/stack/node/kubelet.ts';
@@ -276,6 +277,9 @@ beforeAll(async () => {
     settings: { SERVICE_TRANSPARENCY_WRITER: '1' },
     log: (l) => log(`[stack] ${l}`),
   });
+  // A test worker killed without its afterAll (vitest's SIGINT/SIGTERM, a SIGKILL) stops nothing:
+  // the reaper then takes the node and the stack down (hack/stack/reaper.ts).
+  await watchOwner(stack);
   kc = adminConfig(stack.kube.kubeconfigs.admin);
   log(`node up in ${((Date.now() - t0) / 1000).toFixed(0)} s; API through its Service at ${node().apiUrl}`);
 }, 40 * 60_000);
