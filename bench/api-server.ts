@@ -11,6 +11,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import type { StackInfo } from '../hack/stack/stack.ts';
 import type { BenchContext } from './common.ts';
 
 export interface ApiServerOptions {
@@ -30,6 +31,35 @@ export interface ApiServerOptions {
   readonly s3: { endpoint: string; accessKey: string; secretKey: string; bucket: string };
   /** PEM material of the service signer (signs export bundles), as in its kubernetes.io/tls Secret. */
   readonly signer?: { 'tls.crt': string; 'tls.key': string; 'ca.crt': string };
+}
+
+/**
+ * The options every benchmark's API takes on the stack: the `aibom-vault` identity, the stack's
+ * object store, warm authorizer decisions (30 min), the sidecar's `info` logging.
+ */
+export function stackApiOptions(
+  stack: StackInfo,
+  databaseUrl: string,
+  poolMax: number,
+): Omit<ApiServerOptions, 'signer'> {
+  const env = (name: string): string => {
+    const v = stack.env[name];
+    if (v === undefined) throw new Error(`the stack reported no ${name}`);
+    return v;
+  };
+  return {
+    databaseUrl,
+    kubeconfig: stack.kube.kubeconfigs['aibom-vault'],
+    poolMax,
+    authTtlMs: 30 * 60_000,
+    logLevel: 'info',
+    s3: {
+      endpoint: env('S3_ENDPOINT'),
+      accessKey: env('S3_ACCESS_KEY'),
+      secretKey: env('S3_SECRET_KEY'),
+      bucket: env('S3_BUCKET'),
+    },
+  };
 }
 
 type ToWorker =

@@ -22,7 +22,7 @@ import { END_OF_ARCHIVE, parseTarHeader, tarHeader, tarPadding } from '../src/ex
 import { rememberSigner } from '../src/export/keys.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
-import { startApiServer, type ApiServer } from './api-server.ts';
+import { stackApiOptions, startApiServer, type ApiServer } from './api-server.ts';
 import {
   adminClient,
   fmtCount,
@@ -203,11 +203,6 @@ export const exportBenchmark: Benchmark = {
   async run(ctx) {
     const total = scaled(20_000, ctx.scale, 1000);
     const stack = await ctx.stack();
-    const env = (name: string): string => {
-      const v = stack.env[name];
-      if (v === undefined) throw new Error(`the stack reported no ${name}`);
-      return v;
-    };
     const url = await ctx.freshDatabase('export');
     await migrate(url);
     const pki = await generateDevPki();
@@ -240,20 +235,7 @@ export const exportBenchmark: Benchmark = {
       `export: ${fmtCount(total)} signed records stored in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
 
-    const api = await startApiServer(ctx, {
-      databaseUrl: url,
-      kubeconfig: stack.kube.kubeconfigs['aibom-vault'],
-      poolMax: 10,
-      authTtlMs: 30 * 60_000,
-      logLevel: 'info',
-      s3: {
-        endpoint: env('S3_ENDPOINT'),
-        accessKey: env('S3_ACCESS_KEY'),
-        secretKey: env('S3_SECRET_KEY'),
-        bucket: env('S3_BUCKET'),
-      },
-      signer: pki,
-    });
+    const api = await startApiServer(ctx, { ...stackApiOptions(stack, url, 10), signer: pki });
     const token = stack.kube.tokens.admin;
     const database = new URL(url).pathname.slice(1);
     const pgCpu = () => backendCpu(admin, database);

@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem, type KeySigner } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
-import { startApiServer, type ApiServer } from './api-server.ts';
+import { stackApiOptions, startApiServer, type ApiServer } from './api-server.ts';
 import { adminClient, fmtCount, fmtRate, scaled, type BenchContext } from './common.ts';
 import { buildRecord, fixtureRow, KIND_CYCLE, type RunShape } from './records.ts';
 
@@ -53,11 +53,6 @@ export function fixture(ctx: BenchContext): Promise<Fixture> {
 async function load(ctx: BenchContext): Promise<Fixture> {
   const total = scaled(1_000_000, ctx.scale, 10_000);
   const stack = await ctx.stack();
-  const env = (name: string): string => {
-    const v = stack.env[name];
-    if (v === undefined) throw new Error(`the stack reported no ${name}`);
-    return v;
-  };
   const url = await ctx.freshDatabase('read');
   await migrate(url);
   const { runs, rowAt } = fixtureRowSource(signerFromPem(await generateDevPki()));
@@ -73,19 +68,7 @@ async function load(ctx: BenchContext): Promise<Fixture> {
   ctx.log(`fixture: loaded and analysed, table + indexes ${size.rows[0]?.size}`);
   await logPartitionSizing(ctx, admin, total);
 
-  const api = await startApiServer(ctx, {
-    databaseUrl: url,
-    kubeconfig: stack.kube.kubeconfigs['aibom-vault'],
-    poolMax: POOL_MAX,
-    authTtlMs: 30 * 60_000,
-    logLevel: 'info',
-    s3: {
-      endpoint: env('S3_ENDPOINT'),
-      accessKey: env('S3_ACCESS_KEY'),
-      secretKey: env('S3_SECRET_KEY'),
-      bucket: env('S3_BUCKET'),
-    },
-  });
+  const api = await startApiServer(ctx, stackApiOptions(stack, url, POOL_MAX));
   ctx.log(`fixture: API listening on ${api.url}`);
   return { url, rows: total, runs, api, token: stack.kube.tokens.admin, admin };
 }
