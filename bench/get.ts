@@ -27,7 +27,8 @@ import {
 } from './common.ts';
 import { captureQueries, fixture, POOL_MAX } from './fixture.ts';
 
-const GOAL: Goal = { op: '>=', value: 0.5 };
+/** Issue 29's goal (≥ 0.9× at 10M records); the verdicts before it were against ≥ 0.5×. */
+const GOAL: Goal = { op: '>=', value: 0.9 };
 const CONCURRENCY = 16;
 /** A multiple of the three cases, so each runs first, second and third equally often. */
 const ROUNDS = 6;

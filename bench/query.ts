@@ -26,7 +26,8 @@ import {
 } from './common.ts';
 import { captureQueries, fixture, type CapturedQuery, type Fixture } from './fixture.ts';
 
-const GOAL: Goal = { op: '<=', value: 3 };
+/** Issue 29's goal (≤ 2× at 10M records); the verdicts before it were against ≤ 3×. */
+const GOAL: Goal = { op: '<=', value: 2 };
 const ROUNDS = 5;
 const LIMIT = 100;
 
