@@ -15,6 +15,7 @@
  * Run as a script: `node hack/stack/reaper.ts <owner pid> <state file>`.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -89,24 +90,22 @@ async function gone(pid: number): Promise<boolean> {
 
 /** The reaper's loop: returns when the owner's teardown ran, or after stopping what it left. */
 async function reap(ownerPid: number, stateFile: string): Promise<void> {
+  // Written once by watchOwner; afterwards only whether it still exists matters.
+  const reaped = await readReaped(stateFile);
+  if (reaped === undefined) return;
+  // The file first: an owner whose teardown removed it and then exited is not a dead owner.
   for (;;) {
-    const reaped = await readReaped(stateFile);
-    if (reaped === undefined) return;
-    if (await gone(ownerPid)) {
-      console.log(
-        `${new Date().toISOString()} owner ${ownerPid} is gone: stopping the stack in ${reaped.root}`,
-      );
-      const left = await stopStack(reaped);
-      for (const l of left) console.log(`left behind: ${l}`);
-      const more = await strays(reaped.root);
-      if (more.length > 0)
-        console.log(`stopping ${more.length} more process(es) under it: ${more.join(', ')}`);
-      for (const pid of more) await stopProcess(pid);
-      await rm(reaped.root, { recursive: true, force: true });
-      return;
-    }
+    if (!existsSync(stateFile)) return;
+    if (await gone(ownerPid)) break;
     await sleep(POLL_MS);
   }
+  console.log(`${new Date().toISOString()} owner ${ownerPid} is gone: stopping the stack in ${reaped.root}`);
+  const left = await stopStack(reaped);
+  for (const l of left) console.log(`left behind: ${l}`);
+  const more = await strays(reaped.root);
+  if (more.length > 0) console.log(`stopping ${more.length} more process(es) under it: ${more.join(', ')}`);
+  for (const pid of more) await stopProcess(pid);
+  await rm(reaped.root, { recursive: true, force: true });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
