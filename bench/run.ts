@@ -25,7 +25,7 @@ import { etcdBenchmark } from './etcd.ts';
 import { exportBenchmark } from './export.ts';
 import { formatsBenchmark } from './formats.ts';
 import { getBenchmark } from './get.ts';
-import { ingestBenchmark } from './ingest.ts';
+import { ingestBenchmark, ingestPrefill } from './ingest.ts';
 import { kubeRequestsBenchmark } from './kube-requests.ts';
 import { operatorBenchmark } from './operator.ts';
 import { operatorCompareBenchmark } from './operator-compare.ts';
@@ -112,6 +112,13 @@ async function main(): Promise<number> {
   const selected = select(process.argv.slice(2));
   const scale = parseScale();
   const client = parseClient();
+  // Checked before anything starts, like BENCH_SCALE: a usage error, not a failed benchmark.
+  try {
+    ingestPrefill();
+  } catch (err) {
+    console.error((err as Error).message);
+    process.exit(2);
+  }
   const resources = new Resources();
 
   // Cleanup on signals: stop the stack (and with it its temp dir) whatever is in flight.
