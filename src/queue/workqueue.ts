@@ -12,13 +12,19 @@ export interface WorkQueueOptions {
    * namespace of a `namespace/name` key (`''` for keys without a slash: one FIFO for all).
    */
   shard?: (key: string) => string;
+  /**
+   * At most this many `backlog` keys are processing at once (default: no limit). With n workers and
+   * a limit of n − 1, one worker is always free for a fresh change however long the backlog is.
+   */
+  backlogLimit?: number;
 }
 
 /**
  * `normal`: a change just seen (a watch event, a retry, a repair request). `backlog`: work found by
  * an initial list, a relist or a periodic resync. Normal keys are always handed out first, so a
  * Run that finishes while a restarted controller works through thousands of listed Runs waits for
- * at most the keys in flight, not for the backlog.
+ * at most the keys in flight, not for the backlog; with a `backlogLimit` below the number of
+ * workers it does not wait for a worker at all.
  */
 export type Priority = 'normal' | 'backlog';
 
@@ -44,7 +50,11 @@ export const namespaceOf = (key: string): string => {
  *   shards as above). Adding a queued backlog key as normal moves it to the normal level; adding a
  *   queued normal key as backlog leaves it normal. A key processing when re-added keeps the higher
  *   of the priorities asked for until `done()` puts it back.
- * - Waiters exist only while the queue is empty; a new key goes straight to the oldest waiter.
+ * - Backlog limit: at most `backlogLimit` keys handed out at the backlog level are processing at
+ *   once (counted by the level a key was handed out at, until its `done()`). Queued backlog keys
+ *   beyond it wait, and so do the workers asking for them, while any normal key goes out at once.
+ * - Waiters exist only while nothing queued may be handed out (the queue is empty, or holds only
+ *   backlog keys over the limit); a key that may goes straight to the oldest waiter.
  * - After `shutDown()` nothing new is accepted; queued keys are still handed out when draining,
  *   and `get()` returns undefined once the queue is empty.
  */
@@ -61,6 +71,9 @@ export class WorkQueue {
   readonly #enqueuedAt = new Map<string, number>();
   readonly #dirty = new Set<string>();
   readonly #processing = new Set<string>();
+  readonly #backlogLimit: number;
+  /** Processing keys handed out at the backlog level (what the limit counts). */
+  readonly #backlogProcessing = new Set<string>();
   readonly #waiters: Array<(key: string | undefined) => void> = [];
   readonly #delayed = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
   #shuttingDown = false;
@@ -71,6 +84,10 @@ export class WorkQueue {
     this.#rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter();
     this.#metrics = options.registry ? workqueueMetrics(options.registry) : undefined;
     this.#shardOf = options.shard ?? namespaceOf;
+    const limit = options.backlogLimit ?? Infinity;
+    if (!(limit === Infinity || (Number.isInteger(limit) && limit >= 1)))
+      throw new RangeError(`backlogLimit must be a whole number of at least 1, not ${limit}`);
+    this.#backlogLimit = limit;
   }
 
   get shuttingDown(): boolean {
@@ -157,16 +174,19 @@ export class WorkQueue {
 
   /** The next key to process, or undefined once shut down and empty. Call `done(key)` after. */
   get(): Promise<string | undefined> {
-    const key = this.#next();
-    if (key !== undefined) return Promise.resolve(this.#take(key));
-    if (this.#shuttingDown) return Promise.resolve(undefined);
+    const next = this.#next();
+    if (next !== undefined) return Promise.resolve(this.#take(next));
+    if (this.#shuttingDown && this.#length === 0) return Promise.resolve(undefined);
     return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
   /** Ends processing of `key`; if it was added meanwhile it goes back into the queue. */
   done(key: string): void {
     if (!this.#processing.delete(key)) return;
+    const slotFreed = this.#backlogProcessing.delete(key);
     if (this.#dirty.has(key)) this.#push(key);
+    // A backlog slot is free again: a worker waiting for one may take a queued backlog key.
+    else if (slotFreed) this.#dispatch();
     this.#checkDrained();
   }
 
@@ -187,7 +207,7 @@ export class WorkQueue {
       this.#dirty.clear(); // also keeps processing keys from coming back
       this.#setDepth();
     }
-    // Waiters only exist when the queue is empty: they would wait forever.
+    // Workers waiting now would wait forever, or for backlog slots: those processing drain the rest.
     for (const w of this.#waiters.splice(0)) w(undefined);
     const drained = new Promise<void>((resolve) => this.#drained.push(resolve));
     this.#checkDrained();
@@ -195,13 +215,18 @@ export class WorkQueue {
   }
 
   #push(key: string): void {
-    const waiter = this.#waiters.shift();
-    if (waiter !== undefined) {
-      waiter(this.#take(key, Date.now()));
-      return;
-    }
     this.#enqueuedAt.set(key, Date.now());
     this.#enqueue(key);
+    this.#dispatch();
+  }
+
+  /** Hands queued keys to waiting workers while there are both (and the backlog limit allows). */
+  #dispatch(): void {
+    while (this.#waiters.length > 0) {
+      const next = this.#next();
+      if (next === undefined) return;
+      this.#waiters.shift()!(this.#take(next));
+    }
   }
 
   /** Appends `key` to its shard's FIFO at its priority level. */
@@ -216,11 +241,13 @@ export class WorkQueue {
   }
 
   /**
-   * The first key of the shard whose turn it is, normal level first; that shard goes to the back of
-   * its level's line.
+   * The first key of the shard whose turn it is, normal level first (the backlog only below its
+   * limit), with the level it was queued at; that shard goes to the back of its level's line.
    */
-  #next(): string | undefined {
-    for (const shards of [this.#levels.normal, this.#levels.backlog]) {
+  #next(): { key: string; level: Priority } | undefined {
+    for (const level of ['normal', 'backlog'] as const) {
+      if (level === 'backlog' && this.#backlogProcessing.size >= this.#backlogLimit) break;
+      const shards = this.#levels[level];
       const first = shards.entries().next();
       if (first.done) continue;
       const [shard, keys] = first.value;
@@ -228,16 +255,18 @@ export class WorkQueue {
       shards.delete(shard);
       if (keys.length > 0) shards.set(shard, keys);
       this.#length -= 1;
-      return key;
+      return { key, level };
     }
     return undefined;
   }
 
-  #take(key: string, since = this.#enqueuedAt.get(key)): string {
+  #take({ key, level }: { key: string; level: Priority }): string {
+    const since = this.#enqueuedAt.get(key);
     this.#enqueuedAt.delete(key);
     this.#dirty.delete(key);
     this.#priority.delete(key);
     this.#processing.add(key);
+    if (level === 'backlog') this.#backlogProcessing.add(key);
     if (this.#metrics && since !== undefined) {
       this.#metrics.queueDuration.observe({ name: this.name }, (Date.now() - since) / 1000);
     }
@@ -250,7 +279,10 @@ export class WorkQueue {
   }
 
   #checkDrained(): void {
-    if (!this.#shuttingDown || this.#length > 0 || this.#processing.size > 0) return;
+    if (!this.#shuttingDown || this.#length > 0) return;
+    // Workers that waited for a backlog slot while draining: nothing is left for them.
+    for (const w of this.#waiters.splice(0)) w(undefined);
+    if (this.#processing.size > 0) return;
     for (const resolve of this.#drained.splice(0)) resolve();
   }
 }

@@ -68,10 +68,14 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
     run: async ({ signal, runs }: Term) => {
       // Failures here are mostly a dependency being down (PostgreSQL, the object store): once it is back, a
       // Run should not sit out client-go's 1000 s maximum backoff, so per-key retries cap at 30 s.
+      const workers = deps.workers ?? 4;
       const queue = new WorkQueue({
         name: 'runs',
         registry: deps.registry,
         rateLimiter: defaultControllerRateLimiter(Date.now, RUN_MAX_BACKOFF_MS),
+        // One worker is kept for fresh changes: a Run that finishes during a backlog of thousands
+        // starts at once instead of waiting for a backlog reconcile to end (issue 29).
+        backlogLimit: Math.max(1, workers - 1),
       });
       // The Runs as the reconciler left them, this term: the events of its own writes are not
       // reconciled again (ADR 0017).
@@ -132,7 +136,7 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
       try {
         await runWorkers(
           queue,
-          deps.workers ?? 4,
+          workers,
           withReconcileDeadline(reconcile, timeoutMs, (key) => {
             overruns.inc();
             log.error(

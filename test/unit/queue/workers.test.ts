@@ -51,6 +51,41 @@ describe('runWorkers: bounded reconciles and fair turns', () => {
   });
 });
 
+describe('runWorkers: a backlog limit below the workers', () => {
+  it('a fresh key starts while every backlog reconcile it may run beside is still held, and the held ones keep their limit', async () => {
+    const q = new WorkQueue({ backlogLimit: 2 });
+    const release = new Map<string, () => void>();
+    const started: string[] = [];
+    const done = runWorkers(
+      q,
+      3,
+      (key) =>
+        new Promise<void>((resolve) => {
+          started.push(key);
+          release.set(key, resolve);
+        }),
+      { logger },
+    );
+    for (let i = 0; i < 10; i++) q.add(`old/${i}`, 'backlog');
+    await until(() => started.length === 2);
+    await tick(5);
+    expect(started).toEqual(['old/0', 'old/1']); // the third worker is kept for fresh changes
+    q.add('new/0');
+    await until(() => started.length === 3);
+    expect(started[2]).toBe('new/0'); // no backlog reconcile had to finish first
+    release.get('new/0')!();
+    await tick(5);
+    expect(started).toHaveLength(3);
+    release.get('old/0')!();
+    await until(() => started.length === 4);
+    expect(started[3]).toBe('old/2');
+    const stopped = q.shutDown({ drain: false });
+    for (const r of release.values()) r();
+    await stopped;
+    await done;
+  });
+});
+
 describe('runWorkers', () => {
   it('never runs one key on two workers at once, and re-runs a key added during its reconcile', async () => {
     const q = new WorkQueue({ rateLimiter: new ExponentialRateLimiter(1, 10) });

@@ -361,3 +361,134 @@ describe('WorkQueue: fresh changes before the backlog', () => {
     );
   });
 });
+
+describe('WorkQueue: a backlog limit keeps workers free for fresh changes', () => {
+  it('refuses a limit that is not a whole number of at least 1', () => {
+    for (const bad of [0, -1, 1.5, Number.NaN])
+      expect(() => new WorkQueue({ backlogLimit: bad })).toThrow(/backlogLimit must be a whole number/);
+  });
+
+  it('hands out at most the limit of backlog keys at once; a worker waiting then takes the next fresh key at once', async () => {
+    const q = new WorkQueue({ backlogLimit: 2 });
+    for (let i = 0; i < 5; i++) q.add(`old/${i}`, 'backlog');
+    expect(await q.get()).toBe('old/0');
+    expect(await q.get()).toBe('old/1');
+    const third = q.get();
+    expect(await peek(third)).toBe('pending'); // two backlog keys processing: the limit
+    expect(q.len()).toBe(3);
+    q.add('new/0');
+    expect(await third).toBe('new/0');
+    const fourth = q.get();
+    expect(await peek(fourth)).toBe('pending');
+    q.done('new/0'); // a fresh key's done frees no backlog slot
+    expect(await peek(fourth)).toBe('pending');
+    q.done('old/0');
+    expect(await fourth).toBe('old/2');
+  });
+
+  it('counts a key by the level it was handed out at, until done, whatever it is re-added as meanwhile', async () => {
+    const q = new WorkQueue({ backlogLimit: 1 });
+    q.add('a/1', 'backlog');
+    q.add('a/2', 'backlog');
+    expect(await q.get()).toBe('a/1');
+    q.add('a/1'); // a change while processing: dirty, at normal
+    const next = q.get();
+    expect(await peek(next)).toBe('pending'); // a/1 still holds the one backlog slot
+    q.done('a/1'); // back at normal, and the slot is free: a/1 goes first
+    expect(await next).toBe('a/1');
+    expect(await q.get()).toBe('a/2'); // a/1 now counts as normal: the backlog slot is free
+  });
+
+  it('drains a limited backlog on shutdown and then releases the workers that waited for a slot', async () => {
+    const q = new WorkQueue({ backlogLimit: 1 });
+    q.add('a/1', 'backlog');
+    q.add('a/2', 'backlog');
+    expect(await q.get()).toBe('a/1');
+    const drained = q.shutDown();
+    const idle = q.get(); // a second worker, after the shutdown: waits for the slot
+    expect(await peek(idle)).toBe('pending');
+    q.done('a/1');
+    expect(await idle).toBe('a/2');
+    const last = q.get();
+    q.done('a/2');
+    expect(await last).toBeUndefined();
+    await drained;
+  });
+
+  it('property: never more than the limit of backlog keys processing, no key lost or handed out twice, and no worker waits while a key it may take is queued', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 3 }),
+        fc.array(
+          fc.oneof(
+            fc.record({
+              op: fc.constant('add' as const),
+              k: fc.integer({ min: 0, max: 9 }),
+              fresh: fc.boolean(),
+            }),
+            fc.record({ op: fc.constant('get' as const) }),
+            fc.record({ op: fc.constant('done' as const), pick: fc.nat() }),
+          ),
+          { maxLength: 80 },
+        ),
+        async (limit, ops) => {
+          const q = new WorkQueue({ backlogLimit: limit });
+          const processing = new Map<string, 'normal' | 'backlog'>(); // key → level handed out at
+          const queuedLevel = new Map<string, 'normal' | 'backlog'>(); // what the model expects queued
+          const dirty = new Map<string, 'normal' | 'backlog'>(); // re-added while processing
+          const waiting: Array<Promise<string | undefined>> = [];
+          const handedOut: string[] = [];
+          const receive = (key: string): void => {
+            expect(processing.has(key)).toBe(false); // never to two workers at once
+            const level = queuedLevel.get(key);
+            expect(level).toBeDefined(); // never a key that was not queued
+            queuedLevel.delete(key);
+            processing.set(key, level!);
+            handedOut.push(key);
+          };
+          const settle = async (): Promise<void> => {
+            for (let i = 0; i < waiting.length;) {
+              const got = await peek(waiting[i]!);
+              if (got === 'pending') i++;
+              else {
+                receive(got!);
+                void waiting.splice(i, 1);
+              }
+            }
+          };
+          for (const o of ops) {
+            if (o.op === 'add') {
+              const key = `ns${o.k % 3}/k${o.k}`;
+              const level = o.fresh ? 'normal' : 'backlog';
+              const raise = (m: Map<string, 'normal' | 'backlog'>): void => {
+                if (m.get(key) !== 'normal') m.set(key, level);
+              };
+              if (processing.has(key)) raise(dirty);
+              else raise(queuedLevel);
+              q.add(key, level);
+            } else if (o.op === 'get') {
+              waiting.push(q.get());
+            } else if (processing.size > 0) {
+              const key = [...processing.keys()][o.pick % processing.size]!;
+              processing.delete(key);
+              const back = dirty.get(key);
+              dirty.delete(key);
+              if (back !== undefined) queuedLevel.set(key, back);
+              q.done(key);
+            }
+            await settle();
+            const inBacklog = [...processing.values()].filter((l) => l === 'backlog').length;
+            expect(inBacklog).toBeLessThanOrEqual(limit);
+            if (waiting.length > 0) {
+              // A worker waits: nothing fresh is queued, and backlog keys only when the limit is reached.
+              expect([...queuedLevel.values()].includes('normal')).toBe(false);
+              if (queuedLevel.size > 0) expect(inBacklog).toBe(limit);
+            }
+            expect(q.len()).toBe(queuedLevel.size);
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
