@@ -66,8 +66,9 @@ export async function runWorkers(
       const out = (await reconcile(key, signal)) ?? undefined;
       if (out?.more === true) {
         queue.forget(key);
-        // Processing: the add only marks the key dirty; done() below puts it at the back of its shard.
-        queue.add(key);
+        // Processing: the add only marks the key dirty; done() below puts it at the back of its shard,
+        // at the level it came from (the rest of a backlog Run is backlog still, not a fresh change).
+        queue.add(key, queue.processingLevel(key) ?? 'normal');
         result = 'more';
       } else if (out?.requeueAfterMs !== undefined && out.requeueAfterMs > 0) {
         queue.forget(key);

@@ -118,6 +118,12 @@ export class WorkQueue {
     return n;
   }
 
+  /** The level a processing key was handed out at (undefined when it is not processing). */
+  processingLevel(key: string): Priority | undefined {
+    if (this.#backlogProcessing.has(key)) return 'backlog';
+    return this.#processing.has(key) ? 'normal' : undefined;
+  }
+
   add(key: string, priority: Priority = 'normal'): void {
     if (this.#shuttingDown) return;
     if (this.#dirty.has(key)) {

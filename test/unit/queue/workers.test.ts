@@ -86,6 +86,37 @@ describe('runWorkers: a backlog limit below the workers', () => {
   });
 });
 
+describe('runWorkers: the rest of a bounded reconcile keeps its level', () => {
+  it('a backlog key that returns more stays backlog: a fresh key added meanwhile goes before its next batch', async () => {
+    const q = new WorkQueue();
+    const order: string[] = [];
+    let batches = 3;
+    let release: (() => void) | undefined;
+    const done = runWorkers(
+      q,
+      1,
+      async (key) => {
+        order.push(key);
+        if (key === 'old/big' && batches === 3) await new Promise<void>((r) => (release = r));
+        if (key === 'old/big' && --batches > 0) return { more: true };
+        return undefined;
+      },
+      { logger },
+    );
+    q.add('old/big', 'backlog');
+    q.add('old/other', 'backlog');
+    await until(() => release !== undefined);
+    q.add('new/0'); // a fresh change while the first batch runs
+    release!();
+    await until(() => order.length === 5);
+    // The fresh key first; the rest of old/big behind old/other, in the backlog's FIFO (at the normal
+    // level it would have gone before old/other).
+    expect(order).toEqual(['old/big', 'new/0', 'old/other', 'old/big', 'old/big']);
+    await q.shutDown();
+    await done;
+  });
+});
+
 describe('runWorkers', () => {
   it('never runs one key on two workers at once, and re-runs a key added during its reconcile', async () => {
     const q = new WorkQueue({ rateLimiter: new ExponentialRateLimiter(1, 10) });
