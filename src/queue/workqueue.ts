@@ -17,12 +17,6 @@ export interface WorkQueueOptions {
    * a limit of n − 1, one worker is always free for a fresh change however long the backlog is.
    */
   backlogLimit?: number;
-  /**
-   * The backlog limit while a `normal` key is processing (default: `backlogLimit`). Reconciles share
-   * the CPU (and the API server), so a fresh change finishes sooner beside fewer backlog reconciles:
-   * no new backlog key starts while this many or more run beside a fresh one.
-   */
-  backlogLimitBesideNormal?: number;
 }
 
 /**
@@ -56,11 +50,9 @@ export const namespaceOf = (key: string): string => {
  *   shards as above). Adding a queued backlog key as normal moves it to the normal level; adding a
  *   queued normal key as backlog leaves it normal. A key processing when re-added keeps the higher
  *   of the priorities asked for until `done()` puts it back.
- * - Backlog limit: a backlog key is handed out only while fewer than `backlogLimit` keys handed out
- *   at the backlog level are processing, or fewer than `backlogLimitBesideNormal` while a key handed
- *   out at the normal level is (each counted by the level it was handed out at, until its `done()`).
- *   Queued backlog keys beyond it wait, and so do the workers asking for them, while any normal key
- *   goes out at once.
+ * - Backlog limit: at most `backlogLimit` keys handed out at the backlog level are processing at
+ *   once (counted by the level a key was handed out at, until its `done()`). Queued backlog keys
+ *   beyond it wait, and so do the workers asking for them, while any normal key goes out at once.
  * - Waiters exist only while nothing queued may be handed out (the queue is empty, or holds only
  *   backlog keys over the limit); a key that may goes straight to the oldest waiter.
  * - After `shutDown()` nothing new is accepted; queued keys are still handed out when draining,
@@ -80,11 +72,8 @@ export class WorkQueue {
   readonly #dirty = new Set<string>();
   readonly #processing = new Set<string>();
   readonly #backlogLimit: number;
-  readonly #backlogLimitBesideNormal: number;
   /** Processing keys handed out at the backlog level (what the limit counts). */
   readonly #backlogProcessing = new Set<string>();
-  /** Processing keys handed out at the normal level (which limit applies). */
-  #normalProcessing = 0;
   readonly #waiters: Array<(key: string | undefined) => void> = [];
   readonly #delayed = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
   #shuttingDown = false;
@@ -95,11 +84,10 @@ export class WorkQueue {
     this.#rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter();
     this.#metrics = options.registry ? workqueueMetrics(options.registry) : undefined;
     this.#shardOf = options.shard ?? namespaceOf;
-    this.#backlogLimit = limitOption('backlogLimit', options.backlogLimit ?? Infinity);
-    this.#backlogLimitBesideNormal = limitOption(
-      'backlogLimitBesideNormal',
-      options.backlogLimitBesideNormal ?? this.#backlogLimit,
-    );
+    const limit = options.backlogLimit ?? Infinity;
+    if (!(limit === Infinity || (Number.isInteger(limit) && limit >= 1)))
+      throw new RangeError(`backlogLimit must be a whole number of at least 1, not ${limit}`);
+    this.#backlogLimit = limit;
   }
 
   get shuttingDown(): boolean {
@@ -203,10 +191,9 @@ export class WorkQueue {
   /** Ends processing of `key`; if it was added meanwhile it goes back into the queue. */
   done(key: string): void {
     if (!this.#processing.delete(key)) return;
-    // A backlog slot is free again, or the last normal key is done (the wider limit applies again):
-    // a worker waiting for a slot may take a queued backlog key.
-    const slotFreed = this.#backlogProcessing.delete(key) || this.#normalDone();
+    const slotFreed = this.#backlogProcessing.delete(key);
     if (this.#dirty.has(key)) this.#push(key);
+    // A backlog slot is free again: a worker waiting for one may take a queued backlog key.
     else if (slotFreed) this.#dispatch();
     this.#checkDrained();
   }
@@ -267,7 +254,7 @@ export class WorkQueue {
    */
   #next(): { key: string; level: Priority } | undefined {
     for (const level of ['normal', 'backlog'] as const) {
-      if (level === 'backlog' && this.#backlogProcessing.size >= this.#currentBacklogLimit()) break;
+      if (level === 'backlog' && this.#backlogProcessing.size >= this.#backlogLimit) break;
       const shards = this.#levels[level];
       const first = shards.entries().next();
       if (first.done) continue;
@@ -281,16 +268,6 @@ export class WorkQueue {
     return undefined;
   }
 
-  #currentBacklogLimit(): number {
-    return this.#normalProcessing > 0 ? this.#backlogLimitBesideNormal : this.#backlogLimit;
-  }
-
-  /** Counts a normal key done; true when it was the last one processing (the limit widens). */
-  #normalDone(): boolean {
-    this.#normalProcessing -= 1;
-    return this.#normalProcessing === 0 && this.#backlogLimitBesideNormal < this.#backlogLimit;
-  }
-
   #take({ key, level }: { key: string; level: Priority }): string {
     const since = this.#enqueuedAt.get(key);
     this.#enqueuedAt.delete(key);
@@ -298,7 +275,6 @@ export class WorkQueue {
     this.#priority.delete(key);
     this.#processing.add(key);
     if (level === 'backlog') this.#backlogProcessing.add(key);
-    else this.#normalProcessing += 1;
     if (this.#metrics && since !== undefined) {
       this.#metrics.queueDuration.observe({ name: this.name }, (Date.now() - since) / 1000);
     }
@@ -317,10 +293,4 @@ export class WorkQueue {
     if (this.#processing.size > 0) return;
     for (const resolve of this.#drained.splice(0)) resolve();
   }
-}
-
-/** A backlog limit: Infinity (none) or a whole number of at least 1. */
-function limitOption(name: string, value: number): number {
-  if (value === Infinity || (Number.isInteger(value) && value >= 1)) return value;
-  throw new RangeError(`${name} must be a whole number of at least 1, not ${value}`);
 }

@@ -74,12 +74,8 @@ export function runController(deps: RunControllerDeps): LeaderLoop {
         registry: deps.registry,
         rateLimiter: defaultControllerRateLimiter(Date.now, RUN_MAX_BACKOFF_MS),
         // One worker is kept for fresh changes: a Run that finishes during a backlog of thousands
-        // starts at once instead of waiting for a backlog reconcile to end (issue 29). And while a
-        // fresh Run is reconciled, no second backlog reconcile starts beside it: reconciles share
-        // the CPU and the API server, so a fresh one beside three backlog ones took ~1 s, p99 2.7 s
-        // (docs/bench.md, restart). The backlog drains at full width again between fresh Runs.
+        // starts at once instead of waiting for a backlog reconcile to end (issue 29).
         backlogLimit: Math.max(1, workers - 1),
-        backlogLimitBesideNormal: 1,
       });
       // The Runs as the reconciler left them, this term: the events of its own writes are not
       // reconciled again (ADR 0017).

@@ -364,12 +364,8 @@ describe('WorkQueue: fresh changes before the backlog', () => {
 
 describe('WorkQueue: a backlog limit keeps workers free for fresh changes', () => {
   it('refuses a limit that is not a whole number of at least 1', () => {
-    for (const bad of [0, -1, 1.5, Number.NaN]) {
+    for (const bad of [0, -1, 1.5, Number.NaN])
       expect(() => new WorkQueue({ backlogLimit: bad })).toThrow(/backlogLimit must be a whole number/);
-      expect(() => new WorkQueue({ backlogLimitBesideNormal: bad })).toThrow(
-        /backlogLimitBesideNormal must be a whole number/,
-      );
-    }
   });
 
   it('a queued backlog key that changes goes to a worker waiting for a backlog slot at once', async () => {
@@ -381,24 +377,6 @@ describe('WorkQueue: a backlog limit keeps workers free for fresh changes', () =
     expect(await peek(w)).toBe('pending');
     q.add('a/2'); // a watch event for the queued backlog key: it is fresh now
     expect(await w).toBe('a/2');
-  });
-
-  it('starts no backlog key beside a fresh one past the narrower limit, and widens again once the fresh ones are done', async () => {
-    const q = new WorkQueue({ backlogLimit: 3, backlogLimitBesideNormal: 1 });
-    for (let i = 0; i < 6; i++) q.add(`old/${i}`, 'backlog');
-    expect(await q.get()).toBe('old/0');
-    q.add('new/0');
-    expect(await q.get()).toBe('new/0');
-    const w = q.get();
-    expect(await peek(w)).toBe('pending'); // one backlog key runs beside a fresh one: the narrower limit
-    q.done('old/0');
-    expect(await w).toBe('old/1'); // a slot under the narrower limit
-    const w2 = q.get();
-    expect(await peek(w2)).toBe('pending');
-    q.done('new/0'); // no fresh key left: the limit is 3 again
-    expect(await w2).toBe('old/2');
-    expect(await q.get()).toBe('old/3');
-    expect(await peek(q.get())).toBe('pending'); // 3 backlog keys processing
   });
 
   it('hands out at most the limit of backlog keys at once; a worker waiting then takes the next fresh key at once', async () => {
@@ -452,7 +430,6 @@ describe('WorkQueue: a backlog limit keeps workers free for fresh changes', () =
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 1, max: 3 }),
-        fc.integer({ min: 1, max: 3 }),
         fc.array(
           fc.oneof(
             fc.record({
@@ -465,9 +442,8 @@ describe('WorkQueue: a backlog limit keeps workers free for fresh changes', () =
           ),
           { maxLength: 80 },
         ),
-        async (limit, besideNormal, ops) => {
-          const q = new WorkQueue({ backlogLimit: limit, backlogLimitBesideNormal: besideNormal });
-          const limitNow = (): number => ([...processing.values()].includes('normal') ? besideNormal : limit);
+        async (limit, ops) => {
+          const q = new WorkQueue({ backlogLimit: limit });
           const processing = new Map<string, 'normal' | 'backlog'>(); // key → level handed out at
           const queuedLevel = new Map<string, 'normal' | 'backlog'>(); // what the model expects queued
           const dirty = new Map<string, 'normal' | 'backlog'>(); // re-added while processing
@@ -480,7 +456,7 @@ describe('WorkQueue: a backlog limit keeps workers free for fresh changes', () =
             expect(level).toBeDefined(); // never a key that was not queued
             queuedLevel.delete(key);
             // A backlog key only starts below the limit that applies when it is handed out.
-            if (level === 'backlog') expect(backlogCount()).toBeLessThan(limitNow());
+            if (level === 'backlog') expect(backlogCount()).toBeLessThan(limit);
             processing.set(key, level!);
             handedOut.push(key);
           };
@@ -516,11 +492,11 @@ describe('WorkQueue: a backlog limit keeps workers free for fresh changes', () =
             }
             await settle();
             const inBacklog = backlogCount();
-            expect(inBacklog).toBeLessThanOrEqual(Math.max(limit, besideNormal));
+            expect(inBacklog).toBeLessThanOrEqual(limit);
             if (waiting.length > 0) {
               // A worker waits: nothing fresh is queued, and backlog keys only when the limit is reached.
               expect([...queuedLevel.values()].includes('normal')).toBe(false);
-              if (queuedLevel.size > 0) expect(inBacklog).toBeGreaterThanOrEqual(limitNow());
+              if (queuedLevel.size > 0) expect(inBacklog).toBe(limit);
             }
             expect(q.len()).toBe(queuedLevel.size);
           }
