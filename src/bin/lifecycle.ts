@@ -72,6 +72,11 @@ export class Drain {
     this.#delayMs = delayMs;
   }
 
+  /** Whether `start` ran: the process is draining. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
   /** Throws ShuttingDown once `start` ran: put in front of the readiness check. */
   check(): void {
     if (this.#draining) throw new ShuttingDown();

@@ -85,6 +85,7 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
       logger: logger.child({ component: 'policy-packs' }),
     }),
     ready,
+    draining: () => drain.draining,
   });
   // The SCITT worker runs here too, whatever SERVICE_TRANSPARENCY_WRITER says: a push
   // (POST /v1/attestations/scitt) that the backend answers later, and an export with `scitt: true`,

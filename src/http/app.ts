@@ -67,6 +67,13 @@ export interface AppDeps {
   readonly scrapiTrustAnchors?: readonly X509Certificate[];
   /** Resolves when every dependency the API needs answers; drives /readyz. */
   readonly ready?: () => Promise<void>;
+  /**
+   * True once the process drains before it stops (SIGTERM: src/bin/lifecycle.ts `Drain`): every
+   * answer then says `Connection: close`, so a client does not send its next request on a kept-alive
+   * connection to this pod, which the listener's close would race (a reset request). Its next
+   * connection goes through the Service to a pod that is ready.
+   */
+  readonly draining?: () => boolean;
   /** Where request metrics go (`http_request_duration_seconds`); served by the ops server. */
   readonly registry?: Registry;
   /** Largest accepted request body; queries are small. */
@@ -129,6 +136,14 @@ function installApiHeaders(app: FastifyInstance): void {
       if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
       void reply.header('x-content-type-options', 'nosniff');
     }
+    done(null, payload);
+  });
+}
+
+/** While draining, every answer closes its connection after it (see AppDeps.draining). */
+function installDrainClose(app: FastifyInstance, draining: () => boolean): void {
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (draining()) void reply.header('connection', 'close');
     done(null, payload);
   });
 }
@@ -218,6 +233,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installRequestLog(app, deps.registry);
   installErrorHandling(app);
   installApiHeaders(app);
+  if (deps.draining !== undefined) installDrainClose(app, deps.draining);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.
   app.removeContentTypeParser('text/plain');
   for (const schema of [

@@ -5,6 +5,7 @@
  * connection kube-proxy still routed to the old pod. The process's own stop function (what
  * SIGTERM calls) runs in-process against the real stack's PostgreSQL, MinIO and kube-apiserver.
  */
+import { Agent, request } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Stop } from '../../../src/bin/lifecycle.ts';
 import { startSidecarProcess } from '../../../src/bin/sidecar-process.ts';
@@ -82,6 +83,40 @@ describe('SHUTDOWN_DELAY_SECONDS', () => {
     expect(stopped!).toBeGreaterThanOrEqual(DELAY_SECONDS * 1000 - 50);
     expect(await fresh(`${url}/healthz`)).toBe('ECONNREFUSED');
     expect(lines.some((l) => l.includes('draining: not ready, still serving'))).toBe(true);
+  });
+
+  it("while draining, every answer closes its kept-alive connection, so the client's next request goes to a new connection (not one the close would race)", async () => {
+    const { url, stop } = await sidecar(String(DELAY_SECONDS));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = (
+      path: string,
+    ): Promise<{ status: number; connection: string | undefined; socket: unknown }> =>
+      new Promise((resolve, reject) => {
+        const req = request(`${url}${path}`, { agent }, (res) => {
+          res.resume();
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, socket: req.socket }),
+          );
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      const before = [await get('/healthz'), await get('/healthz')];
+      expect(before.map((r) => r.connection)).toEqual(['keep-alive', 'keep-alive']);
+      expect(before[1]!.socket).toBe(before[0]!.socket); // one kept-alive connection, reused
+      const stopping = stop();
+      const during = [await get('/healthz'), await get('/healthz')];
+      expect(during.map((r) => [r.status, r.connection])).toEqual([
+        [200, 'close'],
+        [200, 'close'],
+      ]);
+      expect(during[0]!.socket).toBe(before[1]!.socket); // the kept-alive one, answered and closed
+      expect(during[1]!.socket).not.toBe(during[0]!.socket); // so the next went on a new connection
+      await stopping;
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('0 (the default outside the chart): the listener closes without a delay', async () => {
