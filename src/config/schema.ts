@@ -264,7 +264,7 @@ export const schema = {
   },
   SHUTDOWN_DELAY_SECONDS: {
     description:
-      "sidecar: on SIGTERM the API first answers /readyz with 503 and keeps serving for this many seconds, so that Service endpoints and kube-proxy rules drop the pod before its listener closes (a rolling update then refuses no connection); the chart sets 5. At most 15: the whole stop must end within 20 s of SIGTERM (the process exits hard then), inside the chart's 30 s grace period",
+      "sidecar: on SIGTERM the API first answers /readyz with 503 and keeps serving for this many seconds, every answer with `Connection: close` (a kept-alive client reconnects through the Service), so that Service endpoints and kube-proxy rules drop the pod before its listener closes (a rolling update then refuses or resets no request); the chart sets 5. At most 15: the whole stop must end within 20 s of SIGTERM (the process exits hard then), inside the chart's 30 s grace period",
     default: '0',
     parse: intIn(0, 15),
   },
