@@ -137,8 +137,6 @@ export class WorkQueue {
     if (keys.length === 0) this.#levels.backlog.delete(shard);
     this.#length -= 1;
     this.#enqueue(key);
-    // A worker may be waiting for a backlog slot: a fresh key is its to take now.
-    this.#dispatch();
   }
 
   /**
@@ -225,7 +223,6 @@ export class WorkQueue {
   #push(key: string): void {
     this.#enqueuedAt.set(key, Date.now());
     this.#enqueue(key);
-    this.#dispatch();
   }
 
   /** Hands queued keys to waiting workers while there are both (and the backlog limit allows). */
@@ -237,7 +234,10 @@ export class WorkQueue {
     }
   }
 
-  /** Appends `key` to its shard's FIFO at its priority level. */
+  /**
+   * Appends `key` to its shard's FIFO at its priority level, then hands out what a waiting worker
+   * may take (a new key, or one promoted to normal past a worker waiting for a backlog slot).
+   */
   #enqueue(key: string): void {
     const shards = this.#levels[this.#priority.get(key) ?? 'normal'];
     const shard = this.#shardOf(key);
@@ -246,6 +246,7 @@ export class WorkQueue {
     else shards.set(shard, [key]);
     this.#length += 1;
     this.#setDepth();
+    this.#dispatch();
   }
 
   /**
