@@ -301,7 +301,7 @@ export function startBenchController(opts: {
  * active worker and no new reconcile for 1.5 s.
  */
 export async function settleController(
-  ctx: BenchContext,
+  ctx: Pick<BenchContext, 'throwIfStopping'>,
   registry: Registry,
   what: string,
   timeoutMs: number,

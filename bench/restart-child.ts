@@ -1,0 +1,127 @@
+/**
+ * The restarted controller of bench/restart.ts, in a process of its own, as it runs in a pod: the
+ * controller's module graph and V8 flags (src/bin/node-flags.ts), nothing of the bench's heap (the
+ * pipeline's Runs, the first controller's leftovers) beside it, so its latency and memory are its
+ * own. Forked with an IPC channel; the protocol is in bench/restart-audit.ts:
+ *
+ *   bench → init         the child starts the controller (audited client and pool), answers `leading`
+ *                        once it leads with a synced informer
+ *   bench → settle       the child waits until it is idle (empty queue, no worker, no new reconcile
+ *                        for 1.5 s), answers `report` (counts, its own memory after GC)
+ *   bench → stop         the child stops the controller, closes its pool and exits with code 0
+ *
+ * Any failure is sent as `error` and the child exits non-zero; it also exits when the bench goes
+ * away (the IPC channel closes), so an interrupted bench leaves no controller behind.
+ */
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { Registry } from 'prom-client';
+import type { RunningController } from '../src/controller/manager.ts';
+import { kubeClient } from '../src/kube/index.ts';
+import { signerFromPem } from '../src/signing/index.ts';
+import { createVaultPool, openVault } from '../src/vault/index.ts';
+import {
+  countingClient,
+  loadKube,
+  metric,
+  settleController,
+  startBenchController,
+  waitLeading,
+} from './operator.ts';
+import {
+  auditingClient,
+  auditPool,
+  type ApiWrites,
+  type ChildInit,
+  type ChildMessage,
+  type ParentMessage,
+  type VaultWrites,
+} from './restart-audit.ts';
+
+const send = (m: ChildMessage): Promise<void> =>
+  new Promise((resolve, reject) => process.send!(m, undefined, {}, (err) => (err ? reject(err) : resolve())));
+
+if (process.send === undefined) {
+  console.error('restart-child.ts is forked by bench/restart.ts (it needs an IPC channel)');
+  process.exit(2);
+}
+
+let running: { controller: RunningController; end: () => Promise<void> } | undefined;
+const api: ApiWrites = { total: 0, converged: 0, backlog: 0, examples: [] };
+const vault: VaultWrites = { total: 0, converged: 0, backlog: 0 };
+const registry = new Registry();
+let counted: ReturnType<typeof countingClient>['counted'] | undefined;
+
+async function start(init: ChildInit): Promise<void> {
+  const pool = createVaultPool(init.dbUrl, { applicationName: 'bench-restart-second' });
+  auditPool(pool, { converged: new Set(init.convergedUids), backlog: new Set(init.backlogUids) }, vault);
+  const counting = countingClient(auditingClient(kubeClient(loadKube(init.kubeconfig)), api));
+  counted = counting.counted;
+  const signer = signerFromPem(init.pki);
+  const controller = startBenchController({
+    client: counting.client,
+    vault: await openVault(pool),
+    env: init.env,
+    signer,
+    registry,
+    leaseName: init.leaseName,
+    watchNamespace: init.watchNamespace,
+  });
+  running = { controller, end: () => pool.end() };
+  await waitLeading(controller, registry);
+  await send({ type: 'leading' });
+}
+
+/** This process's heap used and RSS after forced garbage collections, and its peak RSS. */
+function memoryNow(): { heapUsed: number; rss: number; maxRss: number } {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  gc();
+  gc();
+  const m = process.memoryUsage();
+  return { heapUsed: m.heapUsed, rss: m.rss, maxRss: process.resourceUsage().maxRSS * 1024 };
+}
+
+async function settle(timeoutMs: number): Promise<void> {
+  const never = { throwIfStopping: () => undefined };
+  await settleController(never, registry, 'restarted controller idle', timeoutMs, () =>
+    Promise.resolve(true),
+  );
+  await send({
+    type: 'report',
+    reconciles: await metric(registry, 'controller_runtime_reconcile_total'),
+    byCategory: [...(counted?.byCategory ?? [])],
+    failures: [...(counted?.failures ?? [])],
+    api,
+    vault,
+    memory: memoryNow(),
+  });
+}
+
+async function stop(): Promise<void> {
+  await running?.controller.stop();
+  await running?.end();
+  running = undefined;
+  process.exit(0);
+}
+
+async function fail(err: unknown): Promise<never> {
+  await send({
+    type: 'error',
+    message: err instanceof Error ? (err.stack ?? err.message) : String(err),
+  }).catch(() => undefined);
+  process.exit(1);
+}
+
+process.on('message', (m: ParentMessage) => {
+  const act = m.type === 'init' ? start(m) : m.type === 'settle' ? settle(m.timeoutMs) : stop();
+  act.catch(fail);
+});
+// The bench went away (finished, interrupted or crashed): stop as the pod would on SIGTERM.
+process.on('disconnect', () => {
+  void (async () => {
+    await running?.controller.stop().catch(() => undefined);
+    await running?.end().catch(() => undefined);
+    process.exit(0);
+  })();
+});
