@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
-import { withStapled } from './stapled.ts';
+import { STAPLED_JOIN, stapledOfJoinedRow, withStapled } from './stapled.ts';
 import { JOBS_JOIN, jobOfJoinedRow, type TransparencyJob } from './transparency-jobs.ts';
 import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
 
@@ -39,8 +39,8 @@ export interface PageRequest {
 }
 
 /**
- * A LEFT JOIN onto a page, so that data kept beside the attestations (the transparency jobs) comes
- * back in the same round trip. The page rows are `q`; `clause` and `columns` are constant SQL (never
+ * A LEFT JOIN onto a page, so that data kept beside the attestations (the transparency jobs, what an
+ * AIBOM's manifest staples) comes back in the same round trip. The page rows are `q`; `clause` and `columns` are constant SQL (never
  * input), `name` tells the prepared statements apart, and the joined table must have at most one
  * row per attestation.
  */
@@ -75,14 +75,14 @@ export async function getAttestation(
   const key = id.toLowerCase();
   if (!UUID.test(key)) return null;
   const { rows } = await pool.query<AttestationRow>({
-    name: 'vault_get_by_id',
-    text: `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = $1::uuid`,
+    name: 'vault_get_by_id_st',
+    text: joined(`SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = $1::uuid`, [STAPLED_JOIN]),
     values: [key],
   });
   const row = rows[0];
   if (row === undefined) return null;
   if (options.namespaces !== undefined && !options.namespaces.includes(row.namespace)) return null;
-  return (await withStapled(pool, [toStored(row)]))[0]!;
+  return stapledOfJoinedRow(toStored(row), row as unknown as Record<string, unknown>);
 }
 
 /** Many records by id in one query (ids that are not UUIDs or not stored are absent). */
@@ -92,12 +92,17 @@ export async function getAttestations(
 ): Promise<Map<string, StoredAttestation>> {
   const keys = [...new Set(ids.map((id) => id.toLowerCase()).filter((id) => UUID.test(id)))];
   if (keys.length === 0) return new Map();
+  // What the AIBOM's manifest staples comes in the same statement (one round trip per batch of GETs).
   const { rows } = await pool.query<AttestationRow>({
-    name: 'vault_get_by_ids',
-    text: `SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = ANY($1::uuid[])`,
+    name: 'vault_get_by_ids_st',
+    text: joined(`SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = ANY($1::uuid[])`, [
+      STAPLED_JOIN,
+    ]),
     values: [keys],
   });
-  return new Map((await withStapled(pool, rows.map(toStored))).map((r) => [r.id, r]));
+  return new Map(
+    rows.map((row) => [row.id, stapledOfJoinedRow(toStored(row), row as unknown as Record<string, unknown>)]),
+  );
 }
 
 /**
@@ -116,17 +121,23 @@ export async function queryAttestations(
   const fp = filterFingerprint(filter);
   const after = page.cursor == null ? null : cursors.decode(page.cursor, fp);
   if (filter.namespaces.length === 0) return { items: [], nextCursor: null };
-  const join = page.withTransparencyJobs === true ? JOBS_JOIN : undefined;
-  const rows = await selectBatch(pool, filter, after, null, limit + 1, join);
-  const kept = rows.slice(0, limit);
-  const items = await withStapled(pool, kept.map(toStored));
+  // The page, what the AIBOM manifests staple and (asked for) the transparency jobs: one statement.
+  const withJobs = page.withTransparencyJobs === true;
+  const rows = await selectBatch(
+    pool,
+    filter,
+    after,
+    null,
+    limit + 1,
+    withJobs ? [STAPLED_JOIN, JOBS_JOIN] : [STAPLED_JOIN],
+  );
+  const kept = rows.slice(0, limit) as unknown as (AttestationRow & Record<string, unknown>)[];
+  const items = kept.map((row) => stapledOfJoinedRow(toStored(row), row));
   const last = items.at(-1);
   return {
     items,
     nextCursor: rows.length > limit && last !== undefined ? cursors.encode(last.id, fp) : null,
-    ...(join !== undefined
-      ? { jobs: kept.map((r) => jobOfJoinedRow(r as unknown as Record<string, unknown>)) }
-      : {}),
+    ...(withJobs ? { jobs: kept.map((r) => jobOfJoinedRow(r)) } : {}),
   };
 }
 
@@ -296,21 +307,30 @@ async function selectBatch(
   after: string | null,
   until: string | null,
   limit: number,
-  join?: PageJoin,
+  joins: readonly PageJoin[] = [],
 ): Promise<AttestationRow[]> {
   const { name, text, values } = buildSelect(f, after, until, limit, ATTESTATION_COLUMNS);
   const { rows } = await pool.query<AttestationRow>(
-    join === undefined
+    joins.length === 0
       ? { name, text, values }
       : {
-          // The page is chosen exactly as without the join (same inner query and plan); the join
-          // only adds columns to its ≤ limit rows.
-          name: `${name}_${join.name}`,
-          text: `SELECT q.*, ${join.columns} FROM (${text}) AS q ${join.clause} ORDER BY q.id`,
+          name: [name, ...joins.map((j) => j.name)].join('_'),
+          text: `${joined(text, joins)} ORDER BY q.id`,
           values,
         },
   );
   return rows;
+}
+
+/**
+ * `select` (rows of attestations) as `q` with `joins` LEFT JOINed onto it. The rows are chosen exactly
+ * as without the joins (the same inner query and plan); each join only adds columns to them.
+ */
+function joined(select: string, joins: readonly PageJoin[]): string {
+  return (
+    `SELECT q.*, ${joins.map((j) => j.columns).join(', ')} FROM (${select}) AS q ` +
+    joins.map((j) => j.clause).join(' ')
+  );
 }
 
 /** The SQL of {@link selectBatch} selecting `columns` (constant SQL, never input). */

@@ -12,6 +12,39 @@ import type { StoredAttestation } from './types.ts';
  * A repair re-signs the manifest over the same bytes and the same ids: the answer never changes
  * once the AIBOM exists.
  */
+/**
+ * The same answer joined onto rows `q` of attestations (query.ts `PageJoin`), so that a page or a
+ * GET batch needs no second round trip: the AIBOM record's seq of each row's run, or null. At most
+ * one row per attestation (`artifacts` has one `aibom` row per run: its primary key is
+ * (run_id, kind)). Constant SQL.
+ */
+export const STAPLED_JOIN = {
+  name: 'st',
+  clause:
+    'LEFT JOIN LATERAL (SELECT a.seq AS aibom_seq FROM artifacts ar ' +
+    "JOIN attestations a ON a.id = (ar.metadata->>'aibom_attestation_id')::uuid " +
+    "WHERE ar.run_id = q.run_id AND ar.kind = 'aibom') st ON true",
+  columns: 'st.aibom_seq AS st_aibom_seq',
+} as const;
+
+/** A record read with STAPLED_JOIN, its `stapled` set from the joined seq (`st_aibom_seq`). */
+export function stapledOfJoinedRow(
+  record: StoredAttestation,
+  row: Readonly<Record<string, unknown>>,
+): StoredAttestation {
+  const seq = row.st_aibom_seq;
+  return { ...record, stapled: isStapled(record, seq == null ? undefined : Number(seq)) };
+}
+
+/** The rule above, for a record whose run's AIBOM record has seq `aibomSeq` (undefined: none yet). */
+function isStapled(r: StoredAttestation, aibomSeq: number | undefined): boolean {
+  return (
+    aibomSeq !== undefined &&
+    r.runId !== null &&
+    (r.seq <= aibomSeq || (r.kind === 'artifact' && r.subjects.includes(`artifact:${r.runId}:aibom`)))
+  );
+}
+
 export async function withStapled(
   pool: pg.Pool,
   records: readonly StoredAttestation[],
@@ -28,11 +61,8 @@ export async function withStapled(
     values: [runs],
   });
   const aibomSeq = new Map(rows.map((r) => [r.run_id, Number(r.aibom_seq)]));
-  return records.map((r) => {
-    const seq = r.runId !== null ? aibomSeq.get(r.runId) : undefined;
-    const stapled =
-      seq !== undefined &&
-      (r.seq <= seq || (r.kind === 'artifact' && r.subjects.includes(`artifact:${r.runId}:aibom`)));
-    return { ...r, stapled };
-  });
+  return records.map((r) => ({
+    ...r,
+    stapled: isStapled(r, r.runId !== null ? aibomSeq.get(r.runId) : undefined),
+  }));
 }
