@@ -106,8 +106,16 @@ export interface ChildReport {
   readonly failures: [string, number][];
   readonly api: ApiWrites;
   readonly vault: VaultWrites;
-  /** The controller process itself, after forced garbage collections (bytes), and its peak RSS. */
-  readonly memory: { readonly heapUsed: number; readonly rss: number; readonly maxRss: number };
+  /** The controller process itself after forced garbage collections (process.memoryUsage, bytes), and its peak RSS. */
+  readonly memory: {
+    readonly heapUsed: number;
+    readonly heapTotal: number;
+    /** C++ objects bound to JS objects (Buffers' memory among them). */
+    readonly external: number;
+    readonly arrayBuffers: number;
+    readonly rss: number;
+    readonly maxRss: number;
+  };
 }
 
 /** child → bench. */

@@ -33,6 +33,7 @@ import {
   auditPool,
   type ApiWrites,
   type ChildInit,
+  type ChildReport,
   type ChildMessage,
   type ParentMessage,
   type VaultWrites,
@@ -72,14 +73,21 @@ async function start(init: ChildInit): Promise<void> {
   await send({ type: 'leading' });
 }
 
-/** This process's heap used and RSS after forced garbage collections, and its peak RSS. */
-function memoryNow(): { heapUsed: number; rss: number; maxRss: number } {
+/** This process's memory after forced garbage collections (process.memoryUsage), and its peak RSS. */
+function memoryNow(): ChildReport['memory'] {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as () => void;
   gc();
   gc();
   const m = process.memoryUsage();
-  return { heapUsed: m.heapUsed, rss: m.rss, maxRss: process.resourceUsage().maxRSS * 1024 };
+  return {
+    heapUsed: m.heapUsed,
+    heapTotal: m.heapTotal,
+    external: m.external,
+    arrayBuffers: m.arrayBuffers,
+    rss: m.rss,
+    maxRss: process.resourceUsage().maxRSS * 1024,
+  };
 }
 
 async function settle(timeoutMs: number): Promise<void> {

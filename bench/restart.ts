@@ -632,6 +632,13 @@ class RestartBench {
       ['measure', 'value', 'goal', 'verdict'],
       [
         ['heap used after forced GC', mib(x.memory.heapUsed), '', ''],
+        ['heap total (V8 pages held)', mib(x.memory.heapTotal), '', ''],
+        [
+          'external (of it: array buffers)',
+          `${mib(x.memory.external)} (${mib(x.memory.arrayBuffers)})`,
+          '',
+          '',
+        ],
         ['RSS after forced GC', mib(x.memory.rss), '≤ 300 MB', verdict(rssRatio, RSS_GOAL)],
         ['peak RSS (getrusage maxrss)', mib(x.memory.maxRss), '(info)', ''],
       ],
