@@ -115,6 +115,8 @@ export interface ChildReport {
     readonly arrayBuffers: number;
     readonly rss: number;
     readonly maxRss: number;
+    /** Resident bytes by mapping (file path, `[heap]`, `[anon]`), the largest dozen; empty off Linux. */
+    readonly mappings: [string, number][];
   };
 }
 

@@ -13,6 +13,7 @@
  * Any failure is sent as `error` and the child exits non-zero; it also exits when the bench goes
  * away (the IPC channel closes), so an interrupted bench leaves no controller behind.
  */
+import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Registry } from 'prom-client';
@@ -87,7 +88,35 @@ function memoryNow(): ChildReport['memory'] {
     arrayBuffers: m.arrayBuffers,
     rss: m.rss,
     maxRss: process.resourceUsage().maxRSS * 1024,
+    mappings: residentByMapping(),
   };
+}
+
+/**
+ * Resident bytes by what is mapped (Linux `/proc/self/smaps`): a file's path, `[heap]` (malloc's
+ * main arena), `[anon]` for anonymous mappings (V8's heap pages, other malloc arenas, thread
+ * stacks, WebAssembly code), largest first; empty where /proc is not there. Tells the RSS that is
+ * neither V8's heap nor external memory apart.
+ */
+function residentByMapping(): [string, number][] {
+  let text: string;
+  try {
+    text = readFileSync('/proc/self/smaps', 'utf8');
+  } catch {
+    return [];
+  }
+  const by = new Map<string, number>();
+  let name = '[anon]';
+  for (const line of text.split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head !== null) {
+      name = head[1]!.trim() === '' ? '[anon]' : head[1]!.trim();
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss !== null) by.set(name, (by.get(name) ?? 0) + Number(rss[1]) * 1024);
+  }
+  return [...by].sort((a, b) => b[1] - a[1]).slice(0, 12);
 }
 
 async function settle(timeoutMs: number): Promise<void> {

@@ -641,6 +641,7 @@ class RestartBench {
         ],
         ['RSS after forced GC', mib(x.memory.rss), '≤ 300 MB', verdict(rssRatio, RSS_GOAL)],
         ['peak RSS (getrusage maxrss)', mib(x.memory.maxRss), '(info)', ''],
+        ...x.memory.mappings.map(([name, bytes]) => [`  resident in ${name}`, mib(bytes), '(info)', '']),
       ],
     );
 
