@@ -124,6 +124,10 @@ async function settle(timeoutMs: number): Promise<void> {
   await settleController(never, registry, 'restarted controller idle', timeoutMs, () =>
     Promise.resolve(true),
   );
+  // Diagnosis: BENCH_RESTART_HEAP_SNAPSHOT=<file> writes the idle controller's heap snapshot there
+  // (Node's native objects appear in it as `Node / …` nodes with their sizes).
+  const snapshot = process.env.BENCH_RESTART_HEAP_SNAPSHOT;
+  if (snapshot !== undefined && snapshot !== '') v8.writeHeapSnapshot(snapshot);
   await send({
     type: 'report',
     reconciles: await metric(registry, 'controller_runtime_reconcile_total'),

@@ -64,6 +64,8 @@ function usage(): string {
     '     (operator-compare runs only when named).',
     '     BENCH_OPERATOR_ROUNDS, BENCH_PPROF_DIR (+ STACK_KUBE_PROFILING=1), BENCH_CANDIDATE_WITHOUT:',
     '     operator-compare rounds, API server profiles, what-ifs (docs/bench.md "Running").',
+    "     BENCH_RESTART_HEAP_SNAPSHOT=<file>: restart writes the restarted controller's heap snapshot",
+    '     there once it is idle (its memory figures then include what writing it took).',
   ].join('\n');
 }
 
