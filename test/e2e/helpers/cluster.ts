@@ -38,15 +38,18 @@ export async function releasePods(kc: KubeConfig, namespace: string): Promise<Re
   };
 }
 
-/** The Lease's holder, as the pod name (identity = `<pod>-<6 hex>`, src/controller/manager.ts). */
+/**
+ * The Lease's holder identity, `<pod>-<6 hex>` (src/controller/manager.ts): a new one per process,
+ * so a container the kubelet restarted in the same pod holds a different identity.
+ */
 export async function leaseHolder(kc: KubeConfig, namespace: string, lease: string): Promise<string> {
   const l = await retrying(() =>
     kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: lease, namespace }),
   );
-  return (l.spec?.holderIdentity ?? '').replace(/-[0-9a-f]{6}$/, '');
+  return l.spec?.holderIdentity ?? '';
 }
 
-/** Waits until the Lease names a holder other than `not` (and not ''); resolves to it. */
+/** Waits until the Lease names a holder identity other than `not` (and not ''); resolves to it. */
 export async function waitNewLeader(
   kc: KubeConfig,
   namespace: string,
