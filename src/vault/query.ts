@@ -40,9 +40,9 @@ export interface PageRequest {
 
 /**
  * A LEFT JOIN onto a page, so that data kept beside the attestations (the transparency jobs, what an
- * AIBOM's manifest staples) comes back in the same round trip. The page rows are `q`; `clause` and `columns` are constant SQL (never
- * input), `name` tells the prepared statements apart, and the joined table must have at most one
- * row per attestation.
+ * AIBOM's manifest staples) comes back in the same round trip. The page rows are `q`; `clause` and
+ * `columns` are constant SQL (never input), `name` tells the prepared statements apart, and the
+ * joined table must have at most one row per attestation.
  */
 interface PageJoin {
   readonly name: string;
