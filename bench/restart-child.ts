@@ -15,7 +15,6 @@
  */
 import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
-import vm from 'node:vm';
 import { Registry } from 'prom-client';
 import type { RunningController } from '../src/controller/manager.ts';
 import { kubeClient } from '../src/kube/index.ts';
@@ -76,8 +75,9 @@ async function start(init: ChildInit): Promise<void> {
 
 /** This process's memory after forced garbage collections (process.memoryUsage), and its peak RSS. */
 function memoryNow(): ChildReport['memory'] {
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc') as () => void;
+  // Exposed by the bench's --expose-gc (bench/restart.ts forks this file with it).
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) throw new Error('restart-child.ts needs --expose-gc');
   gc();
   gc();
   const m = process.memoryUsage();
@@ -139,10 +139,16 @@ async function settle(timeoutMs: number): Promise<void> {
   });
 }
 
-async function stop(): Promise<void> {
-  await running?.controller.stop();
-  await running?.end();
+/** Stops the controller and closes its pool (a no-op before `init` or after a first call). */
+async function shutDown(): Promise<void> {
+  const r = running;
   running = undefined;
+  await r?.controller.stop();
+  await r?.end();
+}
+
+async function stop(): Promise<void> {
+  await shutDown();
   process.exit(0);
 }
 
@@ -160,9 +166,7 @@ process.on('message', (m: ParentMessage) => {
 });
 // The bench went away (finished, interrupted or crashed): stop as the pod would on SIGTERM.
 process.on('disconnect', () => {
-  void (async () => {
-    await running?.controller.stop().catch(() => undefined);
-    await running?.end().catch(() => undefined);
-    process.exit(0);
-  })();
+  void shutDown()
+    .catch(() => undefined)
+    .finally(() => process.exit(0));
 });

@@ -117,7 +117,8 @@ class ControllerProcess {
 
   constructor() {
     this.#child = fork(join(repoRoot, 'bench/restart-child.ts'), [], {
-      execArgv: [...CONTROLLER_NODE_FLAGS],
+      // The controller's flags, and gc() for the memory it reports after forced collections.
+      execArgv: [...CONTROLLER_NODE_FLAGS, '--expose-gc'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.#child.on('message', (m: ChildMessage) => {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { type CursorCodec, fingerprint } from './cursor.ts';
 import { VaultError } from './errors.ts';
 import { ATTESTATION_COLUMNS, toStored, type AttestationRow } from './rows.ts';
-import { STAPLED_JOIN, stapledOfJoinedRow, withStapled } from './stapled.ts';
+import { STAPLED_JOIN, stapledOfJoinedRow } from './stapled.ts';
 import { JOBS_JOIN, jobOfJoinedRow, type TransparencyJob } from './transparency-jobs.ts';
 import { ATTESTATION_KINDS, type AttestationKind, type StoredAttestation } from './types.ts';
 
@@ -60,6 +60,9 @@ export interface Page {
   readonly jobs?: readonly (TransparencyJob | null)[];
 }
 
+/** A row read with PageJoins: the attestation's columns and the joins' (aliased apart). */
+type JoinedRow = AttestationRow & Readonly<Record<string, unknown>>;
+
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
 export const STREAM_BATCH = 1000;
@@ -74,7 +77,7 @@ export async function getAttestation(
 ): Promise<StoredAttestation | null> {
   const key = id.toLowerCase();
   if (!UUID.test(key)) return null;
-  const { rows } = await pool.query<AttestationRow>({
+  const { rows } = await pool.query<JoinedRow>({
     name: 'vault_get_by_id_st',
     text: joined(`SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = $1::uuid`, [STAPLED_JOIN]),
     values: [key],
@@ -82,7 +85,7 @@ export async function getAttestation(
   const row = rows[0];
   if (row === undefined) return null;
   if (options.namespaces !== undefined && !options.namespaces.includes(row.namespace)) return null;
-  return stapledOfJoinedRow(toStored(row), row as unknown as Record<string, unknown>);
+  return stapledOfJoinedRow(toStored(row), row);
 }
 
 /** Many records by id in one query (ids that are not UUIDs or not stored are absent). */
@@ -93,16 +96,14 @@ export async function getAttestations(
   const keys = [...new Set(ids.map((id) => id.toLowerCase()).filter((id) => UUID.test(id)))];
   if (keys.length === 0) return new Map();
   // What the AIBOM's manifest staples comes in the same statement (one round trip per batch of GETs).
-  const { rows } = await pool.query<AttestationRow>({
+  const { rows } = await pool.query<JoinedRow>({
     name: 'vault_get_by_ids_st',
     text: joined(`SELECT ${ATTESTATION_COLUMNS} FROM attestations WHERE id = ANY($1::uuid[])`, [
       STAPLED_JOIN,
     ]),
     values: [keys],
   });
-  return new Map(
-    rows.map((row) => [row.id, stapledOfJoinedRow(toStored(row), row as unknown as Record<string, unknown>)]),
-  );
+  return new Map(rows.map((row) => [row.id, stapledOfJoinedRow(toStored(row), row)]));
 }
 
 /**
@@ -131,7 +132,7 @@ export async function queryAttestations(
     limit + 1,
     withJobs ? [STAPLED_JOIN, JOBS_JOIN] : [STAPLED_JOIN],
   );
-  const kept = rows.slice(0, limit) as unknown as (AttestationRow & Record<string, unknown>)[];
+  const kept = rows.slice(0, limit);
   const items = kept.map((row) => stapledOfJoinedRow(toStored(row), row));
   const last = items.at(-1);
   return {
@@ -160,7 +161,9 @@ export async function* streamAttestations(
   if (until === null) return;
   yield* batches(
     async (after) =>
-      withStapled(pool, (await selectBatch(pool, filter, after, until, batchSize)).map(toStored)),
+      (await selectBatch(pool, filter, after, until, batchSize, [STAPLED_JOIN])).map((row) =>
+        stapledOfJoinedRow(toStored(row), row),
+      ),
     batchSize,
     options.readAhead === true,
     (r) => r,
@@ -307,18 +310,14 @@ async function selectBatch(
   after: string | null,
   until: string | null,
   limit: number,
-  joins: readonly PageJoin[] = [],
-): Promise<AttestationRow[]> {
+  joins: readonly PageJoin[],
+): Promise<JoinedRow[]> {
   const { name, text, values } = buildSelect(f, after, until, limit, ATTESTATION_COLUMNS);
-  const { rows } = await pool.query<AttestationRow>(
-    joins.length === 0
-      ? { name, text, values }
-      : {
-          name: [name, ...joins.map((j) => j.name)].join('_'),
-          text: `${joined(text, joins)} ORDER BY q.id`,
-          values,
-        },
-  );
+  const { rows } = await pool.query<JoinedRow>({
+    name: [name, ...joins.map((j) => j.name)].join('_'),
+    text: `${joined(text, joins)} ORDER BY q.id`,
+    values,
+  });
   return rows;
 }
 

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import type { StoredAttestation } from './types.ts';
 
 /*
@@ -19,8 +18,9 @@ import type { StoredAttestation } from './types.ts';
 
 /**
  * The AIBOM record's id of each row's run (or null), joined onto rows `q` of attestations (query.ts
- * `PageJoin`), so that a page or a GET batch needs no second round trip. At most one row per
- * attestation: `artifacts` has one `aibom` row per run (its primary key is (run_id, kind)).
+ * `PageJoin`), so that no read (a page, a GET batch, a stream's batch) needs a second round trip.
+ * At most one row per attestation: `artifacts` has one `aibom` row per run (its primary key is
+ * (run_id, kind)).
  * LATERAL with LIMIT 1, not a plain LEFT JOIN: the subquery is then not pulled up, so it stays one
  * primary-key probe per row; the plain join was planned as a hash join over a sequential scan of
  * every artifacts row (EXPLAIN ANALYZE with 2,000 runs: p50 4.9 ms against 2.35 ms this way and
@@ -53,25 +53,4 @@ function isStapled(r: StoredAttestation, aibomId: string | undefined): boolean {
     r.runId !== null &&
     (r.id <= aibomId || (r.kind === 'artifact' && r.subjects.includes(`artifact:${r.runId}:aibom`)))
   );
-}
-
-/** `stapled` for a batch of records just read (one query per batch, never per record): the stream's path. */
-export async function withStapled(
-  pool: pg.Pool,
-  records: readonly StoredAttestation[],
-): Promise<StoredAttestation[]> {
-  const runs = [...new Set(records.flatMap((r) => (r.runId !== null ? [r.runId] : [])))];
-  if (runs.length === 0) return records.map((r) => ({ ...r, stapled: false }));
-  const { rows } = await pool.query<{ run_id: string; aibom_id: string }>({
-    name: 'vault_aibom_id_of_runs',
-    text:
-      "SELECT run_id::text AS run_id, (metadata->>'aibom_attestation_id')::uuid::text AS aibom_id " +
-      "FROM artifacts WHERE run_id = ANY($1::uuid[]) AND kind = 'aibom'",
-    values: [runs],
-  });
-  const aibomId = new Map(rows.map((r) => [r.run_id, r.aibom_id]));
-  return records.map((r) => ({
-    ...r,
-    stapled: isStapled(r, r.runId !== null ? aibomId.get(r.runId) : undefined),
-  }));
 }
