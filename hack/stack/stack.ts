@@ -29,6 +29,11 @@ export interface StackOptions<T extends Tool = StackTool> {
    */
   readonly node?: boolean;
   /**
+   * How long to wait for another stack's node on this machine to stop (one node per machine)
+   * before giving up; default 0, refused at once.
+   */
+  readonly nodeClaimWaitMs?: number;
+  /**
    * Configuration keys (src/config/schema.ts) for the controller and sidecar; default: those set
    * in this process's environment (see serviceSettings).
    */
@@ -163,7 +168,9 @@ export async function startStack<T extends Tool = StackTool>(
     const tools = await timed('tools', () =>
       ensureTools([...STACK_TOOLS, ...S3_TOOLS[s3Server], ...(opts.tools ?? [])]),
     );
-    const prepared = opts.node ? await timed('node network', () => prepareNode(root, procs)) : undefined;
+    const prepared = opts.node
+      ? await timed('node network', () => prepareNode(root, procs, { ms: opts.nodeClaimWaitMs ?? 0, log }))
+      : undefined;
     node = prepared?.node;
     const bucket = process.env.S3_BUCKET ?? 'aibom-vault';
     // The three servers are independent: start them concurrently; the first failure stops the rest.

@@ -275,6 +275,9 @@ beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'e2e-node-'));
   stack = await startStack({
     node: true,
+    // Another test run on this machine (a check of the same tree beside CI) may hold the node:
+    // take turns with it rather than fail. Inside the hook's 40 minutes with the node's own start.
+    nodeClaimWaitMs: 20 * 60_000,
     settings: { SERVICE_TRANSPARENCY_WRITER: '1' },
     log: (l) => log(`[stack] ${l}`),
   });

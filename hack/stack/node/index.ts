@@ -26,6 +26,7 @@ import {
   type ChartTarget,
   type ChartWiring,
 } from './chart.ts';
+import { claimNode } from './claim.ts';
 import { importLayout, removeAllContainers, startContainerd } from './containerd.ts';
 import { cleanupProxy, startProxy, startScheduler } from './control.ts';
 import { KUBELET_SYSCTLS, restoreSysctls, run, saveSysctls, trySh } from './host.ts';
@@ -135,28 +136,6 @@ export interface Owner {
 }
 
 /**
- * Claims the machine's node for the stack in `root`. A node whose stack is gone (its temp dir
- * removed without `down`, or a crash) is cleaned up first; a live one is refused.
- */
-async function claim(root: string): Promise<void> {
-  const owner = await readFile(OWNER_FILE, 'utf8')
-    .then((t) => JSON.parse(t) as Owner)
-    .catch(() => undefined);
-  if (owner && (await stat(owner.root).catch(() => undefined))) {
-    throw new Error(
-      `a node is already running on this machine for the stack in ${owner.root} (one per machine: it owns the bridge ${NODE_NETWORK.bridge}); stop it first (npm run stack -- down in that checkout)`,
-    );
-  }
-  if (owner?.node || (await bridgeExists())) {
-    const problems = await cleanupHost(owner?.node);
-    if (problems.length) {
-      throw new Error(`leftovers of an earlier node could not be removed:\n  ${problems.join('\n  ')}`);
-    }
-  }
-  await writeFile(OWNER_FILE, JSON.stringify({ root, pid: process.pid }), { mode: 0o600 });
-}
-
-/**
  * First half, before the control plane starts: host checks, the bridge (the API server advertises
  * the node's address), the kubelet API's client certificate, the node's users. Returns the
  * options for startKube and the NodeInfo to keep.
@@ -164,11 +143,23 @@ async function claim(root: string): Promise<void> {
 export async function prepareNode(
   root: string,
   procs: readonly Proc[],
+  claimWait: { readonly ms: number; readonly log?: (line: string) => void } = { ms: 0 },
 ): Promise<{ node: NodeInfo; kube: KubeNodeOptions }> {
   await checkHost();
   const dir = join(root, 'node');
   await mkdir(dir, { recursive: true, mode: 0o711 });
-  await claim(root);
+  await claimNode<Owner>(root, {
+    file: OWNER_FILE,
+    waitMs: claimWait.ms,
+    ...(claimWait.log ? { log: claimWait.log } : {}),
+    leftovers: async (owner) => Boolean(owner?.node) || (await bridgeExists()),
+    cleanup: async (owner) => {
+      const problems = await cleanupHost(owner?.node);
+      if (problems.length) {
+        throw new Error(`leftovers of an earlier node could not be removed:\n  ${problems.join('\n  ')}`);
+      }
+    },
+  });
   const node: NodeInfo = {
     dir,
     address: NODE_NETWORK.address,

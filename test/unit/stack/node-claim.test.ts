@@ -1,0 +1,135 @@
+/**
+ * Claiming the machine's one node (hack/stack/node/claim.ts) against a temp owner file: a live
+ * owner is refused or waited for, a stale one is cleaned up and replaced, and of two claimants
+ * only one holds the node. The host-wide cleanup is injected, so nothing here touches the host.
+ */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { claimNode, type ClaimOptions } from '../../../hack/stack/node/claim.ts';
+
+interface TestOwner {
+  readonly root: string;
+  readonly pid: number;
+  readonly node?: string;
+}
+
+let dir: string;
+let file: string;
+let cleaned: (TestOwner | undefined)[];
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'node-claim-'));
+  file = join(dir, 'owner.json');
+  cleaned = [];
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function opts(waitMs: number, lines: string[] = []): ClaimOptions<TestOwner> {
+  return {
+    file,
+    waitMs,
+    pollMs: 10,
+    log: (l) => lines.push(l),
+    leftovers: (o) => Promise.resolve(Boolean(o?.node)),
+    cleanup: (o) => {
+      cleaned.push(o);
+      return Promise.resolve();
+    },
+  };
+}
+
+async function stackRoot(name: string): Promise<string> {
+  const root = join(dir, name);
+  await mkdir(root);
+  return root;
+}
+
+const holder = async (): Promise<string> => (JSON.parse(await readFile(file, 'utf8')) as TestOwner).root;
+
+describe('claimNode', () => {
+  it('takes a free node and writes its owner file', async () => {
+    await claimNode('/stack/a', opts(0));
+    expect(await holder()).toBe('/stack/a');
+    expect(cleaned).toEqual([]);
+  });
+
+  it('refuses a live owner at once without a wait, naming its stack', async () => {
+    const live = await stackRoot('live');
+    await writeFile(file, JSON.stringify({ root: live, pid: 1 }));
+    await expect(claimNode('/stack/b', opts(0))).rejects.toThrow(
+      `a node is already running on this machine for the stack in ${live}`,
+    );
+    expect(await holder()).toBe(live);
+  });
+
+  it('gives up on a live owner when the wait runs out, saying how long it waited', async () => {
+    const live = await stackRoot('live');
+    await writeFile(file, JSON.stringify({ root: live, pid: 1 }));
+    const lines: string[] = [];
+    await expect(claimNode('/stack/b', opts(50, lines))).rejects.toThrow(/waited 0 s/);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/waiting up to 0 s for it to stop/);
+    expect(await holder()).toBe(live);
+  });
+
+  it('waits for a live owner to go down, then holds the node', async () => {
+    const live = await stackRoot('live');
+    await writeFile(file, JSON.stringify({ root: live, pid: 1, node: 'up' }));
+    const claiming = claimNode('/stack/b', opts(60_000));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await holder(), 'still held while the owner lives').toBe(live);
+    // `down`: the node goes, then the owner file.
+    await rm(file);
+    await claiming;
+    expect(await holder()).toBe('/stack/b');
+    expect(cleaned, 'a released node leaves nothing to clean').toEqual([]);
+  });
+
+  it('cleans up a stale owner (its stack dir gone) and replaces it', async () => {
+    const stale = { root: join(dir, 'gone'), pid: 1, node: 'left-behind' };
+    await writeFile(file, JSON.stringify(stale));
+    await claimNode('/stack/c', opts(0));
+    expect(cleaned).toEqual([stale]);
+    expect(await holder()).toBe('/stack/c');
+  });
+
+  it('does not replace a stale owner whose leftovers cannot be removed', async () => {
+    const stale = { root: join(dir, 'gone'), pid: 1, node: 'stuck' };
+    await writeFile(file, JSON.stringify(stale));
+    const failing: ClaimOptions<TestOwner> = {
+      ...opts(0),
+      cleanup: () => Promise.reject(new Error('leftovers of an earlier node could not be removed')),
+    };
+    await expect(claimNode('/stack/d', failing)).rejects.toThrow(/could not be removed/);
+    expect(await holder()).toBe(stale.root);
+  });
+
+  it('of two claimants waiting on one owner, one holds the node when it is released, the other waits on', async () => {
+    const live = await stackRoot('live');
+    await writeFile(file, JSON.stringify({ root: live, pid: 1 }));
+    const roots = { x: await stackRoot('x'), y: await stackRoot('y') };
+    const settled = new Set<string>();
+    const claims = Object.fromEntries(
+      Object.entries(roots).map(([k, root]) => [
+        k,
+        claimNode(root, opts(60_000)).then(() => settled.add(k) && k),
+      ]),
+    );
+    await new Promise((r) => setTimeout(r, 30));
+    await rm(file);
+    const first = await Promise.race(Object.values(claims));
+    const second = first === 'x' ? 'y' : 'x';
+    expect(await holder()).toBe(roots[first as 'x' | 'y']);
+    // A few polls later the other is still waiting: it found the winner's file, not a free node.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(settled.has(second)).toBe(false);
+    expect(await holder()).toBe(roots[first as 'x' | 'y']);
+    await rm(file);
+    await claims[second];
+    expect(await holder()).toBe(roots[second]);
+  });
+});
