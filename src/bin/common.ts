@@ -1,9 +1,8 @@
 import { createPrivateKey, type KeyObject, type X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
-import { kubeClient } from '../kube/index.ts';
+import { kubeClient, KubeAccessError, loadKubeAccess, type KubeAccess } from '../kube/index.ts';
 import {
   loadSignerFromFiles,
   parseCertificates,
@@ -33,12 +32,27 @@ export function fatalConfig<T>(load: () => T): T {
   }
 }
 
-/** KUBECONFIG when set, else the in-cluster service account. */
-export function kubeConfigFrom(config: Config): KubeConfig {
-  const kc = new KubeConfig();
-  if (config.KUBECONFIG !== undefined) kc.loadFromFile(config.KUBECONFIG);
-  else kc.loadFromCluster();
-  return kc;
+/** KUBECONFIG when set, else the in-cluster service account; a bad one is a configuration error. */
+export async function kubeConfigFrom(config: Config): Promise<KubeAccess> {
+  try {
+    return await loadKubeAccess(config.KUBECONFIG);
+  } catch (err) {
+    if (err instanceof KubeAccessError) throw new ConfigError([err.message]);
+    throw err;
+  }
+}
+
+/** A Secret's data (base64 values) through the API server. */
+async function readSecretData(
+  kc: KubeAccess,
+  namespace: string,
+  name: string,
+): Promise<Record<string, string>> {
+  const secret = await kubeClient(kc).request<{ data?: Record<string, string> }>({
+    method: 'GET',
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
+  });
+  return secret.data ?? {};
 }
 
 /**
@@ -86,7 +100,7 @@ export async function openVaultFrom(config: Config, logger: Logger, appName: str
  * The service signer: from PEM files when SIGNER_*_FILE are set, else from the kubernetes.io/tls
  * Secret SIGNER_SECRET (as cert-manager issues it). Parsed once at start.
  */
-export async function loadServiceSigner(config: Config, kc: KubeConfig): Promise<KeySigner> {
+export async function loadServiceSigner(config: Config, kc: KubeAccess): Promise<KeySigner> {
   if (config.SIGNER_CERT_FILE !== undefined || config.SIGNER_KEY_FILE !== undefined) {
     if (config.SIGNER_CERT_FILE === undefined || config.SIGNER_KEY_FILE === undefined) {
       throw new ConfigError(['SIGNER_CERT_FILE and SIGNER_KEY_FILE go together']);
@@ -112,7 +126,7 @@ function secretRef(config: Config, ref: string): [string, string] {
  */
 export async function serviceSignerFrom(
   config: Config,
-  kc: KubeConfig,
+  kc: KubeAccess,
   logger: Logger,
   registry?: Registry,
 ): Promise<WatchedSigner> {
@@ -207,10 +221,9 @@ export async function tsaTrustAnchorsFrom(config: Config): Promise<X509Certifica
 }
 
 /** A signer from a kubernetes.io/tls Secret named `name` (in POD_NAMESPACE) or `namespace/name`. */
-export async function signerFromSecret(config: Config, kc: KubeConfig, ref: string): Promise<KeySigner> {
+export async function signerFromSecret(config: Config, kc: KubeAccess, ref: string): Promise<KeySigner> {
   const [namespace, name] = secretRef(config, ref);
-  const secret = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace, name });
-  return signerFromTlsSecretData(secret.data ?? {});
+  return signerFromTlsSecretData(await readSecretData(kc, namespace, name));
 }
 
 /**
@@ -218,11 +231,10 @@ export async function signerFromSecret(config: Config, kc: KubeConfig, ref: stri
  * PKCS#8 PEM); undefined when unset. Read once at start: a new key takes a restart, and the
  * witnesses must be given its verifier key first (docs/transparency.md "Witnessed logs").
  */
-export async function noteKeyFrom(config: Config, kc: KubeConfig): Promise<KeyObject | undefined> {
+export async function noteKeyFrom(config: Config, kc: KubeAccess): Promise<KeyObject | undefined> {
   if (config.TLOG_NOTE_SECRET === undefined) return undefined;
   const [namespace, name] = secretRef(config, config.TLOG_NOTE_SECRET);
-  const secret = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace, name });
-  const pem = secret.data?.['note.key'];
+  const pem = (await readSecretData(kc, namespace, name))['note.key'];
   if (pem === undefined) {
     throw new ConfigError([`TLOG_NOTE_SECRET: Secret ${namespace}/${name} has no note.key`]);
   }
@@ -249,7 +261,7 @@ export async function noteKeyFrom(config: Config, kc: KubeConfig): Promise<KeyOb
  */
 export async function transparencyFrom(
   config: Config,
-  kc: KubeConfig,
+  kc: KubeAccess,
   vault: Vault,
   source: WatchedSigner,
   logger: Logger,

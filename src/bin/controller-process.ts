@@ -26,7 +26,7 @@ import {
 export async function startControllerProcess(config: Config, logger: Logger): Promise<Stop> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const kc = kubeConfigFrom(config);
+  const kc = await kubeConfigFrom(config);
   const vault = await openVaultFrom(config, logger, 'aibom-vault-controller');
   const blobs = blobStoreFrom(config);
   // Both follow their Secrets while running (renewals need no restart): src/signing/watch.ts.

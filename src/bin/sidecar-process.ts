@@ -28,7 +28,7 @@ import {
  */
 export async function startSidecarProcess(config: Config, logger: Logger): Promise<Stop> {
   const vault = await openVaultFrom(config, logger, 'aibom-vault-sidecar');
-  const kc = kubeConfigFrom(config);
+  const kc = await kubeConfigFrom(config);
   const blobs = blobStoreFrom(config);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });

@@ -6,12 +6,12 @@ import {
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type AgentOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from './access.ts';
 import { BaseError } from '../errors.ts';
 
 /**
- * A deliberately small REST client for the Kubernetes API over node:http(s), using the KubeConfig of
- * @kubernetes/client-node only for credentials and TLS (`applyToHTTPSOptions`, evaluated per request so
+ * A deliberately small REST client for the Kubernetes API over node:http(s), taking credentials and
+ * TLS from a KubeAccess (src/kube/access.ts; `applyToHTTPSOptions`, evaluated per request so
  * rotating tokens and exec plugins keep working). Reasons for not using the generated clients here
  * (docs/adr/0002-controller-runtime.md): one error type keyed by HTTP status code for every call,
  * free choice of patch content types (apply-patch+yaml, merge-patch+json), MicroTime fields written
@@ -122,12 +122,13 @@ const IDLE_SOCKET_MS = 30_000;
 const TLS_KEYS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const;
 
 /**
- * One keep-alive agent per client. `applyToHTTPSOptions` hands out an agent without keep-alive
- * (client-node 2.x caches one `https.Agent` per cluster and user, created with its defaults), so
- * every request would open a new TCP and TLS connection: measured at 69 against 89 server-side
- * applies/s on the stack's API server. This agent is made from the same TLS options and made again
- * when they change (a rotated client certificate), so credentials stay the KubeConfig's. A proxy
- * agent from the KubeConfig (`proxy-url`) is left in place.
+ * One keep-alive agent per client. `applyToHTTPSOptions` sets TLS options and either no agent (the
+ * service's own KubeAccess) or one without keep-alive (client-node 2.x caches one `https.Agent` per
+ * cluster and user, created with its defaults), so every request would open a new TCP and TLS
+ * connection: measured at 69 against 89 server-side applies/s on the stack's API server. This
+ * agent is made from the same TLS options and made again when they change (a rotated client
+ * certificate), so credentials stay the KubeAccess's. A proxy agent from a client-node KubeConfig
+ * (`proxy-url`) is left in place.
  */
 function keepAliveAgents(): (opts: RequestOptions & AgentOptions, protocol: string) => void {
   let current: { tls: unknown[]; agent: HttpAgent } | undefined;
@@ -185,7 +186,7 @@ function toError(code: number, text: string, retryAfter: string | undefined): Ku
   return new KubeApiError(code, status, ra);
 }
 
-export function kubeClient(kc: KubeConfig, options: KubeClientOptions = {}): KubeClient {
+export function kubeClient(kc: KubeAccess, options: KubeClientOptions = {}): KubeClient {
   const defaultTimeout = options.timeoutMs ?? 30_000;
   const userAgent = options.userAgent ?? 'aibom-vault-controller';
   const useKeepAlive = keepAliveAgents();

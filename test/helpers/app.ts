@@ -5,7 +5,7 @@ import { buildApp, type AppDeps } from '../../src/http/app.ts';
 import { kubernetesAuthorizer } from '../../src/http/auth/authorizer.ts';
 import type { Vault } from '../../src/vault/index.ts';
 import { stackBlobs } from './blobs.ts';
-import { kubeConfig } from './stack.ts';
+import { kubeAccess } from './stack.ts';
 
 /**
  * The sidecar's API as the sidecar wires it, against the stack: the stack's MinIO, real
@@ -22,7 +22,7 @@ export function stackApp(
     vault,
     blobs: stackBlobs(),
     // The sidecar's own identity, which RBAC allows to create TokenReviews and SubjectAccessReviews.
-    authorizer: kubernetesAuthorizer(kubeConfig('aibom-vault')),
+    authorizer: kubernetesAuthorizer(kubeAccess('aibom-vault')),
     listNamespaces: () => vault.attestations.namespaces(),
     requireSignedExports: true,
     trustAnchors,

@@ -9,7 +9,7 @@ import {
 import { kubeClient } from '../../src/kube/index.ts';
 import type { KeySigner } from '../../src/signing/index.ts';
 import { stackBlobs } from './blobs.ts';
-import { kubeConfig } from './stack.ts';
+import { kubeAccess } from './stack.ts';
 
 /** A lease short enough that a test never waits long for leadership. */
 export const TEST_LEASE = { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 } as const;
@@ -42,7 +42,7 @@ export function startTestController(opts: TestControllerOptions): RunningControl
   if (runtimeSigner === undefined || envelopeSigner === undefined)
     throw new Error('startTestController: give `signer`, or both `runtimeSigner` and `envelopeSigner`');
   return startController({
-    client: kubeClient(kubeConfig('aibom-vault')),
+    client: kubeClient(kubeAccess('aibom-vault')),
     blobs: stackBlobs(),
     logger: pino({ level: 'silent' }),
     registry: new Registry(),

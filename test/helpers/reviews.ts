@@ -6,7 +6,7 @@ import {
   type ResourceAttributes,
   type ReviewClient,
 } from '../../src/http/auth/authorizer.ts';
-import { kubeConfig } from './stack.ts';
+import { kubeAccess } from './stack.ts';
 
 /**
  * The stack's real TokenReview/SubjectAccessReview wire (as the sidecar identity), counted where
@@ -26,7 +26,7 @@ export interface CountedReviews {
 }
 
 export function countedReviews(opts: AuthorizerOptions = {}): CountedReviews {
-  const wire = kubeReviewClient(kubeConfig('aibom-vault'));
+  const wire = kubeReviewClient(kubeAccess('aibom-vault'));
   const sent = { token: 0, access: 0 };
   const byUser = new Map<string, number>();
   const asked: { user: string; attrs: ResourceAttributes }[] = [];

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { inject } from 'vitest';
 import pg from 'pg';
+import { kubeconfigAccess, type KubeAccess } from '../../src/kube/access.ts';
 import { migrate } from '../../src/vault/index.ts';
 import type { StackUser } from '../../hack/stack/kube.ts';
 
@@ -11,6 +13,17 @@ export function kubeConfig(user: StackUser = 'admin'): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(stack().kube.kubeconfigs[user]);
   return kc;
+}
+
+/**
+ * The stack user's kubeconfig loaded as the service's processes load theirs (src/kube/access.ts),
+ * for the clients the service itself would make; `kubeConfig` is client-node's, for test code.
+ */
+export function kubeAccess(user: StackUser = 'admin'): KubeAccess {
+  const file = stack().kube.kubeconfigs[user];
+  const access = kubeconfigAccess(readFileSync(file, 'utf8'), file);
+  if (!access) throw new Error(`${file}: the stack's kubeconfigs need no exec plugin or proxy`);
+  return access;
 }
 
 /** A DNS-1123 name unique to this test run, for namespaces and other objects. */

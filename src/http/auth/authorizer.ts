@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
+import type { KubeAccess } from '../../kube/access.ts';
+import { kubeClient } from '../../kube/client.ts';
 import { KeyedLimiter } from './limiter.ts';
 import { TtlCache } from './ttl-cache.ts';
 
@@ -67,17 +68,31 @@ export interface AuthorizerOptions {
   readonly registry?: Registry;
 }
 
+/** The parts of the review objects' answers read here (authentication.k8s.io/v1, authorization.k8s.io/v1). */
+interface TokenReview {
+  status?: {
+    authenticated?: boolean;
+    user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+  };
+}
+interface SubjectAccessReview {
+  status?: { allowed?: boolean; denied?: boolean };
+}
+
 /**
  * TokenReview and SubjectAccessReview against the Kubernetes API server, as kube-rbac-proxy and
  * aggregated API servers do: the sidecar's own identity needs `create` on tokenreviews and
  * subjectaccessreviews (ClusterRole system:auth-delegator).
  */
-export function kubeReviewClient(kc: KubeConfig): ReviewClient {
-  const authn = kc.makeApiClient(AuthenticationV1Api);
-  const authz = kc.makeApiClient(AuthorizationV1Api);
+export function kubeReviewClient(kc: KubeAccess): ReviewClient {
+  const client = kubeClient(kc, { userAgent: 'aibom-vault-sidecar' });
   return {
     async tokenReview(token) {
-      const review = await authn.createTokenReview({ body: { spec: { token } } });
+      const review = await client.request<TokenReview>({
+        method: 'POST',
+        path: '/apis/authentication.k8s.io/v1/tokenreviews',
+        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } },
+      });
       const st = review.status;
       if (!st?.authenticated || !st.user?.username) return null;
       return {
@@ -88,8 +103,12 @@ export function kubeReviewClient(kc: KubeConfig): ReviewClient {
       };
     },
     async accessReview(user, attrs) {
-      const review = await authz.createSubjectAccessReview({
+      const review = await client.request<SubjectAccessReview>({
+        method: 'POST',
+        path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
         body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
           spec: {
             user: user.username,
             groups: [...user.groups],
@@ -163,6 +182,6 @@ export function cachingAuthorizer(reviews: ReviewClient, opts: AuthorizerOptions
 }
 
 /** The sidecar's authorizer: the API server's reviews behind the cache and limits. */
-export function kubernetesAuthorizer(kc: KubeConfig, opts: AuthorizerOptions = {}): Authorizer {
+export function kubernetesAuthorizer(kc: KubeAccess, opts: AuthorizerOptions = {}): Authorizer {
   return cachingAuthorizer(kubeReviewClient(kc), opts);
 }

@@ -1,5 +1,4 @@
-import type { KubeConfig } from '@kubernetes/client-node';
-import { kubeClient, type KubeClient } from '../../kube/index.ts';
+import { kubeClient, type KubeAccess, type KubeClient } from '../../kube/index.ts';
 import type { PolicyPackResource } from '../../policy/index.ts';
 import type { Logger } from '../../log/index.ts';
 
@@ -56,7 +55,7 @@ export function policyPackSource(
 
 /** The sidecar's source: the API server through `kc` (the sidecar's ServiceAccount). */
 export function kubePolicyPackSource(
-  kc: KubeConfig,
+  kc: KubeAccess,
   options: { timeoutMs?: number; logger?: Logger } = {},
 ): PolicyPackSource {
   return policyPackSource(

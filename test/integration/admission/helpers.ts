@@ -17,12 +17,12 @@ import {
   type KubeClient,
 } from '../../../src/kube/index.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
-import { kubeConfig, uniqueName } from '../../helpers/stack.ts';
+import { kubeAccess, uniqueName } from '../../helpers/stack.ts';
 
 export { FIELD_MANAGER as CONTROLLER_FIELD_MANAGER, PIPELINE_FIELD_MANAGER };
 
 let shared: KubeClient | undefined;
-export const client = (): KubeClient => (shared ??= kubeClient(kubeConfig('admin')));
+export const client = (): KubeClient => (shared ??= kubeClient(kubeAccess('admin')));
 
 export async function freshNamespace(prefix: string): Promise<string> {
   const ns = uniqueName(prefix);

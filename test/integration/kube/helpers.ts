@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { kubeClient, type KubeClient, type ResourceType } from '../../../src/kube/client.ts';
-import { kubeConfig, uniqueName } from '../../helpers/stack.ts';
+import { kubeAccess, uniqueName } from '../../helpers/stack.ts';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
@@ -24,7 +24,7 @@ export interface RunObject {
 }
 
 export function adminClient(): KubeClient {
-  return kubeClient(kubeConfig('admin'));
+  return kubeClient(kubeAccess('admin'));
 }
 
 /** A fresh namespace per test file: other test files create Runs on the same API server. */

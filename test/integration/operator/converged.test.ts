@@ -31,7 +31,7 @@ import {
 } from '../../helpers/counting-client.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
-import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, kubeConfig, kubeAccess, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { WRITE_SQL } from '../../helpers/write-sql.ts';
 
@@ -83,7 +83,7 @@ beforeAll(async () => {
   admin = new pg.Pool({ connectionString: url, max: 1 });
   signer = signerFromPem(await generateDevPki());
   await createNamespace(ns);
-  client = new CountingClient(kubeClient(kubeConfig('aibom-vault')));
+  client = new CountingClient(kubeClient(kubeAccess('aibom-vault')));
   registry = new Registry();
   const quiet = pino({ level: 'silent' });
   controller = startTestController({

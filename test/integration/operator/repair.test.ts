@@ -41,7 +41,7 @@ import {
   sha256Digest,
 } from '../../helpers/controller-process.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, kubeConfig, kubeAccess, stack, uniqueName } from '../../helpers/stack.ts';
 
 const exec = promisify(execFile);
 const ns = uniqueName('repair');
@@ -122,7 +122,7 @@ async function recorded(name: string): Promise<Run> {
 function watchAibomReady(name: string): { seen: Condition[]; stop: () => void } {
   const seen: Condition[] = [];
   const abort = new AbortController();
-  void kubeClient(kubeConfig('admin'))
+  void kubeClient(kubeAccess('admin'))
     .stream(
       {
         path: resourcePath(RUN_TYPE, { namespace: ns }),

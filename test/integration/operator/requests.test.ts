@@ -26,14 +26,14 @@ import { createRun, customObjects, metricValue, sampleRunSpec } from '../../help
 import { countingPool, CountingClient, isIdle, reconciles } from '../../helpers/counting-client.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
-import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, kubeAccess, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 const BUDGET = 8;
 /** bench/operator.ts runs the sample's first two steps. */
 const BENCH_STEPS = 2;
 const ns = uniqueName('requests');
-const admin = kubeClient(kubeConfig('admin'));
+const admin = kubeClient(kubeAccess('admin'));
 let vault: Vault;
 /** Every SQL statement the controller's vault runs. */
 let statements: string[];
@@ -137,7 +137,7 @@ beforeAll(async () => {
   vault = await openVault(counting.pool);
   const signer = signerFromPem(await generateDevPki());
   await createNamespace(ns);
-  client = new CountingClient(kubeClient(kubeConfig('aibom-vault')));
+  client = new CountingClient(kubeClient(kubeAccess('aibom-vault')));
   registry = new Registry();
   controller = startTestController({
     client,

@@ -35,7 +35,7 @@ import { createRun, sampleRunSpec } from '../../helpers/controller-process.ts';
 import { countingPool, CountingClient, isIdle, reconciles } from '../../helpers/counting-client.ts';
 import { generateDevPki } from '../../helpers/pki.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
-import { freshDatabase, kubeConfig, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, kubeAccess, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { WRITE_SQL } from '../../helpers/write-sql.ts';
 
@@ -45,7 +45,7 @@ const BACKLOG = 40;
 const IN_FLIGHT = 8;
 const ns = uniqueName('restart');
 const leaseName = `restart-${randomBytes(3).toString('hex')}`;
-const admin = kubeClient(kubeConfig('admin'));
+const admin = kubeClient(kubeAccess('admin'));
 
 /** Every write request (not a read, not the Lease) in order, with its path and body. */
 class WriteLog implements KubeClient {
@@ -163,7 +163,7 @@ beforeAll(async () => {
   await createNamespace(ns);
   // The first controller records the converged Runs.
   const registry = new Registry();
-  controller = start(kubeClient(kubeConfig('aibom-vault')), registry, 4);
+  controller = start(kubeClient(kubeAccess('aibom-vault')), registry, 4);
   await inBatches(converged, finishedRun);
   await waitFor(
     `${CONVERGED} Runs recorded`,
@@ -183,7 +183,7 @@ afterAll(async () => {
 describe('a controller restarting into a cluster of Runs', () => {
   it(`writes nothing for ${CONVERGED} converged Runs (API server and PostgreSQL)`, async () => {
     const before = await listRuns();
-    const client = new CountingClient(kubeClient(kubeConfig('aibom-vault')));
+    const client = new CountingClient(kubeClient(kubeAccess('aibom-vault')));
     const registry = new Registry();
     statements.length = 0;
     controller = start(client, registry, 4);
@@ -205,7 +205,7 @@ describe('a controller restarting into a cluster of Runs', () => {
   it('records a backlog of terminal Runs, and a Run finishing after the start goes before that backlog', async () => {
     // The controller is down while the backlog finishes.
     await inBatches(backlog, finishedRun);
-    const log = new WriteLog(kubeClient(kubeConfig('aibom-vault')));
+    const log = new WriteLog(kubeClient(kubeAccess('aibom-vault')));
     const registry = new Registry();
     const statusWriteOf = (name: string) => (w: { method: string; path: string }) =>
       w.method === 'PATCH' && w.path.endsWith(`/runs/${name}/status`);

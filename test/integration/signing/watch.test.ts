@@ -5,7 +5,7 @@ import { kubeClient } from '../../../src/kube/index.ts';
 import { SigningError, signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { watchCustomerSigners, watchSignerSecret } from '../../../src/signing/watch.ts';
 import { generateDevPki, toSecretData, type DevPki } from '../../helpers/pki.ts';
-import { kubeConfig, uniqueName } from '../../helpers/stack.ts';
+import { kubeConfig, kubeAccess, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 /**
@@ -16,7 +16,7 @@ import { waitFor } from '../../helpers/wait.ts';
  */
 const logger = pino({ level: 'silent' });
 const core = () => kubeConfig('admin').makeApiClient(CoreV1Api);
-const client = () => kubeClient(kubeConfig('aibom-vault'));
+const client = () => kubeClient(kubeAccess('aibom-vault'));
 const SIGNER = 'operator-test-signer';
 const CUSTOMER = 'aibom-vault-customer-signer';
 

@@ -33,7 +33,7 @@ import { stackApp } from '../../helpers/app.ts';
 import { cliMain } from '../../helpers/cli-main.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { runRecords } from '../../helpers/records.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, kubeConfig, kubeAccess, stack, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { testWitness } from './witness-helpers.ts';
 
@@ -62,7 +62,7 @@ let honest: Copy;
 let fork: Copy;
 const lease = { namespace: ns, name: 'aibom-vault-controller' };
 const events = eventRecorder({
-  client: kubeClient(kubeConfig('admin')),
+  client: kubeClient(kubeAccess('admin')),
   reportingController: 'vault.service.dev/controller',
   reportingInstance: 'split-view-test',
   logger: pino({ level: 'silent' }),

@@ -15,7 +15,7 @@ import { policyPackSource } from '../../../src/http/sources/policy-packs.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, kubeConfig, kubeAccess, stack, uniqueName } from '../../helpers/stack.ts';
 
 const group = 'vault.service.dev';
 const nsA = uniqueName('ui-a');
@@ -103,7 +103,7 @@ beforeAll(async () => {
   }
   app = await stackApp(vault, [], {
     // Read fresh on every request here: the test creates packs and expects to see them.
-    policyPacks: policyPackSource(kubeClient(kubeConfig('aibom-vault')), { ttlMs: 0 }),
+    policyPacks: policyPackSource(kubeClient(kubeAccess('aibom-vault')), { ttlMs: 0 }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

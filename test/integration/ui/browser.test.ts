@@ -34,7 +34,7 @@ import { createVaultPool, migrate, openVault, type Vault } from '../../../src/va
 import { stackApp } from '../../helpers/app.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';
-import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
+import { freshDatabase, kubeConfig, kubeAccess, stack, uniqueName } from '../../helpers/stack.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -140,7 +140,7 @@ beforeAll(async () => {
   app = await stackApp(vault, signer.caCertificates, {
     transparency,
     signer,
-    policyPacks: policyPackSource(kubeClient(kubeConfig('aibom-vault')), { ttlMs: 0 }),
+    policyPacks: policyPackSource(kubeClient(kubeAccess('aibom-vault')), { ttlMs: 0 }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
