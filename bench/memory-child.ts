@@ -13,7 +13,7 @@ import { runInformer } from '../src/controller/run/informer.ts';
 import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import type { Run } from '../src/crd/run.ts';
 import { Informer, kubeClient, kubeListerWatcher, resourcePath } from '../src/kube/index.ts';
-import { loadKube } from './operator.ts';
+import { loadKube } from './controller-kit.ts';
 
 const [kubeconfig, namespace, mode] = process.argv.slice(2);
 if (kubeconfig === undefined || namespace === undefined || (mode !== 'controller' && mode !== 'whole')) {

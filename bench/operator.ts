@@ -36,7 +36,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { KubeConfig } from '@kubernetes/client-node';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
@@ -45,9 +44,8 @@ import { parse as parseYaml } from 'yaml';
 import { repoRoot, type StackInfo } from '../hack/stack/stack.ts';
 import type { Run, RunStatus, StepStatus } from '../src/crd/run.ts';
 import { canonicalJson } from '../src/attest/index.ts';
-import { s3BlobStore } from '../src/blob/store.ts';
 import { PIPELINE_FIELD_MANAGER, topoOrder } from '../hack/sample-pipeline.ts';
-import { startController, type RunningController } from '../src/controller/manager.ts';
+import type { RunningController } from '../src/controller/manager.ts';
 import { ATTESTATION_TYPE, RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import { FIELD_MANAGER, FINALIZER } from '../src/crd/reasons.ts';
 import {
@@ -58,12 +56,21 @@ import {
   kubeClient,
   kubeListerWatcher,
   resourcePath,
+  type KubeAccess,
   type KubeClient,
-  type RequestSpec,
 } from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
-import { signerFromPem, type KeySigner } from '../src/signing/index.ts';
-import { createVaultPool, migrate, openVault, type Vault } from '../src/vault/index.ts';
+import {
+  countingClient,
+  loadKube,
+  metric,
+  settleController,
+  startBenchController,
+  waitLeading,
+  WORKERS,
+} from './controller-kit.ts';
+import { signerFromPem } from '../src/signing/index.ts';
+import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';
 import {
   adminClient,
   fmtCount,
@@ -82,7 +89,6 @@ import {
   type SummaryRow,
 } from './common.ts';
 
-const WORKERS = 4; // startController's default
 const BURSTS = [10, 100, 1000];
 const STEADY_RATE = 10; // Runs/s: the goal's condition
 /**
@@ -104,57 +110,20 @@ const P99_BUDGET_MS = 2000;
 const LATENCY_GOAL: Goal = { op: '<=', value: 1 };
 const MEMORY_GOAL: Goal = { op: '<=', value: 2 };
 
+export {
+  countingClient,
+  loadKube,
+  metric,
+  settleController,
+  startBenchController,
+  waitLeading,
+  type Counted,
+} from './controller-kit.ts';
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
-// Counting the controller's API requests
-
-type Kind = 'read' | 'write' | 'create' | 'watch';
-
-export interface Counted {
-  /** Requests by `METHOD resource[/sub]` (leases included). */
-  readonly byCategory: Map<string, number>;
-  /** Failed requests by `METHOD resource HTTP-code`. */
-  readonly failures: Map<string, number>;
-}
-
-function classify(method: string, path: string, stream: boolean): { category: string; kind: Kind } {
-  const parts = path.split('/').filter((p) => p !== '');
-  const ns = parts.indexOf('namespaces');
-  // /api/v1/... or /apis/group/version/...
-  const base = parts[0] === 'api' ? 2 : 3;
-  const [plural, name, sub] =
-    ns >= 0 && parts.length > ns + 2 ? parts.slice(ns + 2, ns + 5) : parts.slice(base, base + 3);
-  const resource = `${plural ?? '?'}${sub !== undefined ? `/${sub}` : ''}`;
-  if (stream) return { category: `WATCH ${resource}`, kind: 'watch' };
-  if (method === 'GET')
-    return { category: `${name === undefined ? 'LIST' : 'GET'} ${resource}`, kind: 'read' };
-  if (method === 'POST') return { category: `POST ${resource}`, kind: 'create' };
-  return { category: `${method} ${resource}`, kind: 'write' };
-}
-
-export function countingClient(inner: KubeClient): { client: KubeClient; counted: Counted } {
-  const counted: Counted = { byCategory: new Map(), failures: new Map() };
-  const bump = (m: Map<string, number>, k: string): void => void m.set(k, (m.get(k) ?? 0) + 1);
-  const client: KubeClient = {
-    async request<T>(spec: RequestSpec): Promise<T> {
-      const { category } = classify(spec.method, spec.path, false);
-      const label = spec.contentType === 'application/apply-patch+yaml' ? `${category} (apply)` : category;
-      bump(counted.byCategory, label);
-      try {
-        return await inner.request<T>(spec);
-      } catch (err) {
-        bump(counted.failures, `${label} ${err instanceof KubeApiError ? err.code : 'error'}`);
-        throw err;
-      }
-    },
-    stream(spec, onObject) {
-      bump(counted.byCategory, classify('GET', spec.path, true).category);
-      return inner.stream(spec, onObject);
-    },
-  };
-  return { client, counted };
-}
+// Counting the controller's API requests (the counting client: bench/controller-kit.ts)
 
 export const snapshot = (m: Map<string, number>): Map<string, number> => new Map(m);
 export function diff(after: Map<string, number>, before: Map<string, number>): Map<string, number> {
@@ -242,92 +211,8 @@ export async function retrying<T>(fn: () => Promise<T>, retries: { n: number }):
   }
 }
 
-/** Sums a metric's samples (for histograms: the samples named `name + suffix`). */
-export async function metric(registry: Registry, name: string, suffix = ''): Promise<number> {
-  const m = registry.getSingleMetric(name);
-  if (m === undefined) return 0;
-  const { values } = await m.get();
-  return values
-    .filter((v) => ((v as { metricName?: string }).metricName ?? name) === name + suffix)
-    .reduce((s, v) => s + v.value, 0);
-}
-
-export function loadKube(file: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromFile(file);
-  return kc;
-}
-
 export const aibomReady = (r: Run): boolean =>
   r.status?.conditions?.some((c) => c.type === 'AIBOMReady' && c.status === 'True') ?? false;
-
-/**
- * The controller as the benches run it: in-process, `WORKERS` workers, the stack's S3 store, one
- * dev signer for both trust levels, silent logs, short lease timings, one watched namespace.
- */
-export function startBenchController(opts: {
-  client: KubeClient;
-  vault: Vault;
-  env: StackInfo['env'];
-  signer: KeySigner;
-  registry: Registry;
-  leaseName: string;
-  watchNamespace: string;
-}): RunningController {
-  const { env, signer } = opts;
-  return startController({
-    client: opts.client,
-    vault: opts.vault,
-    blobs: s3BlobStore({
-      endpoint: env.S3_ENDPOINT!,
-      accessKey: env.S3_ACCESS_KEY!,
-      secretKey: env.S3_SECRET_KEY!,
-      bucket: env.S3_BUCKET!,
-    }),
-    runtimeSigner: signer,
-    envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
-    logger: pino({ level: 'silent' }),
-    registry: opts.registry,
-    namespace: 'aibom-vault-system',
-    leaseName: opts.leaseName,
-    watchNamespace: opts.watchNamespace,
-    workers: WORKERS,
-    lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
-  });
-}
-
-/**
- * Waits until `done()` holds and the in-process controller of `registry` has had an empty queue, no
- * active worker and no new reconcile for 1.5 s.
- */
-export async function settleController(
-  ctx: Pick<BenchContext, 'throwIfStopping'>,
-  registry: Registry,
-  what: string,
-  timeoutMs: number,
-  done: () => Promise<boolean>,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let quietSince: number | undefined;
-  let last = -1;
-  for (;;) {
-    ctx.throwIfStopping();
-    const reconciles = await metric(registry, 'controller_runtime_reconcile_total');
-    const busy =
-      (await metric(registry, 'workqueue_depth')) > 0 ||
-      (await metric(registry, 'controller_runtime_active_workers')) > 0 ||
-      reconciles !== last;
-    last = reconciles;
-    if (!busy && (await done())) {
-      quietSince ??= Date.now();
-      if (Date.now() - quietSince >= 1500) return;
-    } else {
-      quietSince = undefined;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(200);
-  }
-}
 
 /** Every Run of `namespace`, listed in pages of 500 (a namespace may hold tens of thousands). */
 export async function listRuns(pipe: KubeClient, namespace: string): Promise<Run[]> {
@@ -353,15 +238,6 @@ export function succeededSteps(run: Run): StepStatus[] {
     const outputDigest = `sha256:${createHash('sha256').update(canonicalJson(output)).digest('hex')}`;
     return { id, phase: 'Succeeded' as const, startedAt: at, finishedAt: at, output, outputDigest };
   });
-}
-
-/** Waits (60 s at most) until `controller` leads with a synced Run informer. */
-export async function waitLeading(controller: RunningController, registry: Registry): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!(controller.isLeader() && (await metric(registry, 'informer_synced')) === 1)) {
-    if (Date.now() > deadline) throw new Error('the controller did not lead with a synced informer in 60 s');
-    await sleep(100);
-  }
 }
 
 /**
@@ -521,7 +397,7 @@ interface Outcome {
 }
 
 /** A kubeClient for the bench's own "pipeline" writes, which on a real cluster come from other machines. */
-function benchClient(kc: KubeConfig, userAgent: string): KubeClient {
+function benchClient(kc: KubeAccess, userAgent: string): KubeClient {
   return kubeClient(kc, { userAgent });
 }
 

@@ -27,7 +27,7 @@ import {
   settleController,
   startBenchController,
   waitLeading,
-} from './operator.ts';
+} from './controller-kit.ts';
 import {
   auditingClient,
   auditPool,
