@@ -11,6 +11,7 @@ import type { StackInfo } from '../hack/stack/stack.ts';
 import type { BenchContext } from './common.ts';
 import { s3BlobStore } from '../src/blob/store.ts';
 import { startController, type RunningController } from '../src/controller/manager.ts';
+import type { ResourcePolicy } from '../src/controller/run/resources.ts';
 import {
   KubeApiError,
   kubeconfigAccess,
@@ -108,6 +109,7 @@ export function startBenchController(opts: {
   registry: Registry;
   leaseName: string;
   watchNamespace: string;
+  attestationResources?: ResourcePolicy;
 }): RunningController {
   const { env, signer } = opts;
   return startController({
@@ -128,6 +130,7 @@ export function startBenchController(opts: {
     watchNamespace: opts.watchNamespace,
     workers: WORKERS,
     lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
+    ...(opts.attestationResources !== undefined ? { attestationResources: opts.attestationResources } : {}),
   });
 }
 

@@ -23,14 +23,12 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { parse as parseYaml } from 'yaml';
 import { PIPELINE_FIELD_MANAGER, topoOrder } from '../hack/sample-pipeline.ts';
 import { repoRoot, type StackInfo } from '../hack/stack/stack.ts';
 import { canonicalJson } from '../src/attest/index.ts';
-import { s3BlobStore } from '../src/blob/store.ts';
-import { startController, type RunningController } from '../src/controller/manager.ts';
+import type { RunningController } from '../src/controller/manager.ts';
 import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import type { AttestationResourceMode, ResourcePolicy } from '../src/controller/run/resources.ts';
 import { ConditionTypes, FINALIZER } from '../src/crd/reasons.ts';
@@ -52,7 +50,14 @@ import {
   type Goal,
   type SummaryRow,
 } from './common.ts';
-import { dropFinalizers, loadKube, mapLimit, metric, retrying } from './operator.ts';
+import {
+  dropFinalizers,
+  loadKube,
+  mapLimit,
+  retrying,
+  startBenchController,
+  waitLeading,
+} from './operator.ts';
 
 const MODES: readonly AttestationResourceMode[] = ['perRecord', 'perRun', 'none'];
 const STEPS = 2;
@@ -204,34 +209,18 @@ class ModeBench {
     signer: ReturnType<typeof signerFromPem>,
     policy: ResourcePolicy,
   ): Promise<void> {
-    const env = this.#stack.env;
     this.#registry = new Registry();
-    this.#controller = startController({
+    this.#controller = startBenchController({
       client: kubeClient(loadKube(this.#stack.kube.kubeconfigs['aibom-vault'])),
       vault,
-      blobs: s3BlobStore({
-        endpoint: env.S3_ENDPOINT!,
-        accessKey: env.S3_ACCESS_KEY!,
-        secretKey: env.S3_SECRET_KEY!,
-        bucket: env.S3_BUCKET!,
-      }),
-      runtimeSigner: signer,
-      envelopeSigner: () => Promise.resolve({ signer, authority: 'service' as const }),
-      logger: pino({ level: 'silent' }),
+      env: this.#stack.env,
+      signer,
       registry: this.#registry,
-      namespace: 'aibom-vault-system',
       leaseName: this.#lease,
       watchNamespace: this.#ns,
-      workers: 4,
-      lease: { durationSeconds: 6, renewDeadlineSeconds: 4, retryPeriodSeconds: 1 },
       attestationResources: policy,
     });
-    const deadline = Date.now() + 60_000;
-    while (!(this.#controller.isLeader() && (await metric(this.#registry, 'informer_synced')) === 1)) {
-      if (Date.now() > deadline)
-        throw new Error('the controller did not lead with a synced informer in 60 s');
-      await sleep(100);
-    }
+    await waitLeading(this.#controller, this.#registry);
   }
 
   #apply(name: string, status: RunStatus): Promise<unknown> {

@@ -124,6 +124,8 @@ async function settle(timeoutMs: number): Promise<void> {
   await settleController(never, registry, 'restarted controller idle', timeoutMs, () =>
     Promise.resolve(true),
   );
+  // Measured before any snapshot: writing one allocates about the heap's size again.
+  const memory = memoryNow();
   // Diagnosis: BENCH_RESTART_HEAP_SNAPSHOT=<file> writes the idle controller's heap snapshot there
   // (Node's native objects appear in it as `Node / …` nodes with their sizes).
   const snapshot = process.env.BENCH_RESTART_HEAP_SNAPSHOT;
@@ -135,7 +137,7 @@ async function settle(timeoutMs: number): Promise<void> {
     failures: [...(counted?.failures ?? [])],
     api,
     vault,
-    memory: memoryNow(),
+    memory,
   });
 }
 
