@@ -3,6 +3,7 @@ import { deriveSecret, type Signer } from '../signing/index.ts';
 import type { ChainLink } from './chain.ts';
 import { CapabilityError } from './errors.ts';
 import { covers } from './scope.ts';
+import { holding, type Held } from './wasm-held.ts';
 
 /**
  * Biscuit v3 projection of a capability chain (docs/capabilities.md has the facts and a sample
@@ -61,10 +62,11 @@ export function biscuitRootSeed(signer: Signer): Buffer {
 /** `ed25519/<hex>`: the Biscuit root public key of a signer, as Biscuit tooling prints it. */
 export async function biscuitRootKey(signer: Signer): Promise<string> {
   const b = await loadBiscuit();
-  const key = b.KeyPair.fromPrivateKey(
-    b.PrivateKey.fromBytes(biscuitRootSeed(signer), b.SignatureAlgorithm.Ed25519),
-  );
-  return key.getPublicKey().toString();
+  return holding((h) => {
+    const root = h.keep(b.PrivateKey.fromBytes(biscuitRootSeed(signer), b.SignatureAlgorithm.Ed25519));
+    const key = h.keep(b.KeyPair.fromPrivateKey(root));
+    return h.keep(key.getPublicKey()).toString();
+  });
 }
 
 /** What a token says: the authority block's facts. */
@@ -130,7 +132,6 @@ export async function mintBiscuit(
   claims: BiscuitClaims,
 ): Promise<{ token: string; id: string }> {
   const b = await loadBiscuit();
-  const root = b.PrivateKey.fromBytes(biscuitRootSeed(signer), b.SignatureAlgorithm.Ed25519);
   const authority = new Code()
     .add((ns) => `namespace(${ns});`, claims.namespace)
     .add((r) => `run(${r});`, claims.runId)
@@ -144,19 +145,22 @@ export async function mintBiscuit(
   const last = claims.links.at(-1)!;
   authority.add((s) => `scope(${s});`, last.scope);
   authority.add((t) => `check if time($t), $t <= ${t};`, claims.validUntil);
-  const builder = b.Biscuit.builder();
-  builder.addCodeWithParameters(authority.source, authority.params, {});
-  let token = builder.build(root);
-  claims.links.forEach((l, i) => {
-    const block = new Code().add((g, s) => `link(${i}, ${g}, ${s});`, l.grantedBy, l.scope);
-    if (l.approvedBy !== null) block.add((a) => `link_approval(${i}, ${a});`, l.approvedBy);
-    scopeCheck(block, l.scope);
-    const bb = new b.BlockBuilder();
-    bb.addCodeWithParameters(block.source, block.params, {});
-    token = token.appendBlock(bb);
+  return holding((h) => {
+    const root = h.keep(b.PrivateKey.fromBytes(biscuitRootSeed(signer), b.SignatureAlgorithm.Ed25519));
+    const builder = h.keep(b.Biscuit.builder());
+    builder.addCodeWithParameters(authority.source, authority.params, {});
+    let token = h.keep(builder.build(root));
+    claims.links.forEach((l, i) => {
+      const block = new Code().add((g, s) => `link(${i}, ${g}, ${s});`, l.grantedBy, l.scope);
+      if (l.approvedBy !== null) block.add((a) => `link_approval(${i}, ${a});`, l.approvedBy);
+      scopeCheck(block, l.scope);
+      const bb = h.keep(new b.BlockBuilder());
+      bb.addCodeWithParameters(block.source, block.params, {});
+      token = h.keep(token.appendBlock(bb));
+    });
+    const ids = token.getRevocationIdentifiers() as string[];
+    return { token: token.toBase64(), id: ids[0]! };
   });
-  const ids = token.getRevocationIdentifiers() as string[];
-  return { token: token.toBase64(), id: ids[0]! };
 }
 
 /** What verifying a token yields. */
@@ -171,8 +175,11 @@ const text = (v: unknown): string => String(v);
 
 /** The values of one fact name in an authority-block query, as term arrays. */
 function factsOf(authorizer: BiscuitWasm.Authorizer, b: Wasm, rule: string): unknown[][] {
-  const facts = authorizer.queryWithLimits(b.Rule.fromString(rule), LIMITS) as BiscuitWasm.Fact[];
-  return facts.map((f) => f.terms() as unknown[]);
+  return holding((h) => {
+    const query = h.keep(b.Rule.fromString(rule));
+    const facts = (authorizer.queryWithLimits(query, LIMITS) as BiscuitWasm.Fact[]).map((f) => h.keep(f));
+    return facts.map((f) => f.terms() as unknown[]);
+  });
 }
 
 /** Biscuit's default 1 ms budget is below what a cold wasm instance needs on a busy machine. */
@@ -192,9 +199,15 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
       'TOKEN_UNTRUSTED',
       'unsupported Biscuit root key (ed25519/<64 hex digits> expected)',
     );
+  return holding((h) => readVerified(h, b, token, hex));
+}
+
+/** readBiscuit once the root key is well formed: every wasm object it makes is kept in `h`. */
+function readVerified(h: Held, b: Wasm, token: string, hex: string): VerifiedBiscuit {
   let parsed: BiscuitWasm.Biscuit;
   try {
-    parsed = b.Biscuit.fromBase64(token, b.PublicKey.fromString(hex, b.SignatureAlgorithm.Ed25519));
+    const root = h.keep(b.PublicKey.fromString(hex, b.SignatureAlgorithm.Ed25519));
+    parsed = h.keep(b.Biscuit.fromBase64(token, root));
   } catch (err) {
     const e = err as { Format?: { Signature?: unknown } };
     if (e?.Format?.Signature !== undefined)
@@ -211,7 +224,7 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
     });
   }
   // Facts of the authority block only (the authorizer's default trust scope).
-  const auth = new b.AuthorizerBuilder().buildAuthenticated(parsed);
+  const auth = h.keep(h.keep(new b.AuthorizerBuilder()).buildAuthenticated(parsed));
   const one = (name: string): string => {
     const rows = factsOf(auth, b, `x($v) <- ${name}($v)`);
     if (rows.length !== 1)
@@ -267,10 +280,13 @@ export async function readBiscuit(token: string, rootKey: string): Promise<Verif
 export async function authorizeBiscuit(token: string, rootKey: string, authorizer: string): Promise<number> {
   const b = await loadBiscuit();
   const hex = rootKey.split('/')[1] ?? '';
-  const parsed = b.Biscuit.fromBase64(token, b.PublicKey.fromString(hex, b.SignatureAlgorithm.Ed25519));
-  const builder = new b.AuthorizerBuilder();
-  builder.addCode(authorizer);
-  return builder.buildAuthenticated(parsed).authorizeWithLimits(LIMITS);
+  return holding((h) => {
+    const root = h.keep(b.PublicKey.fromString(hex, b.SignatureAlgorithm.Ed25519));
+    const parsed = h.keep(b.Biscuit.fromBase64(token, root));
+    const builder = h.keep(new b.AuthorizerBuilder());
+    builder.addCode(authorizer);
+    return h.keep(builder.buildAuthenticated(parsed)).authorizeWithLimits(LIMITS);
+  });
 }
 
 /**
