@@ -218,7 +218,8 @@ export const schema = {
     parse: duration,
   },
   KUBECONFIG: {
-    description: 'kubeconfig path; in-cluster service account configuration when unset',
+    description:
+      'kubeconfig path (its current context; one with an exec plugin, an auth provider or a proxy-url is loaded by @kubernetes/client-node); the in-cluster service account when unset (its token re-read every minute)',
     parse: str,
   },
   POD_NAMESPACE: {
