@@ -22,7 +22,7 @@ import type { Run } from '../src/crd/run.ts';
 import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import { applyStatus, kubeClient, LAST_APPLIED_ANNOTATION, resourcePath } from '../src/kube/index.ts';
 import { printTable, scaled, type Benchmark, type BenchContext, type SummaryRow } from './common.ts';
-import { loadKube } from './operator.ts';
+import { loadKube } from './controller-kit.ts';
 
 const IN_FLIGHT = 16;
 const GOAL_MB = 300;

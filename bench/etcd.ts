@@ -50,14 +50,8 @@ import {
   type Goal,
   type SummaryRow,
 } from './common.ts';
-import {
-  dropFinalizers,
-  loadKube,
-  mapLimit,
-  retrying,
-  startBenchController,
-  waitLeading,
-} from './operator.ts';
+import { dropFinalizers, mapLimit, retrying } from './operator.ts';
+import { loadKube, startBenchController, waitLeading } from './controller-kit.ts';
 
 const MODES: readonly AttestationResourceMode[] = ['perRecord', 'perRun', 'none'];
 const STEPS = 2;

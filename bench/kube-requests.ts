@@ -15,7 +15,7 @@ import type { Run } from '../src/crd/run.ts';
 import { ATTESTATION_TYPE, RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import { applyStatus, kubeClient, resourcePath, type KubeClient } from '../src/kube/index.ts';
 import { printTable, scaled, type Benchmark, type BenchContext, type SummaryRow } from './common.ts';
-import { loadKube } from './operator.ts';
+import { loadKube } from './controller-kit.ts';
 
 const IN_FLIGHT = 4;
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ: 100 on Linux x86-64 and arm64). */

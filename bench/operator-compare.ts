@@ -63,18 +63,8 @@ import {
   type Goal,
   type SummaryRow,
 } from './common.ts';
-import {
-  countingClient,
-  diff,
-  loadKube,
-  mapLimit,
-  metric,
-  perKind,
-  retrying,
-  snapshot,
-  type Counted,
-  settleController,
-} from './operator.ts';
+import { diff, mapLimit, perKind, retrying, snapshot } from './operator.ts';
+import { countingClient, loadKube, metric, type Counted, settleController } from './controller-kit.ts';
 
 const WORKERS = 4;
 const STEPS = 2;

@@ -110,16 +110,6 @@ const P99_BUDGET_MS = 2000;
 const LATENCY_GOAL: Goal = { op: '<=', value: 1 };
 const MEMORY_GOAL: Goal = { op: '<=', value: 2 };
 
-export {
-  countingClient,
-  loadKube,
-  metric,
-  settleController,
-  startBenchController,
-  waitLeading,
-  type Counted,
-} from './controller-kit.ts';
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------

@@ -69,16 +69,18 @@ import {
   aibomReady,
   cleanupBenchKube,
   listRuns,
-  loadKube,
   mapLimit,
   retrying,
+  succeededSteps,
+  watchReady,
+} from './operator.ts';
+import {
+  loadKube,
   settleController,
   startBenchController,
-  succeededSteps,
   waitLeading,
-  watchReady,
   type Counted,
-} from './operator.ts';
+} from './controller-kit.ts';
 import type { ApiWrites, ChildMessage, ChildReport, ParentMessage, VaultWrites } from './restart-audit.ts';
 
 const STEPS = 2;

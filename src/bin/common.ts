@@ -2,7 +2,14 @@ import { createPrivateKey, type KeyObject, type X509Certificate } from 'node:cry
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { Registry } from 'prom-client';
-import { kubeClient, KubeAccessError, loadKubeAccess, type KubeAccess } from '../kube/index.ts';
+import {
+  kubeClient,
+  KubeAccessError,
+  loadKubeAccess,
+  resourcePath,
+  type KubeAccess,
+  type ResourceType,
+} from '../kube/index.ts';
 import {
   loadSignerFromFiles,
   parseCertificates,
@@ -42,6 +49,8 @@ export async function kubeConfigFrom(config: Config): Promise<KubeAccess> {
   }
 }
 
+const SECRET_TYPE: ResourceType = { group: '', version: 'v1', plural: 'secrets', kind: 'Secret' };
+
 /** A Secret's data (base64 values) through the API server. */
 async function readSecretData(
   kc: KubeAccess,
@@ -50,7 +59,7 @@ async function readSecretData(
 ): Promise<Record<string, string>> {
   const secret = await kubeClient(kc).request<{ data?: Record<string, string> }>({
     method: 'GET',
-    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
+    path: resourcePath(SECRET_TYPE, { namespace, name }),
   });
   return secret.data ?? {};
 }

@@ -156,14 +156,18 @@ function str(o: Yaml, field: string, file: string): string | undefined {
   return v;
 }
 
+/** A file a kubeconfig names: relative paths are relative to its directory, as kubectl resolves them. */
+const fileOf = (kubeconfig: string, path: string): { readonly file: FileSource } => ({
+  file: new FileSource(isAbsolute(path) ? path : join(dirname(kubeconfig), path)),
+});
+
 /**
- * One credential from a kubeconfig: `<field>-data` (base64) or `<field>` (a file, relative to the
- * kubeconfig's directory as kubectl resolves it). The file wins, as in client-node and client-go.
+ * One credential from a kubeconfig: `<field>-data` (base64) or `<field>` (a file). The file wins,
+ * as in client-node and client-go.
  */
 function material(o: Yaml, field: string, file: string): Material | undefined {
   const path = str(o, field, file);
-  if (path !== undefined)
-    return { file: new FileSource(isAbsolute(path) ? path : join(dirname(file), path)) };
+  if (path !== undefined) return fileOf(file, path);
   const data = str(o, `${field}-data`, file);
   return data !== undefined ? { data: Buffer.from(data, 'base64') } : undefined;
 }
@@ -222,11 +226,7 @@ export function kubeconfigAccess(text: string, file: string): KubeAccess | undef
     ...(token !== undefined
       ? { token: { data: Buffer.from(token) } }
       : tokenFile !== undefined
-        ? {
-            token: {
-              file: new FileSource(isAbsolute(tokenFile) ? tokenFile : join(dirname(file), tokenFile)),
-            },
-          }
+        ? { token: fileOf(file, tokenFile) }
         : {}),
     ...(username !== undefined ? { basic: `${username}:${str(user, 'password', file) ?? ''}` } : {}),
     insecure: cluster['insecure-skip-tls-verify'] === true,
