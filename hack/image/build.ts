@@ -21,6 +21,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { PROCESS_ENV } from '../../src/bin/node-flags.ts';
 import { buildLayer, type Entry, type Layer } from './layer.ts';
 import { assemble, writeLayout } from './oci.ts';
 import { debEntries, fetchDebs, fetchNode, inputsKey, readDebLock, stageApp } from './inputs.ts';
@@ -133,7 +134,11 @@ async function main(): Promise<void> {
       );
       const image = assemble(layers, {
         user: `${USER.uid}:${USER.gid}`,
-        env: ['PATH=/usr/local/bin:/usr/bin:/bin', 'NODE_ENV=production'],
+        env: [
+          'PATH=/usr/local/bin:/usr/bin:/bin',
+          'NODE_ENV=production',
+          ...Object.entries(PROCESS_ENV).map(([k, v]) => `${k}=${v}`),
+        ],
         workingDir: '/app',
         cmd: ['/usr/local/bin/service-ctl', '--help'],
         exposedPorts: [8080, 9090],

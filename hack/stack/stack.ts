@@ -13,7 +13,7 @@ import { startTsa } from './tsa.ts';
 import { ensureTools, STACK_TOOLS, type StackTool, type Tool, type Tools } from './tools.ts';
 import { prepareNode, startNode, stopNode, type NodeInfo } from './node/index.ts';
 import { startStackWitness } from './witness.ts';
-import { CONTROLLER_NODE_FLAGS } from '../../src/bin/node-flags.ts';
+import { CONTROLLER_NODE_FLAGS, PROCESS_ENV } from '../../src/bin/node-flags.ts';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -361,6 +361,7 @@ export async function startServices(
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in schema)) base[k] = v;
   const common = {
     ...base,
+    ...PROCESS_ENV,
     SCITT_LOG_SECRET: 'aibom-vault-scitt-log',
     SCITT_LOG_ISSUER: apiUrl,
     ...settings,

@@ -11,7 +11,7 @@ import {
 } from './export.ts';
 import { queryCommand } from './query.ts';
 import { verifyCommand } from './verify.ts';
-import { quietWasmImportWarning } from './warnings.ts';
+import { quietWasmImportWarning } from '../capability/wasm-warning.ts';
 
 /**
  * Command table of service-ctl. Each command is a module exporting a `Command`; this file only

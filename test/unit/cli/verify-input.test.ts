@@ -85,7 +85,7 @@ describe('the CLI entry point', () => {
   /** A child node process that loads the Biscuit wasm module, with or without main's filter. */
   async function stderrOf(filtered: boolean): Promise<string> {
     const script = [
-      filtered ? "(await import('./src/cli/warnings.ts')).quietWasmImportWarning();" : '',
+      filtered ? "(await import('./src/capability/wasm-warning.ts')).quietWasmImportWarning();" : '',
       "await (await import('./src/capability/biscuit.ts')).loadBiscuit();",
       "process.emitWarning('another warning', 'DeprecationWarning');",
     ].join('\n');

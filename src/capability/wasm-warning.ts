@@ -1,7 +1,8 @@
 /**
  * Node 24 prints a two-line `ExperimentalWarning: Importing WebAssembly module instances is an
  * experimental feature` the first time the Biscuit verifier's .wasm is imported as an ES module
- * (src/capability/biscuit.ts): expected, and noise on the stderr of every `service-ctl verify`.
+ * (src/capability/biscuit-wasm.ts, in the Biscuit worker and wherever else it is loaded): expected,
+ * and noise on the stderr of every `service-ctl verify`.
  * Exactly that warning is dropped; every other still goes to Node's own handler(s), which print
  * it as before (`--no-warnings` and friends keep working: they act inside those handlers).
  */
