@@ -1,4 +1,5 @@
 import type { KubeClient, KubeStatus } from './client.ts';
+import { cacheStrings } from './intern.ts';
 
 /** The part of an object's metadata the runtime relies on. */
 export interface KubeObject {
@@ -60,7 +61,8 @@ export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-confi
 /**
  * What a controller's cache keeps of an object: everything but `metadata.managedFields` and
  * kubectl's last-applied annotation (together often more than half of an object), neither of which
- * a controller that reads spec, status, labels and its own annotations ever needs. In place.
+ * a controller that reads spec, status, labels and its own annotations ever needs, with its strings
+ * shared with the other cached objects' (intern.ts). In place.
  */
 export function slimForCache<T>(obj: T): T {
   const meta = (obj as { metadata?: { annotations?: Record<string, string> } }).metadata;
@@ -69,7 +71,7 @@ export function slimForCache<T>(obj: T): T {
     delete annotations[LAST_APPLIED_ANNOTATION];
     if (Object.keys(annotations).length === 0) delete meta!.annotations;
   }
-  return withoutManagedFields(obj);
+  return cacheStrings.values(withoutManagedFields(obj));
 }
 
 /**
