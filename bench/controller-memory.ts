@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { repoRoot } from '../hack/stack/stack.ts';
-import { CONTROLLER_NODE_FLAGS } from '../src/bin/node-flags.ts';
+import { CONTROLLER_NODE_FLAGS, PROCESS_ENV } from '../src/bin/node-flags.ts';
 import type { Run } from '../src/crd/run.ts';
 import { RUN_TYPE } from '../src/controller/run/kube-api.ts';
 import { applyStatus, kubeClient, LAST_APPLIED_ANNOTATION, resourcePath } from '../src/kube/index.ts';
@@ -86,7 +86,7 @@ async function child(
   const { stdout } = await promisify(execFile)(
     process.execPath,
     [...flags, '--expose-gc', join(repoRoot, 'bench/memory-child.ts'), kubeconfig, namespace, mode],
-    { maxBuffer: 1 << 20 },
+    { maxBuffer: 1 << 20, env: { ...process.env, ...PROCESS_ENV } },
   );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as ChildReport;
 }

@@ -98,6 +98,19 @@ export interface ChildInit {
 export type ParentMessage =
   ChildInit | { readonly type: 'settle'; readonly timeoutMs: number } | { readonly type: 'stop' };
 
+/** The child's process after forced garbage collections (process.memoryUsage, bytes), and its peak RSS. */
+export interface MemoryReport {
+  readonly heapUsed: number;
+  readonly heapTotal: number;
+  /** C++ objects bound to JS objects (Buffers' memory among them). */
+  readonly external: number;
+  readonly arrayBuffers: number;
+  readonly rss: number;
+  readonly maxRss: number;
+  /** Resident bytes by mapping (file path, `[heap]`, `[anon]`), the largest dozen; empty off Linux. */
+  readonly mappings: [string, number][];
+}
+
 /** What the child measured, once it was idle after the drain. */
 export interface ChildReport {
   readonly type: 'report';
@@ -106,18 +119,13 @@ export interface ChildReport {
   readonly failures: [string, number][];
   readonly api: ApiWrites;
   readonly vault: VaultWrites;
-  /** The controller process itself after forced garbage collections (process.memoryUsage, bytes), and its peak RSS. */
-  readonly memory: {
-    readonly heapUsed: number;
-    readonly heapTotal: number;
-    /** C++ objects bound to JS objects (Buffers' memory among them). */
-    readonly external: number;
-    readonly arrayBuffers: number;
-    readonly rss: number;
-    readonly maxRss: number;
-    /** Resident bytes by mapping (file path, `[heap]`, `[anon]`), the largest dozen; empty off Linux. */
-    readonly mappings: [string, number][];
-  };
+  /** The controller process itself 1.5 s after its last reconcile, after forced garbage collections. */
+  readonly memory: MemoryReport;
+  /**
+   * The same once the Biscuit worker has stopped for want of work (src/capability/biscuit-host.ts,
+   * about ten seconds later): what a controller at rest holds.
+   */
+  readonly atRest: MemoryReport;
 }
 
 /** child → bench. */

@@ -14,8 +14,10 @@
  * away (the IPC channel closes), so an interrupted bench leaves no controller behind.
  */
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import v8 from 'node:v8';
 import { Registry } from 'prom-client';
+import { biscuitWorkers } from '../src/capability/biscuit.ts';
 import type { RunningController } from '../src/controller/manager.ts';
 import { kubeClient } from '../src/kube/index.ts';
 import { signerFromPem } from '../src/signing/index.ts';
@@ -33,7 +35,7 @@ import {
   auditPool,
   type ApiWrites,
   type ChildInit,
-  type ChildReport,
+  type MemoryReport,
   type ChildMessage,
   type ParentMessage,
   type VaultWrites,
@@ -74,7 +76,7 @@ async function start(init: ChildInit): Promise<void> {
 }
 
 /** This process's memory after forced garbage collections (process.memoryUsage), and its peak RSS. */
-function memoryNow(): ChildReport['memory'] {
+function memoryNow(): MemoryReport {
   // Exposed by the bench's --expose-gc (bench/restart.ts forks this file with it).
   const gc = (globalThis as { gc?: () => void }).gc;
   if (gc === undefined) throw new Error('restart-child.ts needs --expose-gc');
@@ -126,6 +128,10 @@ async function settle(timeoutMs: number): Promise<void> {
   );
   // Measured before any snapshot: writing one allocates about the heap's size again.
   const memory = memoryNow();
+  // Then at rest: the Biscuit worker stops after its idle time (ten seconds) without a call.
+  const restBy = Date.now() + 60_000;
+  while (biscuitWorkers() > 0 && Date.now() < restBy) await sleep(250);
+  const atRest = memoryNow();
   // Diagnosis: BENCH_RESTART_HEAP_SNAPSHOT=<file> writes the idle controller's heap snapshot there
   // (Node's native objects appear in it as `Node / …` nodes with their sizes).
   const snapshot = process.env.BENCH_RESTART_HEAP_SNAPSHOT;
@@ -138,6 +144,7 @@ async function settle(timeoutMs: number): Promise<void> {
     api,
     vault,
     memory,
+    atRest,
   });
 }
 
