@@ -1,4 +1,5 @@
 import { parentPort } from 'node:worker_threads';
+import { InvariantError } from '../errors.ts';
 import { quietWasmImportWarning } from './wasm-warning.ts';
 import { perform, type BiscuitRequest } from './biscuit-wasm.ts';
 import { CapabilityError } from './errors.ts';
@@ -21,7 +22,7 @@ export type BiscuitReply =
     };
 
 const port = parentPort;
-if (port === null) throw new Error('biscuit-worker.ts runs as a worker thread only');
+if (port === null) throw new InvariantError('biscuit-worker.ts runs as a worker thread only');
 // Node prints an ExperimentalWarning for the .wasm import in this thread too.
 quietWasmImportWarning();
 // This thread writes to the process's stdout, which is a CLI's output; the library prints

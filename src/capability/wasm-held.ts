@@ -10,7 +10,8 @@ interface WasmObject {
  * mints and verifications in one process: external memory +270 MiB with the objects left to
  * finalization, +174 MiB with each freed here. The rest is biscuit-wasm 0.6.0's own: its memory
  * grows even when every object is freed (about 2.8 KB per `addCode` of ten facts), which no caller
- * can free (docs/bench.md "Issue 29, fifth round").
+ * can free; biscuit-host.ts bounds it by replacing the worker thread the instance lives in
+ * (docs/bench.md "Issue 29, fifth round" and "sixth round").
  *
  * Objects a call consumed (`BiscuitBuilder.build`, `AuthorizerBuilder.buildAuthenticated`) have a
  * null pointer already and are skipped.
