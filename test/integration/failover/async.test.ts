@@ -124,7 +124,9 @@ describe('asynchronous standby missing the last transactions: SIGKILL of the pri
           return c?.reason === 'RecordedAgain' ? c : undefined;
         },
         `RecordsLost=RecordedAgain on the Run ${id}`,
-        { timeoutMs: 60_000, intervalMs: 500 },
+        // Generous: in a full suite run this file took 676 s against 75 s alone, and a 60 s wait
+        // for one Run's status ran out there once (the condition is written by a later reconcile).
+        { timeoutMs: 180_000, intervalMs: 500 },
       );
       expect(said).toMatchObject({ status: 'True', reason: 'RecordedAgain' });
       const events = await eventsOf(o.namespace, id!);
