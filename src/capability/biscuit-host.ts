@@ -42,9 +42,7 @@ interface Slot {
   readonly worker: Worker;
   readonly pending: Map<number, Pending>;
   calls: number;
-  retiring: boolean;
   idle: NodeJS.Timeout | undefined;
-  dead: boolean;
 }
 
 /** The worker's module: the .ts source under Node's type stripping, the .js the image compiles. */
@@ -87,10 +85,8 @@ export class BiscuitHost {
   call<R extends BiscuitRequest>(request: R): Promise<BiscuitResults[R['op']]> {
     const slot = this.#slot();
     slot.calls += 1;
-    if (slot.calls >= this.#callsPerWorker) {
-      slot.retiring = true;
-      this.#current = undefined;
-    }
+    // Retiring: no longer the current worker, stopped once its last answer is in (#answer).
+    if (slot.calls >= this.#callsPerWorker) this.#current = undefined;
     const id = this.#nextId++;
     if (slot.idle !== undefined) clearTimeout(slot.idle);
     slot.idle = undefined;
@@ -103,7 +99,6 @@ export class BiscuitHost {
 
   /** Stops every worker; calls in flight are rejected. */
   async close(): Promise<void> {
-    this.#current = undefined;
     await Promise.all([...this.#live].map((slot) => this.#stop(slot)));
   }
 
@@ -115,14 +110,7 @@ export class BiscuitHost {
     // options: `--input-type` or `--eval` of the process would stop the worker from loading its
     // file (V8 flags such as the heap's are process-wide and apply anyway).
     const worker = new Worker(workerUrl(), { execArgv: [] });
-    const slot: Slot = {
-      worker,
-      pending: new Map(),
-      calls: 0,
-      retiring: false,
-      idle: undefined,
-      dead: false,
-    };
+    const slot: Slot = { worker, pending: new Map(), calls: 0, idle: undefined };
     this.#started += 1;
     this.#live.add(slot);
     worker.on('message', (reply: BiscuitReply) => this.#answer(slot, reply));
@@ -141,40 +129,36 @@ export class BiscuitHost {
       pending.reject(new CapabilityError(reply.code as CapabilityErrorCode, reply.message));
     else pending.reject(reply.thrown ?? new Error(reply.message));
     if (slot.pending.size > 0) return;
-    if (slot.retiring) {
+    if (slot !== this.#current) {
       void this.#stop(slot);
       return;
     }
     slot.worker.unref();
-    slot.idle = setTimeout(() => {
-      if (this.#current === slot) this.#current = undefined;
-      void this.#stop(slot);
-    }, this.#idleMs);
+    slot.idle = setTimeout(() => void this.#stop(slot), this.#idleMs);
     slot.idle.unref();
   }
 
   #fail(slot: Slot, err: unknown): void {
-    if (slot.dead) return;
-    slot.dead = true;
-    this.#live.delete(slot);
-    if (this.#current === slot) this.#current = undefined;
-    if (slot.idle !== undefined) clearTimeout(slot.idle);
-    const failure = new CapabilityError('BISCUIT_UNAVAILABLE', `the Biscuit worker stopped: ${String(err)}`, {
-      cause: err,
-    });
-    for (const p of slot.pending.values()) p.reject(failure);
-    slot.pending.clear();
+    this.#drop(
+      slot,
+      new CapabilityError('BISCUIT_UNAVAILABLE', `the Biscuit worker stopped: ${String(err)}`, {
+        cause: err,
+      }),
+    );
   }
 
   async #stop(slot: Slot): Promise<void> {
-    if (slot.idle !== undefined) clearTimeout(slot.idle);
-    // Mark it first: its 'exit' is expected, not a failure to report.
-    const inFlight = [...slot.pending.values()];
-    slot.pending.clear();
-    slot.dead = true;
-    this.#live.delete(slot);
-    const stopped = new CapabilityError('BISCUIT_UNAVAILABLE', 'the Biscuit worker was stopped');
-    for (const p of inFlight) p.reject(stopped);
+    // Dropped first: its 'exit' is then expected, not a failure to report.
+    this.#drop(slot, new CapabilityError('BISCUIT_UNAVAILABLE', 'the Biscuit worker was stopped'));
     await slot.worker.terminate();
+  }
+
+  /** Forgets a worker, failing what it had in flight with `failure` (once: later calls do nothing). */
+  #drop(slot: Slot, failure: CapabilityError): void {
+    if (!this.#live.delete(slot)) return;
+    if (this.#current === slot) this.#current = undefined;
+    if (slot.idle !== undefined) clearTimeout(slot.idle);
+    for (const p of slot.pending.values()) p.reject(failure);
+    slot.pending.clear();
   }
 }
