@@ -16,7 +16,9 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import v8 from 'node:v8';
+import pino from 'pino';
 import { Registry } from 'prom-client';
+import { startHeapRelease } from '../src/bin/heap-release.ts';
 import { biscuitWorkers } from '../src/capability/biscuit.ts';
 import type { RunningController } from '../src/controller/manager.ts';
 import { kubeClient } from '../src/kube/index.ts';
@@ -70,7 +72,15 @@ async function start(init: ChildInit): Promise<void> {
     leaseName: init.leaseName,
     watchNamespace: init.watchNamespace,
   });
-  running = { controller, end: () => pool.end() };
+  // As src/bin/controller-process.ts starts it beside the controller; its lines go to stderr.
+  const stopHeapRelease = startHeapRelease({ logger: pino({ base: null }, pino.destination(2)) });
+  running = {
+    controller,
+    end: async () => {
+      stopHeapRelease();
+      await pool.end();
+    },
+  };
   await waitLeading(controller, registry);
   await send({ type: 'leading' });
 }

@@ -4,6 +4,7 @@ import { startController } from '../controller/manager.ts';
 import { kubeClient } from '../kube/index.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import type { Logger } from '../log/index.ts';
+import { startHeapRelease } from './heap-release.ts';
 import { startOpsServer } from './ops-server.ts';
 import { namespaceSigners } from '../signing/namespace-signers.ts';
 import { watchCustomerSigners } from '../signing/watch.ts';
@@ -123,8 +124,11 @@ export async function startControllerProcess(config: Config, logger: Logger): Pr
       await health.check();
     },
   });
+  // Its heap peaks while it lists and records a large cluster, then shrinks to its cache.
+  const stopHeapRelease = startHeapRelease({ logger: logger.child({ component: 'heap' }) });
   logger.info({ port: ops.port }, 'controller started');
   return async () => {
+    stopHeapRelease();
     await controller.stop();
     await customers.stop();
     await signer.stop();

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import { startHeapRelease } from './heap-release.ts';
 import { startOpsServer } from './ops-server.ts';
 import { parseCertificates } from '../signing/index.ts';
 import type { Config } from '../config/index.ts';
@@ -111,6 +112,8 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     registry,
     ready,
   });
+  // Large exports and queries raise its heap for a while; the pages it empties go back afterwards.
+  const stopHeapRelease = startHeapRelease({ logger: logger.child({ component: 'heap' }) });
   logger.info(
     { address, metricsPort: ops.port, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS },
     'sidecar listening',
@@ -118,6 +121,7 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
   return async () => {
     // Not ready, still serving for SHUTDOWN_DELAY_SECONDS, then the listeners close.
     await drain.start(logger);
+    stopHeapRelease();
     stopWorker.abort();
     await working;
     await ops.close();
