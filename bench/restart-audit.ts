@@ -109,6 +109,8 @@ export interface MemoryReport {
   readonly maxRss: number;
   /** Resident bytes by mapping (file path, `[heap]`, `[anon]`), the largest dozen; empty off Linux. */
   readonly mappings: [string, number][];
+  /** Last-resort collections the process's heap release had run so far (src/bin/heap-release.ts). */
+  readonly heapReleases: number;
 }
 
 /** What the child measured, once it was idle after the drain. */
@@ -123,7 +125,8 @@ export interface ChildReport {
   readonly memory: MemoryReport;
   /**
    * The same once the Biscuit worker has stopped for want of work (src/capability/biscuit-host.ts,
-   * about ten seconds later): what a controller at rest holds.
+   * about ten seconds later) and the process has been idle for 15 s (three of its heap release's
+   * readings): what a controller at rest holds.
    */
   readonly atRest: MemoryReport;
 }

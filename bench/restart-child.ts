@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import v8 from 'node:v8';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import { startHeapRelease } from '../src/bin/heap-release.ts';
+import { startHeapRelease, type HeapReleaseHandle } from '../src/bin/heap-release.ts';
 import { biscuitWorkers } from '../src/capability/biscuit.ts';
 import type { RunningController } from '../src/controller/manager.ts';
 import { kubeClient } from '../src/kube/index.ts';
@@ -55,6 +55,7 @@ let running: { controller: RunningController; end: () => Promise<void> } | undef
 const api: ApiWrites = { total: 0, converged: 0, backlog: 0, examples: [] };
 const vault: VaultWrites = { total: 0, converged: 0, backlog: 0 };
 const registry = new Registry();
+let heapRelease: HeapReleaseHandle | undefined;
 let counted: ReturnType<typeof countingClient>['counted'] | undefined;
 
 async function start(init: ChildInit): Promise<void> {
@@ -73,11 +74,11 @@ async function start(init: ChildInit): Promise<void> {
     watchNamespace: init.watchNamespace,
   });
   // As src/bin/controller-process.ts starts it beside the controller; its lines go to stderr.
-  const stopHeapRelease = startHeapRelease({ logger: pino({ base: null }, pino.destination(2)) });
+  heapRelease = startHeapRelease({ logger: pino({ base: null }, pino.destination(2)) });
   running = {
     controller,
     end: async () => {
-      stopHeapRelease();
+      heapRelease?.stop();
       await pool.end();
     },
   };
@@ -101,6 +102,7 @@ function memoryNow(): MemoryReport {
     rss: m.rss,
     maxRss: process.resourceUsage().maxRSS * 1024,
     mappings: residentByMapping(),
+    heapReleases: heapRelease?.releases ?? 0,
   };
 }
 
@@ -138,9 +140,11 @@ async function settle(timeoutMs: number): Promise<void> {
   );
   // Measured before any snapshot: writing one allocates about the heap's size again.
   const memory = memoryNow();
-  // Then at rest: the Biscuit worker stops after its idle time (ten seconds) without a call.
+  // Then at rest: the Biscuit worker stops after its idle time (ten seconds) without a call, and
+  // the heap release has read an idle process three times.
+  const idleUntil = Date.now() + 15_000;
   const restBy = Date.now() + 60_000;
-  while (biscuitWorkers() > 0 && Date.now() < restBy) await sleep(250);
+  while ((biscuitWorkers() > 0 || Date.now() < idleUntil) && Date.now() < restBy) await sleep(250);
   const atRest = memoryNow();
   // Diagnosis: BENCH_RESTART_HEAP_SNAPSHOT=<file> writes the idle controller's heap snapshot there
   // (Node's native objects appear in it as `Node / …` nodes with their sizes).

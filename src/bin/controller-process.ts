@@ -125,10 +125,10 @@ export async function startControllerProcess(config: Config, logger: Logger): Pr
     },
   });
   // Its heap peaks while it lists and records a large cluster, then shrinks to its cache.
-  const stopHeapRelease = startHeapRelease({ logger: logger.child({ component: 'heap' }) });
+  const heapRelease = startHeapRelease({ logger: logger.child({ component: 'heap' }) });
   logger.info({ port: ops.port }, 'controller started');
   return async () => {
-    stopHeapRelease();
+    heapRelease.stop();
     await controller.stop();
     await customers.stop();
     await signer.stop();

@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import type { Logger } from '../log/index.ts';
 
 /**
- * Gives the pages V8 no longer uses back to the kernel once the heap has shrunk.
+ * Gives the pages V8 no longer uses back to the kernel.
  *
  * V8 keeps the 256 KiB pages a garbage collection empties in a pool for reuse, resident: they leave
  * `heapTotal` but not RSS, and neither regular collections nor V8's memory reducer (which waits for
@@ -14,56 +14,80 @@ import type { Logger } from '../log/index.ts';
  * issue 29, seventh round). One process, 143 MiB of live objects: the pool held 82 MiB after a
  * regular collection, and a last-resort one gave it back in 300 ms of pause.
  *
- * So a process samples its heap size, and when it has fallen `thresholdBytes` below the largest it
- * reached since the last release, runs a last-resort collection: at most once per `minGapMs`, so the
- * pauses stay rare (the size falls that far after a large list or backlog, not in steady state).
+ * The pool is what RSS holds beyond V8's heap and external memory ("slack"), less what that was
+ * after the last release (malloc's arenas, the binary's pages, thread stacks). So a process samples
+ * the three every few seconds, and when the slack has grown `thresholdBytes` since, runs a
+ * last-resort collection while the event loop is mostly idle, or once it has grown
+ * `busyThresholdBytes` in any case; at most once per `minGapMs`, so the pauses stay rare. Slack that
+ * a release does not give back (malloc's) becomes the new baseline, so it is not chased again.
  */
 export interface HeapReleaseOptions {
   readonly logger: Logger;
-  /** How often the heap's size is read (default 10 s). */
+  /** How often memory is read (default 5 s). */
   readonly intervalMs?: number;
-  /** How far below its high-water mark the heap must fall (default 32 MiB). */
+  /** Growth of the slack that is released while idle (default 32 MiB). */
   readonly thresholdBytes?: number;
+  /** Growth of the slack that is released however busy the process is (default 128 MiB). */
+  readonly busyThresholdBytes?: number;
+  /** Event-loop utilisation over the last interval below which the process counts as idle (0.25). */
+  readonly idleBelow?: number;
   /** Least time between two releases (default 60 s). */
   readonly minGapMs?: number;
 }
 
+/** One reading of the process's memory, bytes, and its event loop's utilisation since the last. */
+export interface MemorySample {
+  readonly rss: number;
+  /** V8's committed heap (`heapTotal`). */
+  readonly heap: number;
+  readonly external: number;
+  /** 0–1: the event loop's utilisation since the previous sample. */
+  readonly busy: number;
+}
+
 /** What the policy reads and does: the process's in startHeapRelease, fakes in its unit test. */
 export interface HeapReleaseHooks {
-  /** V8's committed heap size, bytes. */
-  readonly heapSize: () => number;
+  readonly sample: () => MemorySample;
   /** Runs a last-resort collection. */
   readonly release: () => void;
   /** Milliseconds, monotonic. */
   readonly now: () => number;
 }
 
+export interface HeapReleaseLimits {
+  readonly thresholdBytes: number;
+  readonly busyThresholdBytes: number;
+  readonly idleBelow: number;
+  readonly minGapMs: number;
+}
+
 export interface HeapRelease {
-  /** Reads the heap size once and releases if the policy says so; true when it released. */
+  /** Reads memory once and releases if the policy says so; true when it released. */
   tick(): boolean;
   /** Releases done so far. */
   readonly releases: number;
 }
 
-/** The policy alone: the high-water mark since the last release, the threshold and the gap. */
-export function heapReleasePolicy(
-  hooks: HeapReleaseHooks,
-  thresholdBytes: number,
-  minGapMs: number,
-): HeapRelease {
-  let high = hooks.heapSize();
+const slackOf = (s: MemorySample): number => s.rss - s.heap - s.external;
+
+/** The policy alone: the slack's baseline, the thresholds (idle or not) and the gap. */
+export function heapReleasePolicy(hooks: HeapReleaseHooks, limits: HeapReleaseLimits): HeapRelease {
+  let base = slackOf(hooks.sample());
   let last = Number.NEGATIVE_INFINITY;
   let releases = 0;
   return {
     tick(): boolean {
-      const size = hooks.heapSize();
-      high = Math.max(high, size);
+      const sample = hooks.sample();
+      const slack = slackOf(sample);
+      // What the process gives back by itself (malloc trimming) lowers the baseline.
+      base = Math.min(base, slack);
+      const need = sample.busy < limits.idleBelow ? limits.thresholdBytes : limits.busyThresholdBytes;
       const at = hooks.now();
-      if (high - size < thresholdBytes || at - last < minGapMs) return false;
+      if (slack - base < need || at - last < limits.minGapMs) return false;
       hooks.release();
       releases += 1;
       last = at;
-      high = hooks.heapSize();
+      base = slackOf(hooks.sample());
       return true;
     },
     get releases() {
@@ -92,39 +116,63 @@ export function lastResortGc(): GcFunction | undefined {
   }
 }
 
-/** Starts the sampling in this process (unref'd: it never keeps a process alive); returns its stop. */
-export function startHeapRelease(options: HeapReleaseOptions): () => void {
+export interface HeapReleaseHandle {
+  stop(): void;
+  /** Releases done so far. */
+  readonly releases: number;
+}
+
+/** Starts the sampling in this process (unref'd: it never keeps a process alive). */
+export function startHeapRelease(options: HeapReleaseOptions): HeapReleaseHandle {
   const { logger } = options;
   const gc = lastResortGc();
   if (gc === undefined) {
     logger.warn('V8 gave no gc function: freed heap pages stay resident until the kernel needs them');
-    return () => undefined;
+    return { stop: () => undefined, releases: 0 };
   }
-  const heapSize = (): number => v8.getHeapStatistics().total_heap_size;
+  let loop = performance.eventLoopUtilization();
+  const sample = (): MemorySample => {
+    const m = process.memoryUsage();
+    const now = performance.eventLoopUtilization();
+    const busy = performance.eventLoopUtilization(now, loop).utilization;
+    loop = now;
+    return { rss: m.rss, heap: m.heapTotal, external: m.external, busy };
+  };
   const policy = heapReleasePolicy(
     {
-      heapSize,
+      sample,
       now: () => performance.now(),
       release: () => {
-        const before = { rss: process.memoryUsage.rss(), heap: heapSize() };
+        const before = process.memoryUsage();
         const t0 = performance.now();
         gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+        const pauseMs = Math.round(performance.now() - t0);
+        const after = process.memoryUsage();
         logger.info(
           {
-            pauseMs: Math.round(performance.now() - t0),
+            pauseMs,
             rssBefore: before.rss,
-            rssAfter: process.memoryUsage.rss(),
-            heapBefore: before.heap,
-            heapAfter: heapSize(),
+            rssAfter: after.rss,
+            heapBefore: before.heapTotal,
+            heapAfter: after.heapTotal,
           },
           'released freed heap pages to the kernel',
         );
       },
     },
-    options.thresholdBytes ?? 32 * 2 ** 20,
-    options.minGapMs ?? 60_000,
+    {
+      thresholdBytes: options.thresholdBytes ?? 32 * 2 ** 20,
+      busyThresholdBytes: options.busyThresholdBytes ?? 128 * 2 ** 20,
+      idleBelow: options.idleBelow ?? 0.25,
+      minGapMs: options.minGapMs ?? 60_000,
+    },
   );
-  const timer = setInterval(() => policy.tick(), options.intervalMs ?? 10_000);
+  const timer = setInterval(() => policy.tick(), options.intervalMs ?? 5_000);
   timer.unref();
-  return () => clearInterval(timer);
+  return {
+    stop: () => clearInterval(timer),
+    get releases() {
+      return policy.releases;
+    },
+  };
 }

@@ -113,7 +113,7 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
     ready,
   });
   // Large exports and queries raise its heap for a while; the pages it empties go back afterwards.
-  const stopHeapRelease = startHeapRelease({ logger: logger.child({ component: 'heap' }) });
+  const heapRelease = startHeapRelease({ logger: logger.child({ component: 'heap' }) });
   logger.info(
     { address, metricsPort: ops.port, requireSignedExports: config.SERVICE_REQUIRE_SIGNED_EXPORTS },
     'sidecar listening',
@@ -121,7 +121,7 @@ export async function startSidecarProcess(config: Config, logger: Logger): Promi
   return async () => {
     // Not ready, still serving for SHUTDOWN_DELAY_SECONDS, then the listeners close.
     await drain.start(logger);
-    stopHeapRelease();
+    heapRelease.stop();
     stopWorker.abort();
     await working;
     await ops.close();

@@ -1,74 +1,107 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { heapReleasePolicy, type HeapReleaseHooks } from '../../../src/bin/heap-release.ts';
+import { heapReleasePolicy } from '../../../src/bin/heap-release.ts';
 
 const MiB = 2 ** 20;
 
-/** A heap whose size the test sets, a clock it moves, and the releases the policy asked for. */
-function fakeHeap(start: number): HeapReleaseHooks & { size: number; at: number; released: number[] } {
-  const heap = {
-    size: start,
+const LIMITS = { thresholdBytes: 32 * MiB, busyThresholdBytes: 128 * MiB, idleBelow: 0.25, minGapMs: 60_000 };
+
+/**
+ * A process whose memory the test sets: `pool` is what V8 keeps beyond its heap, `other` what
+ * malloc holds; a release gives the pool back (not malloc's). A clock the test moves.
+ */
+function fakeProcess() {
+  const p = {
+    heap: 50 * MiB,
+    pool: 0,
+    other: 100 * MiB,
+    external: 10 * MiB,
+    busy: 0,
     at: 0,
     released: [] as number[],
-    heapSize: () => heap.size,
-    now: () => heap.at,
+    sample: () => ({
+      rss: p.heap + p.pool + p.other + p.external,
+      heap: p.heap,
+      external: p.external,
+      busy: p.busy,
+    }),
+    now: () => p.at,
     release: () => {
-      heap.released.push(heap.at);
-      heap.size = Math.min(heap.size, 20 * MiB);
+      p.released.push(p.at);
+      p.pool = 0;
     },
   };
-  return heap;
+  return p;
 }
 
 describe('heapReleasePolicy', () => {
-  it('releases once the heap has fallen the threshold below its high-water mark, not before', () => {
-    const heap = fakeHeap(40 * MiB);
-    const policy = heapReleasePolicy(heap, 32 * MiB, 60_000);
-    for (const size of [80, 120, 150, 130, 119]) {
-      heap.size = size * MiB;
-      heap.at += 10_000;
+  it('releases when the memory beyond heap and external has grown the threshold, idle', () => {
+    const p = fakeProcess();
+    const policy = heapReleasePolicy(p, LIMITS);
+    // The heap and external memory may grow as they like: that is not slack.
+    for (const [heap, external, pool] of [
+      [80, 10, 0],
+      [150, 40, 0],
+      [120, 40, 30],
+      [100, 20, 31],
+    ]) {
+      p.heap = heap! * MiB;
+      p.external = external! * MiB;
+      p.pool = pool! * MiB;
+      p.at += 5_000;
       expect(policy.tick()).toBe(false);
     }
-    heap.size = 118 * MiB; // 32 MiB below the 150 MiB mark
-    heap.at += 10_000;
+    p.pool = 32 * MiB;
+    p.at += 5_000;
     expect(policy.tick()).toBe(true);
-    expect(heap.released).toEqual([heap.at]);
+    expect(p.released).toEqual([p.at]);
     expect(policy.releases).toBe(1);
   });
 
-  it('measures the next fall from the size after a release, and keeps the gap between releases', () => {
-    const heap = fakeHeap(200 * MiB);
-    const policy = heapReleasePolicy(heap, 32 * MiB, 60_000);
-    heap.size = 100 * MiB;
-    heap.at = 1_000;
-    expect(policy.tick()).toBe(true); // 200 → 100, released down to 20
-    // Back to where it was released from, then down again: no fall from a mark it never reached.
-    heap.size = 40 * MiB;
-    heap.at = 30_000;
+  it('waits for an idle event loop unless the slack has grown the busy threshold', () => {
+    const p = fakeProcess();
+    const policy = heapReleasePolicy(p, LIMITS);
+    p.busy = 0.9;
+    p.pool = 100 * MiB;
+    p.at = 5_000;
     expect(policy.tick()).toBe(false);
-    // Up and down by more than the threshold, but within the gap: wait.
-    heap.size = 90 * MiB;
-    heap.at = 40_000;
-    expect(policy.tick()).toBe(false);
-    heap.size = 50 * MiB;
-    heap.at = 50_000;
-    expect(policy.tick()).toBe(false);
-    // The gap is over and the fall from 90 MiB still stands.
-    heap.at = 61_000;
+    p.pool = 128 * MiB;
+    p.at = 10_000;
     expect(policy.tick()).toBe(true);
-    expect(heap.released).toEqual([1_000, 61_000]);
+    p.pool = 40 * MiB;
+    p.at = 80_000;
+    expect(policy.tick()).toBe(false); // busy, under 128 MiB
+    p.busy = 0.1;
+    p.at = 85_000;
+    expect(policy.tick()).toBe(true);
+    expect(p.released).toEqual([10_000, 85_000]);
   });
 
-  it('never releases while the heap only grows or stays', () => {
-    const heap = fakeHeap(10 * MiB);
-    const policy = heapReleasePolicy(heap, 1, 0);
-    for (let i = 0; i < 50; i++) {
-      heap.size += i % 3 === 0 ? 0 : MiB;
-      heap.at += 1_000;
-      expect(policy.tick()).toBe(false);
-    }
-    expect(policy.releases).toBe(0);
+  it('keeps the gap between releases, and does not chase what a release cannot give back', () => {
+    const p = fakeProcess();
+    const policy = heapReleasePolicy(p, LIMITS);
+    p.pool = 40 * MiB;
+    p.at = 1_000;
+    expect(policy.tick()).toBe(true);
+    p.pool = 40 * MiB;
+    p.at = 50_000;
+    expect(policy.tick()).toBe(false); // within the gap
+    // malloc grew by 50 MiB at the same time as the pool: one release, and malloc's part becomes
+    // the baseline (a release leaves it), so the next minute brings no second one.
+    p.other += 50 * MiB;
+    p.at = 61_000;
+    expect(policy.tick()).toBe(true);
+    p.at = 130_000;
+    expect(policy.tick()).toBe(false);
+    // Memory given back by other means lowers the baseline; growth is counted from there.
+    p.other -= 60 * MiB;
+    p.at = 200_000;
+    expect(policy.tick()).toBe(false);
+    p.pool = 32 * MiB;
+    p.at = 205_000;
+    expect(policy.tick()).toBe(true);
+    expect(p.released).toEqual([1_000, 61_000, 205_000]);
   });
 });
 
@@ -104,7 +137,11 @@ describe('releasing freed heap pages in a real process', () => {
       ].join('\n'),
     );
     expect(got).toMatchObject({ global: 'undefined', context: 'undefined' });
-    const { rssFull, rssRegular, rssReleased } = got as Record<string, number>;
+    const { rssFull, rssRegular, rssReleased } = got as {
+      rssFull: number;
+      rssRegular: number;
+      rssReleased: number;
+    };
     // The regular collection freed the objects but kept (most of) their pages resident; the
     // last-resort one returned at least 32 MiB of them (about 100 MiB on the machine that wrote this).
     expect(rssFull - rssReleased).toBeGreaterThan(32 * MiB);
@@ -116,13 +153,14 @@ describe('releasing freed heap pages in a real process', () => {
       [
         'const lines = [];',
         'const logger = { info: (fields, msg) => lines.push({ ...fields, msg }), warn: (msg) => lines.push({ msg }) };',
-        // It reads the heap at its largest; a regular major collection (what V8 runs by itself as
-        // a process allocates) then shrinks it, and the sampler must see the fall and release.
-        'const stop = startHeapRelease({ logger, intervalMs: 20, thresholdBytes: 16 * 2 ** 20, minGapMs: 0 });',
+        // It reads memory with the heap at its largest; a regular major collection (what V8 runs by
+        // itself as a process allocates) then empties pages into the pool, and the sampler must see
+        // RSS stay while the heap falls, and release once the process idles.
+        'const release = startHeapRelease({ logger, intervalMs: 20, thresholdBytes: 16 * 2 ** 20, minGapMs: 0 });',
         "lastResortGc()({ type: 'major', execution: 'sync', flavor: 'regular' });",
         'const until = Date.now() + 20_000;',
         'while (lines.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));',
-        'stop();',
+        'release.stop();',
         'process.stdout.write(JSON.stringify({ rssFull, line: lines[0] ?? null }));',
       ].join('\n'),
     );
