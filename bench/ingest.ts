@@ -9,8 +9,15 @@
  * rows it stored (`COPY (SELECT …) TO STDOUT`, same ids, seq and chain links) and copies them into
  * the twin database; the two tables therefore grow in lockstep and index sizes match in every round.
  * The ratio is the median over rounds of full-path rate ÷ raw COPY rate.
+ *
+ * With BENCH_INGEST_LAYOUT=shared there is no twin: the raw side copies the exported rows, re-chained
+ * to continue at the head (rechainRows), into the very vault the full path writes, right after each
+ * round. Both sides then write into one table, one set of indexes and one buffer cache, and a
+ * prefilled vault needs its disk once instead of twice (10 million records: ~31 GB, not ~62).
  */
-import { randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
+import { statfs } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { finished } from 'node:stream/promises';
 import { setImmediate } from 'node:timers/promises';
 import type pg from 'pg';
@@ -19,6 +26,7 @@ import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type NewAttestation } from '../src/vault/index.ts';
 import { ATTESTATION_TABLE_COLUMNS } from '../src/vault/rows.ts';
+import { UuidV7Generator } from '../src/vault/uuidv7.ts';
 import {
   adminClient,
   fmtCount,
@@ -61,6 +69,95 @@ export function ingestPrefill(raw = process.env.BENCH_INGEST_PREFILL): number {
   }
   return n;
 }
+
+/**
+ * BENCH_INGEST_LAYOUT: `twin` (default) writes the raw side into a second database; `shared` into
+ * the full path's own vault (see the file comment). Anything else is an error naming the variable.
+ */
+export function ingestLayout(raw = process.env.BENCH_INGEST_LAYOUT): 'twin' | 'shared' {
+  if (raw === undefined || raw === '' || raw === 'twin') return 'twin';
+  if (raw === 'shared') return 'shared';
+  throw new Error(`BENCH_INGEST_LAYOUT must be twin or shared, got ${JSON.stringify(raw)}`);
+}
+
+/** Disk a prefilled record takes in one vault, heap (TOAST included) and indexes (docs/sizing.md). */
+const PREFILL_BYTES_PER_RECORD = 3200;
+/** Left free besides: WAL, the rounds' rows, the stack's logs. */
+const DISK_MARGIN = 5 * 1024 ** 3;
+
+/**
+ * Refuses a prefill the disk under the stack cannot hold (a full disk stops PostgreSQL midway, and
+ * whatever else writes there), naming what it needs and what is free.
+ */
+export function checkPrefillDisk(prefill: number, vaults: number, freeBytes: number): void {
+  const need = prefill * PREFILL_BYTES_PER_RECORD * vaults + DISK_MARGIN;
+  if (prefill > 0 && freeBytes < need) {
+    const gb = (n: number): string => `${(n / 1024 ** 3).toFixed(1)} GiB`;
+    throw new Error(
+      `BENCH_INGEST_PREFILL=${prefill} needs about ${gb(need)} free under ${tmpdir()} ` +
+        `(${vaults} vault(s) × ${PREFILL_BYTES_PER_RECORD} B a record, plus ${gb(DISK_MARGIN)}); ${gb(freeBytes)} is free` +
+        (vaults > 1 ? ': BENCH_INGEST_LAYOUT=shared needs half' : ''),
+    );
+  }
+}
+
+/** The chain head of a vault (table vault_head): where the next rows must continue. */
+export interface ChainHead {
+  readonly seq: number;
+  readonly id: string;
+  readonly digest: string;
+  readonly createdAt: Date;
+}
+
+const COLUMN = Object.fromEntries(ATTESTATION_TABLE_COLUMNS.split(', ').map((c, i) => [c, i]));
+
+/**
+ * The shared layout's raw rows: `lines` (COPY text rows of ATTESTATION_TABLE_COLUMNS, as
+ * exportRows gives them) re-chained to continue at `head`, with ids after the head's from `ids`,
+ * the next seqs, prev_digest links, a digest of their own (the column is UNIQUE: the row's digest
+ * hashed with `:raw`) and `created_at` no earlier than the head's. Every other column keeps its
+ * bytes, so the raw side copies rows of the same shapes and sizes as the full path stored. The
+ * vault's insert trigger (migration 0008) checks the links as it does for an append.
+ */
+export function rechainRows(
+  lines: readonly string[],
+  head: ChainHead,
+  ids: UuidV7Generator,
+  now: Date = new Date(),
+): { text: string; head: ChainHead } {
+  const createdAt = now > head.createdAt ? now : head.createdAt;
+  const at = createdAt.toISOString();
+  let { seq, id, digest } = head;
+  const out: string[] = [];
+  for (const line of lines) {
+    const f = line.split('\t');
+    if (f.length !== Object.keys(COLUMN).length) throw new Error(`a COPY row has ${f.length} columns: ${line.slice(0, 80)}`);
+    seq += 1;
+    id = ids.next(id);
+    f[COLUMN.id!] = id;
+    f[COLUMN.seq!] = String(seq);
+    f[COLUMN.prev_digest!] = digest;
+    digest = `sha256:${hash('sha256', `${f[COLUMN.digest!]}:raw`)}`;
+    f[COLUMN.digest!] = digest;
+    f[COLUMN.created_at!] = at;
+    out.push(f.join('\t'));
+  }
+  return { text: out.length > 0 ? `${out.join('\n')}\n` : '', head: { seq, id, digest, createdAt } };
+}
+
+/** The head of the vault `client` is connected to. */
+async function chainHead(client: pg.Client): Promise<ChainHead> {
+  const { rows } = await client.query<{
+    last_seq: string;
+    last_id: string | null;
+    last_digest: string;
+    last_created_at: Date | null;
+  }>('SELECT last_seq, last_id, last_digest, last_created_at FROM vault_head');
+  const r = rows[0];
+  if (r === undefined || r.last_id === null || r.last_created_at === null) throw new Error('the vault has no head row');
+  return { seq: Number(r.last_seq), id: r.last_id, digest: r.last_digest, createdAt: r.last_created_at };
+}
+
 const PACKS = [
   { name: 'baseline', version: '1.0.0' },
   { name: 'strict', version: '2.1.0' },
@@ -119,13 +216,14 @@ export const ingestBenchmark: Benchmark = {
   async run(ctx) {
     const batchesPerRound = Math.max(1, Math.round((40 * ctx.scale) / ROUNDS));
     const prefill = ingestPrefill();
+    const layout = ingestLayout();
+    const disk = await statfs(tmpdir());
+    checkPrefillDisk(prefill, layout === 'shared' ? 1 : 2, disk.bavail * disk.bsize);
     await ctx.stack();
-    const [fullUrl, rawUrl] = await Promise.all([
-      ctx.freshDatabase('ingest_full'),
-      ctx.freshDatabase('ingest_raw'),
-    ]);
+    const fullUrl = await ctx.freshDatabase('ingest_full');
+    const rawUrl = layout === 'shared' ? fullUrl : await ctx.freshDatabase('ingest_raw');
     await migrate(fullUrl);
-    await migrate(rawUrl);
+    if (layout === 'twin') await migrate(rawUrl);
     // ECDSA P-256 leaf under a dev CA: the service's default signer.
     const pki = await generateDevPki();
     const signer = signerFromPem(pki);
@@ -159,7 +257,12 @@ export const ingestBenchmark: Benchmark = {
     const rawClient = await rawPool.connect();
     const releaseRaw = ctx.track(() => rawClient.release());
     let storedSeq = 0;
-    if (prefill > 0) {
+    if (prefill > 0 && layout === 'shared') {
+      ctx.log(`ingest: prefilling the one vault with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL, shared layout)`);
+      await loadRows(ctx, fullUrl, prefill, fixtureRowSource(signer).rowAt, 'ingest prefill');
+      storedSeq = prefill;
+      await exporter.query('ANALYZE attestations');
+    } else if (prefill > 0) {
       // The same rows in both (ids, seq, chain links): the twin is exported from the full side.
       ctx.log(`ingest: prefilling both vaults with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL)`);
       await loadRows(ctx, fullUrl, prefill, fixtureRowSource(signer).rowAt, 'ingest prefill');
@@ -168,6 +271,7 @@ export const ingestBenchmark: Benchmark = {
       const rawAdmin = await adminClient(ctx, rawUrl);
       await Promise.all([exporter.query('ANALYZE attestations'), rawAdmin.query('ANALYZE attestations')]);
     }
+    const rawIds = new UuidV7Generator();
     interface RoundResult {
       /** Rows through each full-path mode (the raw side copies all three: 3 × rows). */
       rows: number;
@@ -236,9 +340,20 @@ export const ingestBenchmark: Benchmark = {
       const threadedMs = performance.now() - tt;
       const rows = batches * BATCH;
       const lines = await exportRows(exporter, storedSeq, storedSeq + 3 * rows);
-      storedSeq += 3 * rows;
       const texts: string[] = [];
-      for (let i = 0; i < lines.length; i += BATCH) texts.push(lines.slice(i, i + BATCH).join('\n') + '\n');
+      if (layout === 'shared') {
+        // Prepared before the clock starts, as the twin's texts are: the raw side times COPY only.
+        let head = await chainHead(exporter);
+        for (let i = 0; i < lines.length; i += BATCH) {
+          const next = rechainRows(lines.slice(i, i + BATCH), head, rawIds);
+          texts.push(next.text);
+          head = next.head;
+        }
+        storedSeq += 6 * rows;
+      } else {
+        for (let i = 0; i < lines.length; i += BATCH) texts.push(lines.slice(i, i + BATCH).join('\n') + '\n');
+        storedSeq += 3 * rows;
+      }
       const tr = performance.now();
       for (const text of texts) await copyBatch(rawClient, text, BATCH);
       // Per `rows` rows, comparable with each mode.
@@ -271,7 +386,10 @@ export const ingestBenchmark: Benchmark = {
       const sec = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
       printTable(
         `ingest — attestations/s, batches of ${BATCH}, median of ${ROUNDS} rounds (${fmtCount(rows)} rows per ` +
-          `full-path mode, ${fmtCount(3 * rows)} raw), into vaults prefilled with ${fmtCount(prefill)} records`,
+          `full-path mode, ${fmtCount(3 * rows)} raw), ` +
+          (layout === 'shared'
+            ? `both into one vault prefilled with ${fmtCount(prefill)} records`
+            : `into vaults prefilled with ${fmtCount(prefill)} records`),
         ['case', 'time', 'rows/s', 'ratio vs raw COPY', 'goal', 'verdict'],
         [
           [

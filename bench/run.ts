@@ -60,6 +60,7 @@ function usage(): string {
     'env: BENCH_SCALE=<number> (default 1) scales rows and measuring time; 10 loads 10M query rows.',
     '     BENCH_HTTP_CLIENT=http|fetch (default http): HTTP client of the query and get benchmarks.',
     '     BENCH_INGEST_PREFILL=<records> (default 0): ingest measured into vaults already holding them.',
+    '     BENCH_INGEST_LAYOUT=twin|shared (default twin): raw COPY into a twin database, or into the same vault.',
     '     BENCH_OPERATOR_BASELINE=<checkout>: the controller operator-compare measures this one against',
     '     (operator-compare runs only when named).',
     '     BENCH_OPERATOR_ROUNDS, BENCH_PPROF_DIR (+ STACK_KUBE_PROFILING=1), BENCH_CANDIDATE_WITHOUT:',

@@ -45,7 +45,7 @@ interface BenchRun {
   seconds: number;
 }
 
-function runBench(names: readonly string[]): Promise<BenchRun> {
+function runBench(names: readonly string[], env: Record<string, string> = {}): Promise<BenchRun> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(process.execPath, [join(repoRoot, 'bench/run.ts'), ...names], {
@@ -57,6 +57,7 @@ function runBench(names: readonly string[]): Promise<BenchRun> {
         BENCH_OPERATOR_ROUNDS: '1',
         // The prefilled-vault path of ingest (a real run uses millions).
         BENCH_INGEST_PREFILL: String(PREFILL),
+        ...env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -133,5 +134,23 @@ describe(`every benchmark runs at BENCH_SCALE=${SCALE} and prints its table`, ()
 
   it('ends with the summary table', () => {
     expect(run.stdout).toMatch(/\nSummary \(BENCH_SCALE=0\.05, \d+ s; verdicts are informational\)\n/);
+  });
+});
+
+describe('ingest with BENCH_INGEST_LAYOUT=shared (raw COPY into the full path\'s own vault)', () => {
+  let run: BenchRun;
+
+  beforeAll(async () => {
+    run = await runBench(['ingest'], { BENCH_INGEST_LAYOUT: 'shared' });
+  }, RUN_TIMEOUT_MS + 120_000);
+
+  it('exits 0 and prints its table, both sides in one prefilled vault', () => {
+    expect({ code: run.code, signal: run.signal }, run.stderr.slice(-4000)).toEqual({ code: 0, signal: null });
+    expect(tablesOf(run.stdout, 'ingest'), run.stdout.slice(-3000)).not.toEqual([]);
+    // The raw side's re-chained rows went through the vault's insert trigger, which refuses any
+    // row that does not continue the chain at the head: a broken rechainRows fails the run above.
+    expect(run.stderr).toContain(`prefilling the one vault with ${PREFILL.toLocaleString('en-US')} records`);
+    expect(run.stdout).toContain(`both into one vault prefilled with ${PREFILL.toLocaleString('en-US')} records`);
+    expect(run.stderr).not.toContain('copied into the twin');
   });
 });
