@@ -131,7 +131,8 @@ export function rechainRows(
   const out: string[] = [];
   for (const line of lines) {
     const f = line.split('\t');
-    if (f.length !== Object.keys(COLUMN).length) throw new Error(`a COPY row has ${f.length} columns: ${line.slice(0, 80)}`);
+    if (f.length !== Object.keys(COLUMN).length)
+      throw new Error(`a COPY row has ${f.length} columns: ${line.slice(0, 80)}`);
     seq += 1;
     id = ids.next(id);
     f[COLUMN.id!] = id;
@@ -154,7 +155,8 @@ async function chainHead(client: pg.Client): Promise<ChainHead> {
     last_created_at: Date | null;
   }>('SELECT last_seq, last_id, last_digest, last_created_at FROM vault_head');
   const r = rows[0];
-  if (r === undefined || r.last_id === null || r.last_created_at === null) throw new Error('the vault has no head row');
+  if (r === undefined || r.last_id === null || r.last_created_at === null)
+    throw new Error('the vault has no head row');
   return { seq: Number(r.last_seq), id: r.last_id, digest: r.last_digest, createdAt: r.last_created_at };
 }
 
@@ -258,7 +260,9 @@ export const ingestBenchmark: Benchmark = {
     const releaseRaw = ctx.track(() => rawClient.release());
     let storedSeq = 0;
     if (prefill > 0 && layout === 'shared') {
-      ctx.log(`ingest: prefilling the one vault with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL, shared layout)`);
+      ctx.log(
+        `ingest: prefilling the one vault with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL, shared layout)`,
+      );
       await loadRows(ctx, fullUrl, prefill, fixtureRowSource(signer).rowAt, 'ingest prefill');
       storedSeq = prefill;
       await exporter.query('ANALYZE attestations');

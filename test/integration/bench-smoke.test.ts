@@ -137,7 +137,7 @@ describe(`every benchmark runs at BENCH_SCALE=${SCALE} and prints its table`, ()
   });
 });
 
-describe('ingest with BENCH_INGEST_LAYOUT=shared (raw COPY into the full path\'s own vault)', () => {
+describe("ingest with BENCH_INGEST_LAYOUT=shared (raw COPY into the full path's own vault)", () => {
   let run: BenchRun;
 
   beforeAll(async () => {
@@ -145,12 +145,17 @@ describe('ingest with BENCH_INGEST_LAYOUT=shared (raw COPY into the full path\'s
   }, RUN_TIMEOUT_MS + 120_000);
 
   it('exits 0 and prints its table, both sides in one prefilled vault', () => {
-    expect({ code: run.code, signal: run.signal }, run.stderr.slice(-4000)).toEqual({ code: 0, signal: null });
+    expect({ code: run.code, signal: run.signal }, run.stderr.slice(-4000)).toEqual({
+      code: 0,
+      signal: null,
+    });
     expect(tablesOf(run.stdout, 'ingest'), run.stdout.slice(-3000)).not.toEqual([]);
     // The raw side's re-chained rows went through the vault's insert trigger, which refuses any
     // row that does not continue the chain at the head: a broken rechainRows fails the run above.
     expect(run.stderr).toContain(`prefilling the one vault with ${PREFILL.toLocaleString('en-US')} records`);
-    expect(run.stdout).toContain(`both into one vault prefilled with ${PREFILL.toLocaleString('en-US')} records`);
+    expect(run.stdout).toContain(
+      `both into one vault prefilled with ${PREFILL.toLocaleString('en-US')} records`,
+    );
     expect(run.stderr).not.toContain('copied into the twin');
   });
 });

@@ -11,7 +11,8 @@ const hex = (c: string): string => `sha256:${c.repeat(64)}`;
 function row(k: number): string {
   return COLUMNS.map((c) => {
     if (c === 'digest') return hex((k % 10).toString());
-    if (c === 'envelope') return `{"payload":"cm93${k}","payloadType":"application/vnd.in-toto+json","signatures":[]}`;
+    if (c === 'envelope')
+      return `{"payload":"cm93${k}","payloadType":"application/vnd.in-toto+json","signatures":[]}`;
     if (c === 'subjects') return `{run:${k},"a\\\\tb"}`;
     return `${c}-${k}`;
   }).join('\t');
@@ -38,7 +39,8 @@ describe('rechainRows (the shared layout of the ingest benchmark)', () => {
     expect([head.id, ...ids]).toEqual([head.id, ...ids].sort());
     expect(new Set([head.id, ...ids]).size).toBe(5);
     expect(fields[0]![col('prev_digest')]).toBe(head.digest);
-    for (let i = 1; i < fields.length; i++) expect(fields[i]![col('prev_digest')]).toBe(fields[i - 1]![col('digest')]);
+    for (let i = 1; i < fields.length; i++)
+      expect(fields[i]![col('prev_digest')]).toBe(fields[i - 1]![col('digest')]);
     expect(next).toEqual({ seq: 45, id: ids[3], digest: fields[3]![col('digest')], createdAt: now });
   });
 
@@ -71,7 +73,12 @@ describe('rechainRows (the shared layout of the ingest benchmark)', () => {
 
 describe('BENCH_INGEST_LAYOUT and the prefill disk check', () => {
   it('reads twin (the default) and shared, and names the variable otherwise', () => {
-    expect([undefined, '', 'twin', 'shared'].map((v) => ingestLayout(v))).toEqual(['twin', 'twin', 'twin', 'shared']);
+    expect([undefined, '', 'twin', 'shared'].map((v) => ingestLayout(v))).toEqual([
+      'twin',
+      'twin',
+      'twin',
+      'shared',
+    ]);
     expect(() => ingestLayout('Shared')).toThrow('BENCH_INGEST_LAYOUT must be twin or shared, got "Shared"');
   });
 
