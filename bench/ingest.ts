@@ -109,7 +109,8 @@ export interface ChainHead {
   readonly createdAt: Date;
 }
 
-const COLUMN = Object.fromEntries(ATTESTATION_TABLE_COLUMNS.split(', ').map((c, i) => [c, i]));
+const COLUMN_NAMES = ATTESTATION_TABLE_COLUMNS.split(', ');
+const COLUMN = Object.fromEntries(COLUMN_NAMES.map((c, i) => [c, i]));
 
 /**
  * The shared layout's raw rows: `lines` (COPY text rows of ATTESTATION_TABLE_COLUMNS, as
@@ -131,7 +132,7 @@ export function rechainRows(
   const out: string[] = [];
   for (const line of lines) {
     const f = line.split('\t');
-    if (f.length !== Object.keys(COLUMN).length)
+    if (f.length !== COLUMN_NAMES.length)
       throw new Error(`a COPY row has ${f.length} columns: ${line.slice(0, 80)}`);
     seq += 1;
     id = ids.next(id);
@@ -259,21 +260,18 @@ export const ingestBenchmark: Benchmark = {
     const rawClient = await rawPool.connect();
     const releaseRaw = ctx.track(() => rawClient.release());
     let storedSeq = 0;
-    if (prefill > 0 && layout === 'shared') {
+    if (prefill > 0) {
       ctx.log(
-        `ingest: prefilling the one vault with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL, shared layout)`,
+        layout === 'shared'
+          ? `ingest: prefilling the one vault with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL, shared layout)`
+          : `ingest: prefilling both vaults with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL)`,
       );
       await loadRows(ctx, fullUrl, prefill, fixtureRowSource(signer).rowAt, 'ingest prefill');
       storedSeq = prefill;
-      await exporter.query('ANALYZE attestations');
-    } else if (prefill > 0) {
       // The same rows in both (ids, seq, chain links): the twin is exported from the full side.
-      ctx.log(`ingest: prefilling both vaults with ${fmtCount(prefill)} records (BENCH_INGEST_PREFILL)`);
-      await loadRows(ctx, fullUrl, prefill, fixtureRowSource(signer).rowAt, 'ingest prefill');
-      await copyPrefill(ctx, exporter, rawClient, prefill);
-      storedSeq = prefill;
-      const rawAdmin = await adminClient(ctx, rawUrl);
-      await Promise.all([exporter.query('ANALYZE attestations'), rawAdmin.query('ANALYZE attestations')]);
+      if (layout === 'twin') await copyPrefill(ctx, exporter, rawClient, prefill);
+      const admins = layout === 'twin' ? [exporter, await adminClient(ctx, rawUrl)] : [exporter];
+      await Promise.all(admins.map((c) => c.query('ANALYZE attestations')));
     }
     const rawIds = new UuidV7Generator();
     interface RoundResult {
