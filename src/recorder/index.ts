@@ -52,7 +52,17 @@ export {
   type TimestampMetadata,
 } from './aibom.ts';
 export { currentMetadata, latestRepair, pendingRepair } from './metadata.ts';
-export { claimOf, lossMessage, lossRow, lostRecords, type RecordLoss, type RunClaim } from './losses.ts';
+export {
+  claimOf,
+  lossMessage,
+  lossRow,
+  lostRecords,
+  supersededLoss,
+  supersededMessage,
+  type RecordLoss,
+  type RunClaim,
+  type SupersededLoss,
+} from './losses.ts';
 export { RecordError, type RecordErrorCode } from './errors.ts';
 export { aibomKey, finishedSteps, stepKey, terminalKey } from './extract.ts';
 export { sealRecord, type RecordMeta } from './seal.ts';

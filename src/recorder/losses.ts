@@ -117,17 +117,59 @@ export function lossRow(loss: RecordLoss, detectedBy: string): NewLoss {
   };
 }
 
+/** How every loss sentence ends: what was done, and what cannot be undone. */
+const REPAIRED =
+  '. Recorded again from the Run; the lost ids stay unresolvable wherever they were handed out ' +
+  '(the earlier AIBOM, its C2PA manifest, exports, receipts), and a new AIBOM supersedes the lost one ' +
+  '(docs/failover.md)';
+
+/** The first ids a loss names, for its sentence (empty when none). */
+function goneIds(ids: readonly string[]): string {
+  if (ids.length === 0) return '';
+  return `; ids no longer in the vault: ${ids.slice(0, 8).join(', ')}${ids.length > 8 ? ', …' : ''}`;
+}
+
 /** One sentence for the Run's condition and Event: what was lost, what is done, what cannot be. */
 export function lossMessage(loss: RecordLoss, lossId: string): string {
   const lost = Math.max(loss.claim.count - loss.held, loss.missingIds.length);
-  const ids = loss.missingIds.slice(0, 8).join(', ') + (loss.missingIds.length > 8 ? ', …' : '');
   return (
     `the vault lost ${lost} acknowledged record(s) of this run (loss ${lossId}: the status showed ` +
     `${loss.claim.count}, the vault holds ${loss.held})` +
-    (loss.missingIds.length > 0 ? `; ids no longer in the vault: ${ids}` : '') +
+    goneIds(loss.missingIds) +
     (loss.aibomLost && loss.claim.aibom ? `; AIBOM ${loss.claim.aibom.digest} has no record any more` : '') +
-    '. Recorded again from the Run; the lost ids stay unresolvable wherever they were handed out ' +
-    '(the earlier AIBOM, its C2PA manifest, exports, receipts), and a new AIBOM supersedes the lost one ' +
-    '(docs/failover.md)'
+    REPAIRED
+  );
+}
+
+/** What an AIBOM's metadata says of the lost AIBOM it supersedes (aibom.ts, `supersedes`). */
+export interface SupersededLoss {
+  readonly digest: string;
+  readonly loss_id: string;
+  readonly lost_attestation_ids: readonly string[];
+}
+
+/**
+ * The loss an AIBOM record names (`supersedes`), when it supersedes one the vault lost; null
+ * otherwise. The record is in the vault, so the loss stays known when only the bucket showed it
+ * (the status naming the lost AIBOM was never written) and the reconcile that found it could not
+ * say it on the Run.
+ */
+export function supersededLoss(aibom: ArtifactRecord | null): SupersededLoss | null {
+  const s = (aibom?.metadata as { supersedes?: Partial<SupersededLoss> } | undefined)?.supersedes;
+  if (typeof s?.digest !== 'string' || typeof s.loss_id !== 'string') return null;
+  return {
+    digest: s.digest,
+    loss_id: s.loss_id,
+    lost_attestation_ids: Array.isArray(s.lost_attestation_ids) ? s.lost_attestation_ids : [],
+  };
+}
+
+/** The sentence of a loss only the bucket showed (an AIBOM whose record the vault lost), as lossMessage's. */
+export function supersededMessage(s: SupersededLoss): string {
+  return (
+    `the vault lost the record of this run's AIBOM ${s.digest} (loss ${s.loss_id}: its metadata copy ` +
+    `was found in the bucket)` +
+    goneIds(s.lost_attestation_ids) +
+    REPAIRED
   );
 }

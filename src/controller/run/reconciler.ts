@@ -1,9 +1,11 @@
-import { EventReasons, FINALIZER, Reasons } from '../../crd/reasons.ts';
+import { ConditionTypes, EventReasons, FINALIZER, Reasons } from '../../crd/reasons.ts';
 import { isTerminal, type AttestationResources, type Run, type RunStatus } from '../../crd/run.ts';
 import type { Logger } from '../../log/index.ts';
 import {
   lossMessage,
   lostRecords,
+  supersededLoss,
+  supersededMessage,
   terminalKey,
   type RecordLoss,
   type Recorder,
@@ -252,12 +254,17 @@ async function converge(
   // the cached copy is the Run the terminal records and the AIBOM are made from; no live GET.
   const todo = plan(run, observed, r.limits);
   const after = isEmpty(todo) ? observed : await act(r, known, todo, observed);
-  const recorded: Known = { ...known, terminalRecorded: known.terminalRecorded === true || todo.terminal };
+  const said = lost ?? bucketLoss(run, after.aibom);
+  const recorded: Known = {
+    ...known,
+    lost: said,
+    terminalRecorded: known.terminalRecorded === true || todo.terminal,
+  };
   const { left, state } = await attempt(r, recorded, () =>
     writeAttestationResources(r.deps.api, run, after.attestations, {
       limits: r.limits,
       deleting: r.deleting,
-      lost: lost !== undefined,
+      lost: said !== undefined,
       policy: r.deps.resources,
       aibom: after.aibom,
       now: r.now(),
@@ -266,7 +273,19 @@ async function converge(
     }),
   );
   if (todo.more || left) return { more: true };
-  return finish(r, run, after, lost, state);
+  return finish(r, run, after, said, state);
+}
+
+/**
+ * The loss the Run's AIBOM record names (it supersedes an AIBOM whose record the vault lost, found
+ * in the bucket), while the Run does not say one yet: only the bucket showed it when the status
+ * naming the lost AIBOM was never written (the database went away first). Read from the record,
+ * not from the reconcile that found it, so a retry after a failed status write still says it.
+ */
+function bucketLoss(run: Run, aibom: ArtifactRecord | null): string | undefined {
+  if (run.status?.conditions?.some((c) => c.type === ConditionTypes.RecordsLost)) return undefined;
+  const superseded = supersededLoss(aibom);
+  return superseded === null ? undefined : supersededMessage(superseded);
 }
 
 /**
@@ -280,7 +299,7 @@ async function act(r: Reconciling, known: Known, todo: Plan, observed: Observed)
   // The terminal records are stored once recordRecords returned (its last act).
   const recorded: Known = { ...known, terminalRecorded: known.terminalRecorded === true || todo.terminal };
   return attempt(r, recorded, async () => {
-    if (todo.aibom) await recordAibom(deps, run, told);
+    if (todo.aibom) await recordAibom(deps, run, told, known.lost !== undefined);
     if (todo.repair !== null && observed.aibom !== null)
       await repairManifest(deps, run, observed, observed.aibom, todo.repair, r.now());
     return gather(deps.vault, run);
@@ -309,27 +328,31 @@ export async function recordRecords(
 /**
  * Records the Run's AIBOM (the recorder makes, stores and seals it); when this call created it, its
  * time is observed and it is noted for the Event, and a Warning says which lost AIBOM it supersedes.
+ * A loss only the bucket showed gets its RecordsLost Warning here too, unless `lossTold` (the
+ * reconcile told a loss the status showed).
  */
 export async function recordAibom(
   deps: Pick<RunReconcilerDeps, 'api' | 'recorder' | 'observeAibom'>,
   run: Run,
   told: Telling,
+  lossTold = false,
 ): Promise<void> {
   const t0 = performance.now();
   const { artifact, created } = await deps.recorder.recordAibom(run);
   if (!created) return;
   deps.observeAibom?.((performance.now() - t0) / 1000);
   told.note(`AIBOM ${artifact.digest} stored at ${artifact.objectKey}`, EventReasons.AIBOMRecorded);
-  const superseded = (artifact.metadata as { supersedes?: { digest: string; loss_id: string } }).supersedes;
-  if (superseded) {
-    await deps.api.event(
-      run,
-      'Warning',
-      EventReasons.AIBOMSuperseded,
-      `AIBOM ${artifact.digest} supersedes AIBOM ${superseded.digest}, whose record the vault lost ` +
-        `(loss ${superseded.loss_id}); the earlier one is kept in the bucket and is no longer served`,
-    );
-  }
+  const superseded = supersededLoss(artifact);
+  if (superseded === null) return;
+  await deps.api.event(
+    run,
+    'Warning',
+    EventReasons.AIBOMSuperseded,
+    `AIBOM ${artifact.digest} supersedes AIBOM ${superseded.digest}, whose record the vault lost ` +
+      `(loss ${superseded.loss_id}); the earlier one is kept in the bucket and is no longer served`,
+  );
+  if (!lossTold)
+    await deps.api.event(run, 'Warning', EventReasons.RecordsLost, supersededMessage(superseded));
 }
 
 /**

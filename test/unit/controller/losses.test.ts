@@ -163,6 +163,68 @@ describe('the reconciler after the vault lost a Run’s records', () => {
   });
 });
 
+describe('a loss only the bucket shows', () => {
+  // The AIBOM's transaction committed on the old primary and its metadata copy went to the bucket,
+  // then the database went away before the status naming the AIBOM was written (the reconcile's
+  // next vault read failed): the status claims only records the standby holds. Seen once in a full
+  // suite run of test/integration/failover/async.test.ts: the Run had a loss row and no condition.
+  async function bucketOnly(): Promise<{ w: World; before: Run; run: Run }> {
+    const w = await world();
+    const before = await recorded(w);
+    loseAllBut(w.vault, w.vault.rows.length - 4);
+    const held = await w.vault.attestations.ofRun(before.metadata.namespace, before.metadata.uid);
+    // The controller's last status write, as the failed reconcile left it: no AIBOM shown.
+    const { artifacts: _shown, ...status } = before.status!;
+    await w.kube.runApi().applyStatus(before, { ...status, attestations: { count: held.length } });
+    const run = storedRun(w, before);
+    expect(run.status?.artifacts?.aibom).toBeUndefined();
+    expect(lostRecords(run, { attestations: held, aibom: null })).toBeNull();
+    return { w, before, run };
+  }
+
+  it('says the loss on the Run for good, with a Warning Event, once', async () => {
+    const { w, before, run } = await bucketOnly();
+    await reconcileIn(w, run);
+    const after = storedRun(w, run);
+    const rows = [...w.vault.lossRows.values()];
+    expect(rows.map((r) => r.details.source)).toEqual(['bucket']);
+    const meta = after.status!.artifacts!.aibom as AibomMetadata;
+    expect(meta.supersedes?.digest).toBe((before.status!.artifacts!.aibom as AibomMetadata).digest);
+    expect(conditionOf(after, ConditionTypes.RecordsLost)).toMatchObject({
+      status: 'True',
+      reason: Reasons.RecordedAgain,
+      message: expect.stringContaining(`loss ${rows[0]!.id}`) as unknown,
+    });
+    const warnings = w.kube.events.filter((e) => e.type === 'Warning').map((e) => e.reason);
+    expect(warnings.sort()).toEqual([EventReasons.AIBOMSuperseded, EventReasons.RecordsLost]);
+    // Converged: nothing more is said, and the condition stays.
+    const events = w.kube.events.length;
+    await reconcileIn(w, after);
+    expect(w.kube.events.length).toBe(events);
+    expect(conditionOf(storedRun(w, after), ConditionTypes.RecordsLost)?.status).toBe('True');
+  });
+
+  it('is said by a later reconcile when the one that superseded the AIBOM could not write the status', async () => {
+    const { w, run } = await bucketOnly();
+    // The status write after the new AIBOM fails once (the API server away): the retry finds the
+    // AIBOM recorded, nothing to record, and must still say the loss its record names.
+    const api = w.kube.runApi();
+    let failures = 1;
+    const flaky = {
+      ...api,
+      applyStatus: async (r: Run, s: NonNullable<Run['status']>) => {
+        if (s.artifacts?.aibom !== undefined && failures-- > 0) throw new Error('connection refused');
+        return api.applyStatus(r, s);
+      },
+    };
+    await expect(reconcileIn(w, run, flaky)).rejects.toThrow('connection refused');
+    await reconcileIn(w, storedRun(w, run));
+    const after = storedRun(w, run);
+    expect(conditionOf(after, ConditionTypes.RecordsLost)?.status).toBe('True');
+    expect(w.kube.events.filter((e) => e.reason === EventReasons.RecordsLost)).toHaveLength(1);
+  });
+});
+
 describe('a loss judged on a stale cached Run', () => {
   it('is written down from the live Run: one row naming every id the newest status shows', async () => {
     const w = await world();
