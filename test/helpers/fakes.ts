@@ -477,6 +477,9 @@ export class FakeKube {
         return Promise.resolve(this.run(ns, name) ?? null);
       },
       addFinalizer: (run) => {
+        // As src/kube/status.ts: the Run as given when it carries the finalizer (no request).
+        if ((run.metadata.finalizers ?? []).includes('vault.service.dev/aibom'))
+          return Promise.resolve(clone(run));
         const current = this.runs.get(this.key(run.metadata.namespace, run.metadata.name))!;
         if ((current.metadata.finalizers ?? []).includes('vault.service.dev/aibom'))
           return Promise.resolve(clone(current));

@@ -14,6 +14,7 @@ import type { Written } from './plan.ts';
 export class OwnWrites {
   readonly #written = new Map<string, Written>();
   readonly #forced = new Set<string>();
+  readonly #losses = new Map<string, string>();
 
   /** At the start of a reconcile: what its echo would look like, or undefined when it must run in full. */
   take(key: string): Written | undefined {
@@ -31,6 +32,21 @@ export class OwnWrites {
   force(key: string): void {
     this.#forced.add(key);
     this.#written.delete(key);
+  }
+
+  /**
+   * A loss said on the Run `uid` (its RecordsLost message): every status this term computes for it
+   * says it too, even one computed from a cached copy older than the status that said it first, whose
+   * apply would otherwise drop the condition (server-side apply removes an owned field left out).
+   * By uid: a Run deleted and made again under the same name is another Run.
+   */
+  sayLoss(uid: string, message: string): void {
+    this.#losses.set(uid, message);
+  }
+
+  /** The loss said on the Run `uid` this term, if any. */
+  lossOf(uid: string): string | undefined {
+    return this.#losses.get(uid);
   }
 
   /** Entries held (tests, metrics). */

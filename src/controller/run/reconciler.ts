@@ -231,6 +231,7 @@ export async function observe(
 async function writeLoss(r: Reconciling, run: Run, loss: RecordLoss): Promise<string> {
   const { loss: row, created } = await attempt(r, { run }, () => r.deps.recorder.recordLoss(run, loss));
   const lost = lossMessage(loss, row.id);
+  r.deps.written?.sayLoss(run.metadata.uid, lost);
   if (created)
     await attempt(r, { run, lost }, () => r.deps.api.event(run, 'Warning', EventReasons.RecordsLost, lost));
   return lost;
@@ -254,7 +255,7 @@ async function converge(
   // the cached copy is the Run the terminal records and the AIBOM are made from; no live GET.
   const todo = plan(run, observed, r.limits);
   const after = isEmpty(todo) ? observed : await act(r, known, todo, observed);
-  const said = lost ?? bucketLoss(run, after.aibom);
+  const said = lost ?? unsaidLoss(r, run, after.aibom);
   const recorded: Known = {
     ...known,
     lost: said,
@@ -277,15 +278,22 @@ async function converge(
 }
 
 /**
- * The loss the Run's AIBOM record names (it supersedes an AIBOM whose record the vault lost, found
- * in the bucket), while the Run does not say one yet: only the bucket showed it when the status
- * naming the lost AIBOM was never written (the database went away first). Read from the record,
- * not from the reconcile that found it, so a retry after a failed status write still says it.
+ * A loss known but missing from the Run's RecordsLost condition (undefined when the Run says one):
+ * the one this term said on it, which a cached copy older than that status lacks; else the one its
+ * AIBOM record names (it supersedes an AIBOM whose record the vault lost, found in the bucket), which
+ * only the bucket showed when the status naming the lost AIBOM was never written (the database went
+ * away first). Read from the record, not from the reconcile that found it, so a retry after a failed
+ * status write, or another controller term, still says it.
  */
-function bucketLoss(run: Run, aibom: ArtifactRecord | null): string | undefined {
+function unsaidLoss(r: Reconciling, run: Run, aibom: ArtifactRecord | null): string | undefined {
   if (run.status?.conditions?.some((c) => c.type === ConditionTypes.RecordsLost)) return undefined;
+  const said = r.deps.written?.lossOf(run.metadata.uid);
+  if (said !== undefined) return said;
   const superseded = supersededLoss(aibom);
-  return superseded === null ? undefined : supersededMessage(superseded);
+  if (superseded === null) return undefined;
+  const message = supersededMessage(superseded);
+  r.deps.written?.sayLoss(run.metadata.uid, message);
+  return message;
 }
 
 /**

@@ -11,7 +11,18 @@ import { ConditionTypes, EventReasons, Reasons } from '../../../src/crd/reasons.
 import type { Run } from '../../../src/crd/run.ts';
 import { aibomKeys, claimOf, lostRecords, type AibomMetadata } from '../../../src/recorder/index.ts';
 import type { FakeVault } from '../../helpers/fakes.ts';
-import { conditionOf, reconcileIn, runFixture, storedRun, succeeded, world, type World } from './fixtures.ts';
+import { OwnWrites } from '../../../src/controller/run/own-writes.ts';
+import { reconcileRun } from '../../../src/controller/run/reconciler.ts';
+import {
+  conditionOf,
+  reconcileIn,
+  reconcilerDeps,
+  runFixture,
+  storedRun,
+  succeeded,
+  world,
+  type World,
+} from './fixtures.ts';
 
 /**
  * The vault as a standby that missed everything after its first `keep` records has it: later rows,
@@ -226,6 +237,41 @@ describe('a loss only the bucket shows', () => {
 });
 
 describe('a loss judged on a stale cached Run', () => {
+  it('is never unsaid by a reconcile acting on a cached copy older than the status that said it', async () => {
+    const w = await world();
+    const before = await recorded(w);
+    loseAllBut(w.vault, 3);
+    const written = new OwnWrites();
+    const deps = { ...reconcilerDeps(w), written };
+    await reconcileRun(deps, before.metadata.namespace, before.metadata.name);
+    const said = storedRun(w, before);
+    expect(conditionOf(said, ConditionTypes.RecordsLost)?.status).toBe('True');
+    // The informer lags: its copy predates both the lost records' status and the one that said the
+    // loss (it claims only what the vault still holds), and a reconcile is asked for meanwhile.
+    const stale = structuredClone(said);
+    stale.status = {
+      ...stale.status,
+      attestations: { count: 1 },
+      conditions: stale.status!.conditions!.filter((c) => c.type !== ConditionTypes.RecordsLost),
+    };
+    delete stale.status.artifacts;
+    written.force(`${before.metadata.namespace}/${before.metadata.name}`);
+    const api = { ...w.kube.runApi(), cached: () => structuredClone(stale) };
+    const patches = w.kube.requests.calls.get('PATCH runs/status') ?? 0;
+    // A batch of resources per reconcile (the stale count says they are missing), then the status.
+    for (let i = 0; i < 10; i++) {
+      written.force(`${before.metadata.namespace}/${before.metadata.name}`);
+      const result = await reconcileRun({ ...deps, api }, before.metadata.namespace, before.metadata.name);
+      if (!result?.more) break;
+    }
+    // The stale copy's status differs from what the vault shows: written again.
+    expect(w.kube.requests.calls.get('PATCH runs/status')).toBe(patches + 1);
+    expect(conditionOf(storedRun(w, before), ConditionTypes.RecordsLost)).toMatchObject({
+      status: 'True',
+      message: conditionOf(said, ConditionTypes.RecordsLost)!.message,
+    });
+  });
+
   it('is written down from the live Run: one row naming every id the newest status shows', async () => {
     const w = await world();
     const before = await recorded(w);
