@@ -36,7 +36,8 @@ const flag: Parser<boolean> = (raw) => {
 const intIn =
   (min: number, max: number): Parser<number> =>
   (raw) => {
-    if (!/^\d+$/.test(raw)) throw new ConfigValueError(`must be an integer, got "${raw}"`);
+    if (!/^\d+$/.test(raw))
+      throw new ConfigValueError(`must be a whole number from ${min} to ${max}, got "${raw}"`);
     const n = Number(raw);
     if (n < min || n > max) throw new ConfigValueError(`must be between ${min} and ${max}, got ${n}`);
     return n;
