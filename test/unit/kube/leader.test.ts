@@ -253,7 +253,7 @@ describe('LeaderElector (in-memory lease)', () => {
       spec: { ...mem.lease!.spec, holderIdentity: 'intruder' },
       metadata: { ...mem.lease!.metadata, resourceVersion: String(++mem.rv) },
     };
-    await until(() => !a.elector.isLeader(), 1000);
+    await until(() => !a.elector.isLeader()); // the next renewal (0.1 s) sees it; the wait is generous: a loaded machine runs timers late
     expect(a.terms[0]!.signal.aborted).toBe(true);
     a.stop.abort();
     await a.run;
