@@ -17,6 +17,7 @@ import {
   type ResourcePolicy,
 } from '../../../src/controller/run/resources.ts';
 import type { ArtifactRecord, AttestationSummary } from '../../../src/vault/index.ts';
+import { configProblems, controllerEnv } from '../config/load.ts';
 import {
   logger,
   reconcilerDeps,
@@ -220,44 +221,29 @@ describe('Run reconciler with ATTESTATION_RESOURCES (in-memory seams)', () => {
 });
 
 describe('configuration', () => {
-  const env = {
-    DATABASE_URL: 'postgres://x@y/z',
-    S3_ENDPOINT: 'http://s3',
-    S3_ACCESS_KEY: 'a',
-    S3_SECRET_KEY: 'b',
-  };
-  const problem = (extra: Record<string, string>): string => {
-    try {
-      loadConfig('controller', { ...env, ...extra });
-      return '';
-    } catch (err) {
-      return (err as Error).message;
-    }
-  };
-
   it('defaults to perRecord, kept; parses the modes and durations', () => {
-    const c = loadConfig('controller', env);
+    const c = loadConfig('controller', controllerEnv);
     expect(c.ATTESTATION_RESOURCES).toBe('perRecord');
     expect(c.ATTESTATION_RESOURCE_RETENTION).toBeUndefined();
     const d = loadConfig('controller', {
-      ...env,
+      ...controllerEnv,
       ATTESTATION_RESOURCES: 'perRun',
       ATTESTATION_RESOURCE_RETENTION: '30d',
     });
     expect(d.ATTESTATION_RESOURCES).toBe('perRun');
     expect(d.ATTESTATION_RESOURCE_RETENTION).toBe(30 * 24 * HOUR);
     expect(
-      loadConfig('controller', { ...env, ATTESTATION_RESOURCE_RETENTION: '90s' })
+      loadConfig('controller', { ...controllerEnv, ATTESTATION_RESOURCE_RETENTION: '90s' })
         .ATTESTATION_RESOURCE_RETENTION,
     ).toBe(90_000);
   });
 
   it('refuses bad values with the key and what it accepts', () => {
-    expect(problem({ ATTESTATION_RESOURCES: 'perrun' })).toContain(
+    expect(configProblems({ ATTESTATION_RESOURCES: 'perrun' })).toContain(
       'ATTESTATION_RESOURCES: must be one of perRecord, perRun, none, got "perrun"',
     );
     for (const bad of ['0', '-1d', '1w', '1.5h', '30', 'forever', '3651d']) {
-      expect(problem({ ATTESTATION_RESOURCE_RETENTION: bad }), bad).toMatch(
+      expect(configProblems({ ATTESTATION_RESOURCE_RETENTION: bad }), bad).toMatch(
         /^invalid configuration:\n {2}ATTESTATION_RESOURCE_RETENTION: must be/,
       );
     }
