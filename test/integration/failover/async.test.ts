@@ -207,6 +207,12 @@ describe('asynchronous standby missing the last transactions: SIGKILL of the pri
 
     expect(Number.isFinite(o.rtoMs)).toBe(true);
     const resources = lost.filter((id) => o.ack.fromResources.has(id)).length;
+    // Runs whose loss only the bucket showed (the status naming the lost AIBOM never written): they
+    // passed the condition's check above like the others.
+    const fromStatus = new Set(
+      runLosses.filter((l) => l.details.source === 'run-status').map((l) => l.run_id),
+    );
+    const bucketOnly = [...affected].filter((id) => !fromStatus.has(id)).length;
     printRow({
       fault: 'PostgreSQL primary SIGKILL, asynchronous standby (link held) promoted',
       inFlight: o.inFlight,
@@ -215,7 +221,7 @@ describe('asynchronous standby missing the last transactions: SIGKILL of the pri
       duplicated,
       dangling:
         `${lost.length - apiOnly.length} of ${lost.length} lost ids found (${runLosses.filter((l) => l.details.source === 'run-status').length} Run statuses, ${superseded.length} AIBOMs in the bucket, ` +
-        `1 checkpoint); ${affected.size} Runs recorded again, ${superseded.length} AIBOMs superseded, ` +
+        `1 checkpoint; ${bucketOnly} Run(s) shown only by the bucket); ${affected.size} Runs recorded again, ${superseded.length} AIBOMs superseded, ` +
         `${resources} Attestation resources deleted; ${apiOnly.length} seen only in API answers not named; the lost ids stay unresolvable (RecordsLost)`,
       rto: `${(o.rtoMs / 1000).toFixed(1)} s (failover ${o.report.movedMs} ms)`,
     });
