@@ -14,6 +14,7 @@ import { ProblemError } from './problem.ts';
 import { installAuth } from './auth/plugin.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, problemCodeOf } from './error-handler.ts';
 import { exportMetrics } from '../metrics/domain.ts';
+import { installJsonBody } from './json-body.ts';
 import { problemSchema } from './problem.ts';
 import { transparencyViewSchema } from './schemas.ts';
 import { attestationRoutes, attestationSchemas } from './routes/v1/attestations.ts';
@@ -236,6 +237,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (deps.draining !== undefined) installDrainClose(app, deps.draining);
   // JSON only: a text/plain body is a client mistake (415), not a string to validate.
   app.removeContentTypeParser('text/plain');
+  installJsonBody(app);
   for (const schema of [
     problemSchema,
     transparencyViewSchema,
