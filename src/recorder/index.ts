@@ -24,7 +24,7 @@ import {
 import { because } from './errors.ts';
 import type { Timestamper } from '../timestamp/index.ts';
 import { finishedSteps, stepBatch, terminalBatch } from './extract.ts';
-import { lossRow, type RecordLoss } from './losses.ts';
+import { lossRow, supersededLoss, type RecordLoss } from './losses.ts';
 import { rememberKey, storeBatch } from './store.ts';
 
 /**
@@ -213,8 +213,8 @@ function reportAibom(observer: RecordingObserver | undefined, artifact: Artifact
   const views = (artifact.metadata as { views?: Record<string, unknown> }).views ?? {};
   observer.recorded('artifact', Object.keys(views).length + 1);
   observer.aibomRecorded(String(artifact.metadata.status));
-  const superseded = (artifact.metadata as { supersedes?: { lost_attestation_ids?: unknown[] } }).supersedes;
-  if (superseded) observer.lossRecorded?.('bucket', superseded.lost_attestation_ids?.length ?? 0);
+  const superseded = supersededLoss(artifact);
+  if (superseded) observer.lossRecorded?.('bucket', superseded.lost_attestation_ids.length);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Run } from '../crd/run.ts';
 import type { ArtifactRecord, NewLoss } from '../vault/index.ts';
+import type { SupersededAibom } from './aibom.ts';
 
 /**
  * Lost records, found by comparing what a Run's status says is recorded with what the vault holds
@@ -141,12 +142,8 @@ export function lossMessage(loss: RecordLoss, lossId: string): string {
   );
 }
 
-/** What an AIBOM's metadata says of the lost AIBOM it supersedes (aibom.ts, `supersedes`). */
-export interface SupersededLoss {
-  readonly digest: string;
-  readonly loss_id: string;
-  readonly lost_attestation_ids: readonly string[];
-}
+/** What a loss sentence needs of the lost AIBOM an AIBOM supersedes (its metadata's `supersedes`). */
+export type SupersededLoss = Pick<SupersededAibom, 'digest' | 'loss_id' | 'lost_attestation_ids'>;
 
 /**
  * The loss an AIBOM record names (`supersedes`), when it supersedes one the vault lost; null

@@ -290,10 +290,7 @@ function unsaidLoss(r: Reconciling, run: Run, aibom: ArtifactRecord | null): str
   const said = r.deps.written?.lossOf(run.metadata.uid);
   if (said !== undefined) return said;
   const superseded = supersededLoss(aibom);
-  if (superseded === null) return undefined;
-  const message = supersededMessage(superseded);
-  r.deps.written?.sayLoss(run.metadata.uid, message);
-  return message;
+  return superseded === null ? undefined : supersededMessage(superseded);
 }
 
 /**
