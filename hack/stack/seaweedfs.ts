@@ -56,6 +56,8 @@ export async function runSeaweedServer(
     name: 'seaweedfs',
     command: binary,
     args: [
+      // glog writes files under /tmp unless told otherwise; to stderr, they land in the log file.
+      '-logtostderr',
       'server',
       `-dir=${data}`,
       '-ip=127.0.0.1',
@@ -80,7 +82,14 @@ export async function runSeaweedServer(
       ...(opts.tls ? [`-s3.cert.file=${opts.tls.certFile}`, `-s3.key.file=${opts.tls.keyFile}`] : []),
     ],
     logFile: join(root, 'seaweedfs.log'),
-    env: { ...process.env, AWS_ACCESS_KEY_ID: accessKey, AWS_SECRET_ACCESS_KEY: secretKey, HOME: data },
+    // TMPDIR: its gRPC servers' unix sockets go to os.TempDir(), and would outlive it under /tmp.
+    env: {
+      ...process.env,
+      AWS_ACCESS_KEY_ID: accessKey,
+      AWS_SECRET_ACCESS_KEY: secretKey,
+      HOME: data,
+      TMPDIR: data,
+    },
     ...(launch.onSpawn ? { onSpawn: launch.onSpawn } : {}),
   });
   const scheme = opts.tls ? 'https' : 'http';

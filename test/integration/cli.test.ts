@@ -7,7 +7,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
@@ -91,7 +90,7 @@ beforeAll(async () => {
   vault = await openVault(createVaultPool(dbUrl));
   signer = signerFromPem(await generateDevPki());
   await createNamespace(ns);
-  dir = await mkdtemp(join(tmpdir(), 'cli-test-'));
+  dir = await mkdtemp(join(stack().root, 'cli-test-'));
   controller = startTestController({
     vault,
     signer,

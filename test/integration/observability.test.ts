@@ -13,7 +13,6 @@
  *   warn, a 409 conflict (a blocked download) at info, nothing of that at error.
  */
 import { readFile, mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -116,7 +115,7 @@ beforeAll(async () => {
   // The stack's wiring with this test's own database, temp dir (the two log files) and processes.
   info = {
     ...base,
-    root: await mkdtemp(join(tmpdir(), 'observe-')),
+    root: await mkdtemp(join(base.root, 'observe-')),
     procs: [],
     env: envForOtherDatabase(databaseUrl),
   };

@@ -5,7 +5,16 @@
  */
 import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 
-export interface ClaimOptions<O extends { readonly root: string }> {
+/** What the owner file says about the stack that holds the node (index.ts Owner). */
+export interface ClaimOwner {
+  readonly root: string;
+  /** The process that claimed it (`up`, a test run). */
+  readonly pid: number;
+  /** The stack's server processes, once started. */
+  readonly procs?: readonly { readonly pid: number }[];
+}
+
+export interface ClaimOptions<O extends ClaimOwner> {
   /** The owner file (index.ts OWNER_FILE; a temp file in tests). */
   readonly file: string;
   /** How long to wait for a live owner to stop; 0 refuses at once. */
@@ -19,33 +28,71 @@ export interface ClaimOptions<O extends { readonly root: string }> {
   readonly cleanup: (stale: O | undefined) => Promise<void>;
 }
 
-async function readOwner<O>(file: string): Promise<O | undefined> {
-  return readFile(file, 'utf8')
-    .then((t) => JSON.parse(t) as O)
-    .catch(() => undefined);
+async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number } | undefined> {
+  try {
+    const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
+    return { owner: JSON.parse(text) as O, writtenMs: st.mtimeMs };
+  } catch {
+    return undefined;
+  }
 }
 
-const isLive = async (owner: { readonly root: string } | undefined): Promise<boolean> =>
-  Boolean(owner && (await stat(owner.root).catch(() => undefined)));
+/** USER_HZ: /proc reports process start times in these ticks (fixed at 100 by the kernel ABI). */
+const TICKS_PER_S = 100;
+/** btime is whole seconds and drifts with clock adjustments; a start this close still counts. */
+const START_SLACK_MS = 2_000;
+
+/** When the process `pid` started (ms since the epoch), or undefined when there is none. */
+export async function processStartMs(pid: number): Promise<number | undefined> {
+  try {
+    const [stat_, sys] = await Promise.all([
+      readFile(`/proc/${pid}/stat`, 'utf8'),
+      readFile('/proc/stat', 'utf8'),
+    ]);
+    // Fields after the command (which may hold spaces and parentheses): state is field 3,
+    // starttime field 22.
+    const fields = stat_.slice(stat_.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    const btime = Number(/^btime (\d+)$/m.exec(sys)?.[1]);
+    if (!Number.isFinite(ticks) || !Number.isFinite(btime) || fields[0] === 'Z') return undefined;
+    return btime * 1000 + (ticks * 1000) / TICKS_PER_S;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * An owner is live while its stack dir exists and one of its processes still runs: the claimant
+ * (a test run holding the stack) or a server (`up` exits and leaves them running). A process that
+ * started after the owner file was last written is not one it lists but a later one given a
+ * recycled pid, so it does not count: a stack killed with its session (dir left behind, processes
+ * gone) is stale, not waited for until the wait runs out.
+ */
+async function isLive(owner: ClaimOwner, writtenMs: number): Promise<boolean> {
+  if (!(await stat(owner.root).catch(() => undefined))) return false;
+  for (const pid of [owner.pid, ...(owner.procs ?? []).map((p) => p.pid)]) {
+    const started = await processStartMs(pid);
+    if (started !== undefined && started <= writtenMs + START_SLACK_MS) return true;
+  }
+  return false;
+}
 
 /**
  * Claims the node for the stack in `root`. An owner whose stack is gone (its temp dir removed
- * without `down`, or a crash) is stale: its leftovers are cleaned up and its file replaced. A live
+ * without `down`, its processes killed, a crash) is stale: its leftovers are cleaned up and its file replaced. A live
  * one is waited for up to `waitMs`, so two test runs on one machine (a CI run beside a check of
  * the same tree) take turns instead of the second failing.
  *
  * The file is created exclusively: of two claimants that both saw the node released (`down`
  * removes the file), one writes it and the other finds it and waits again.
  */
-export async function claimNode<O extends { readonly root: string }>(
-  root: string,
-  opts: ClaimOptions<O>,
-): Promise<void> {
+export async function claimNode<O extends ClaimOwner>(root: string, opts: ClaimOptions<O>): Promise<void> {
   const deadline = Date.now() + opts.waitMs;
   let told = false;
   for (;;) {
-    const owner = await readOwner<O>(opts.file);
-    if (owner && (await isLive(owner))) {
+    const read = await readOwner<O>(opts.file);
+    const owner = read?.owner;
+    if (owner && (await isLive(owner, read.writtenMs))) {
       const held = `a node is already running on this machine for the stack in ${owner.root} (one per machine)`;
       if (Date.now() >= deadline) {
         const waited = opts.waitMs > 0 ? ` (waited ${Math.round(opts.waitMs / 1000)} s)` : '';

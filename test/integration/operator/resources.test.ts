@@ -15,7 +15,6 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
@@ -294,7 +293,7 @@ describe('bad settings', () => {
       watchNamespace: ns,
       lease: 'resources-bad',
       signerSecret: `${ns}/none`,
-      logDir: join(tmpdir(), 'aibom-vault-resources'),
+      logDir: join(stack().root, 'resources-bad'),
       env,
     });
     const exit = await proc.exited;

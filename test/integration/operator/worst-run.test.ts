@@ -24,7 +24,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, VERSION, type Run, type RunSpec, type StepStatus } from '../../../src/crd/run.ts';
@@ -111,7 +110,7 @@ let worst: Run;
 const token = (u: 'alice' | 'bob' | 'admin') => stack().kube.tokens[u];
 
 beforeAll(async () => {
-  logDir = await mkdtemp(join(tmpdir(), 'worst-run-'));
+  logDir = await mkdtemp(join(stack().root, 'worst-run-'));
   const env = await testEnv('worst', 'worst', logDir);
   ns = env.namespace;
   controller = await startControllerProcess({ name: 'worst-controller', ...env.opts() });

@@ -3,13 +3,14 @@
  * controller records Runs in two tenants' namespaces (with the local transparency log, so every
  * record has a receipt), the sidecar's app serves /v1 and /ui, alice and bob (static-token users of
  * the stack) are bound in one namespace each. What a user sees and downloads is compared with what
- * `service-ctl` writes. Screenshots go to a temp dir outside the repository (path printed).
+ * `service-ctl` writes. Screenshots go to a temp dir outside the repository, kept (path printed)
+ * with KEEP_LOGS=1 and removed with the browser profiles otherwise.
  *
  * Needs /usr/bin/chromium (`bash hack/install.sh` installs it as root); skipped otherwise, saying so.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,6 +78,8 @@ let shots: string;
 let dir: string;
 const ids: Record<string, string> = {};
 const contexts: BrowserContext[] = [];
+/** Temp dirs outside the stack's (browser profiles, screenshots), removed in afterAll. */
+const temps: string[] = [];
 
 type User = 'alice' | 'bob';
 const token = (u: User) => stack().kube.tokens[u];
@@ -123,7 +126,8 @@ async function settled(namespace: string, name: string): Promise<string> {
 beforeAll(async () => {
   if (!hasChromium) return;
   shots = mkdtempSync(join(tmpdir(), 'aibom-vault-ui-shots-'));
-  console.log(`UI screenshots: ${shots}`);
+  if (process.env.KEEP_LOGS) console.log(`UI screenshots: ${shots}`);
+  else temps.push(shots);
   const db = await freshDatabase('uibrowser');
   await migrate(db);
   vault = await openVault(createVaultPool(db));
@@ -223,6 +227,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const c of contexts) await c.close().catch(() => undefined);
+  for (const t of temps) await rm(t, { recursive: true, force: true });
   for (const c of controllers) await c.stop();
   await kubeConfig('admin')
     .makeApiClient(CustomObjectsApi)
@@ -234,7 +239,9 @@ afterAll(async () => {
 
 /** A fresh browser profile (its own user-data dir), with downloads on. */
 async function browser(): Promise<BrowserContext> {
-  const ctx = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'aibom-vault-chromium-')), {
+  const profile = mkdtempSync(join(tmpdir(), 'aibom-vault-chromium-'));
+  temps.push(profile);
+  const ctx = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     args: FLAGS,

@@ -3,17 +3,22 @@
  * owner is refused or waited for, a stale one is cleaned up and replaced, and of two claimants
  * only one holds the node. The host-wide cleanup is injected, so nothing here touches the host.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimNode, type ClaimOptions } from '../../../hack/stack/node/claim.ts';
+import { claimNode, processStartMs, type ClaimOptions } from '../../../hack/stack/node/claim.ts';
 
 interface TestOwner {
   readonly root: string;
   readonly pid: number;
   readonly node?: string;
+  readonly procs?: readonly { readonly pid: number }[];
 }
+
+/** The pid of a process that has exited (and been reaped). */
+const deadPid = (): number => spawnSync(process.execPath, ['-e', 'process.exit(0)']).pid;
 
 let dir: string;
 let file: string;
@@ -131,5 +136,48 @@ describe('claimNode', () => {
     await rm(file);
     await claims[second];
     expect(await holder()).toBe(roots[second]);
+  });
+
+  it('cleans up an owner whose dir is still there but whose processes are all gone (killed with its session)', async () => {
+    const left = await stackRoot('killed');
+    const stale = { root: left, pid: deadPid(), procs: [{ pid: deadPid() }], node: 'left-behind' };
+    await writeFile(file, JSON.stringify(stale));
+    const lines: string[] = [];
+    await claimNode('/stack/e', opts(60_000, lines));
+    expect(cleaned).toEqual([stale]);
+    expect(lines, 'a dead owner is not waited for').toEqual([]);
+    expect(await holder()).toBe('/stack/e');
+  });
+
+  it('keeps an owner whose claimant is gone while one of its servers runs (`up` exits, its servers stay)', async () => {
+    const live = await stackRoot('up');
+    await writeFile(
+      file,
+      JSON.stringify({ root: live, pid: deadPid(), procs: [{ pid: deadPid() }, { pid: process.pid }] }),
+    );
+    await expect(claimNode('/stack/f', opts(0))).rejects.toThrow(/already running .* in .*up/);
+    expect(cleaned).toEqual([]);
+  });
+
+  it('does not count a process that started after the owner file was written (a recycled pid)', async () => {
+    const left = await stackRoot('recycled');
+    await writeFile(file, JSON.stringify({ root: left, pid: process.pid, node: 'left-behind' }));
+    const started = (await processStartMs(process.pid))!;
+    const before = new Date(started - 60_000);
+    await utimes(file, before, before);
+    await claimNode('/stack/g', opts(0));
+    expect(cleaned).toHaveLength(1);
+    expect(await holder()).toBe('/stack/g');
+  });
+});
+
+describe('processStartMs', () => {
+  it('reads when this process started, and nothing for one that has exited', async () => {
+    const started = await processStartMs(process.pid);
+    const expected = Date.now() - process.uptime() * 1000;
+    expect(started).toBeDefined();
+    // btime is whole seconds; the clock reads are a few ms apart.
+    expect(Math.abs(started! - expected)).toBeLessThan(3_000);
+    expect(await processStartMs(deadPid())).toBeUndefined();
   });
 });
