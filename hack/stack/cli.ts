@@ -11,7 +11,7 @@ import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { orphanedNode } from './node/index.ts';
-import { isAlive, stopProcess } from './proc.ts';
+import { isRunning, stopProc } from './proc.ts';
 import { restartService } from './restart.ts';
 import { isS3Server, S3_SERVERS, type S3Server } from './s3.ts';
 import { failover as failOver, STANDBY_MODES, type StandbyMode } from './standby.ts';
@@ -85,7 +85,7 @@ async function reconcileServices(existing: StackInfo): Promise<number> {
   const had = existing.settings ?? {};
   const services = existing.procs.filter((p) => (SERVICE_NAMES as readonly string[]).includes(p.name));
   const diff = settingsDiff(had, want);
-  const servicesUp = services.length === SERVICE_NAMES.length && services.every((p) => isAlive(p.pid));
+  const servicesUp = services.length === SERVICE_NAMES.length && services.every(isRunning);
   if (diff.length === 0 && servicesUp) {
     console.log(
       `stack already running with these settings (started from ${existing.root}); source .stack/env`,
@@ -97,7 +97,7 @@ async function reconcileServices(existing: StackInfo): Promise<number> {
       ? `stack running with other settings; restarting the controller and sidecar:\n  ${diff.join('\n  ')}`
       : 'stack running without its controller and sidecar; starting them',
   );
-  for (const p of services) await stopProcess(p.pid);
+  for (const p of services) await stopProc(p);
   const servers = existing.procs.filter((p) => !services.includes(p));
   const info: StackInfo = { ...existing, procs: [...servers], settings: want, env: { ...existing.env } };
   const oldPort = existing.env.SERVICE_API_URL
@@ -107,7 +107,7 @@ async function reconcileServices(existing: StackInfo): Promise<number> {
     await startServices(info, want, oldPort);
   } catch (err) {
     // Whatever of the services started is stopped again; the servers keep running.
-    for (const p of info.procs.filter((q) => !servers.includes(q))) await stopProcess(p.pid);
+    for (const p of info.procs.filter((q) => !servers.includes(q))) await stopProc(p);
     await saveState({ ...info, procs: servers });
     console.error((err as Error).message);
     console.error(
@@ -183,7 +183,7 @@ async function up(args: readonly string[]): Promise<number> {
   }
   if (existing?.node) {
     const diff = shapeDiff(existing, shape);
-    if (diff.length === 0 && existing.procs.every((p) => isAlive(p.pid))) {
+    if (diff.length === 0 && existing.procs.every(isRunning)) {
       console.log(`stack with the node already running (started from ${existing.root}); source .stack/env`);
       return 0;
     }
@@ -197,7 +197,7 @@ async function up(args: readonly string[]): Promise<number> {
   } else if (existing) {
     const servers = existing.procs.filter((p) => !(SERVICE_NAMES as readonly string[]).includes(p.name));
     const diff = shapeDiff(existing, shape);
-    if (diff.length === 0 && servers.every((p) => isAlive(p.pid))) return reconcileServices(existing);
+    if (diff.length === 0 && servers.every(isRunning)) return reconcileServices(existing);
     console.log(
       diff.length > 0
         ? `stack running with other servers (${diff.join(', ')}); stopping it and starting a new one`
@@ -285,7 +285,7 @@ async function status(): Promise<number> {
   }
   let dead = 0;
   for (const p of info.procs) {
-    const alive = isAlive(p.pid);
+    const alive = isRunning(p);
     if (!alive) dead++;
     console.log(
       `${p.name.padEnd(24)} pid ${String(p.pid).padEnd(8)} ${alive ? 'running' : 'DEAD'}  log ${p.logFile}`,

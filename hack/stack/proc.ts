@@ -8,6 +8,12 @@ export interface Proc {
   readonly name: string;
   readonly pid: number;
   readonly logFile: string;
+  /**
+   * When it started (processStartMs, ms since the epoch): which process `pid` named, once the
+   * kernel may have given the number to another (pid_max is 32,768 here; a test run spawns
+   * thousands). Absent in states written before it was recorded: the pid alone then.
+   */
+  readonly started?: number;
 }
 
 export interface StartOptions {
@@ -57,13 +63,54 @@ export async function startProcess(opts: StartOptions): Promise<Proc> {
     child.once('spawn', () => resolve(child.pid ?? -1));
   });
   try {
-    const proc = { name: opts.name, pid: await spawned, logFile: opts.logFile };
+    const pid = await spawned;
+    const started = processStartMs(pid);
+    const proc = {
+      name: opts.name,
+      pid,
+      logFile: opts.logFile,
+      ...(started !== undefined ? { started } : {}),
+    };
     opts.onSpawn?.(proc);
     return proc;
   } finally {
     child.unref();
     await log.close();
   }
+}
+
+/** USER_HZ: /proc reports process start times in these ticks (fixed at 100 by the kernel ABI). */
+const TICKS_PER_S = 100;
+/** btime is whole seconds and moves with clock adjustments: starts this close are the same. */
+export const START_SLACK_MS = 2_000;
+
+/** When the process `pid` started (ms since the epoch), or undefined when there is none (or a zombie). */
+export function processStartMs(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const sys = readFileSync('/proc/stat', 'utf8');
+    // The fields after the command (which may hold spaces and parentheses): state is field 3,
+    // starttime field 22.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    const btime = Number(/^btime (\d+)$/m.exec(sys)?.[1]);
+    if (!Number.isFinite(ticks) || !Number.isFinite(btime) || fields[0] === 'Z') return undefined;
+    return btime * 1000 + (ticks * 1000) / TICKS_PER_S;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `p` still runs: its pid is alive and is the process started then, not a later one. */
+export function isRunning(p: Pick<Proc, 'pid' | 'started'>): boolean {
+  if (p.started === undefined) return isAlive(p.pid);
+  const now = processStartMs(p.pid);
+  return now !== undefined && Math.abs(now - p.started) <= START_SLACK_MS;
+}
+
+/** stopProcess for a process of a stack, unless it is gone and its pid names someone else's now. */
+export async function stopProc(p: Pick<Proc, 'pid' | 'started'>, graceMs?: number): Promise<void> {
+  if (isRunning(p)) await stopProcess(p.pid, graceMs);
 }
 
 export function isAlive(pid: number): boolean {

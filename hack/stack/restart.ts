@@ -5,7 +5,7 @@
  * metrics port included. Waits for its /readyz; the servers and the sidecar keep running.
  */
 import { readFile } from 'node:fs/promises';
-import { isAlive, startProcess, stopProcess, waitReady, type Proc } from './proc.ts';
+import { isRunning, startProcess, stopProcess, waitReady, type Proc } from './proc.ts';
 
 export interface ProcessSpec {
   readonly command: string;
@@ -35,7 +35,7 @@ export async function processSpec(pid: number): Promise<ProcessSpec> {
 /** Restarts the process named `name` of `procs`; returns `procs` with the new process in its place. */
 export async function restartService(procs: readonly Proc[], name: 'controller'): Promise<Proc[]> {
   const old = procs.find((p) => p.name === name);
-  if (old === undefined || !isAlive(old.pid))
+  if (old === undefined || !isRunning(old))
     throw new Error(`the ${name} is not running: \`npm run stack -- up\` starts it`);
   const spec = await processSpec(old.pid);
   const metricsPort = spec.env.METRICS_PORT;

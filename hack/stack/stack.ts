@@ -6,7 +6,7 @@ import { startKube, type StackUser } from './kube.ts';
 import { startPostgres } from './postgres.ts';
 import { S3_TOOLS, startS3, type S3Server } from './s3.ts';
 import { startReplicatedPostgres, type Replication, type StandbyMode } from './standby.ts';
-import { freePort, startProcess, stopProcess, waitReady, type Launch, type Proc } from './proc.ts';
+import { freePort, startProcess, stopProc, waitReady, type Launch, type Proc } from './proc.ts';
 import { schema } from '../../src/config/schema.ts';
 import { createSignerSecret } from './signer.ts';
 import { startTsa } from './tsa.ts';
@@ -416,7 +416,7 @@ export async function startServices(
 
 /** Stops in reverse start order, so clients go before the servers they talk to. */
 export async function stopAll(procs: readonly Proc[]): Promise<void> {
-  for (const p of [...procs].reverse()) await stopProcess(p.pid);
+  for (const p of [...procs].reverse()) await stopProc(p);
 }
 
 /**

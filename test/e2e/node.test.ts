@@ -17,7 +17,7 @@
  * integration project (vitest.config.ts: its own project, groupOrder 2), alone on the machine.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { loadavg, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -32,6 +32,7 @@ import { mountsUnder } from '../../hack/stack/node/mounts.ts';
 import { helm, imageRef, installChart, kubectl, waitRolledOut } from '../../hack/stack/node/chart.ts';
 import { importLayout } from '../../hack/stack/node/containerd.ts';
 import { orphanedNode } from '../../hack/stack/node/index.ts';
+import { processStartMs } from '../../hack/stack/proc.ts';
 import { GROUP, VERSION } from '../../src/crd/run.ts';
 import {
   adminConfig,
@@ -669,7 +670,83 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
     },
     10 * 60_000,
   );
+
+  it(
+    'a node left by a run killed with its session (every server SIGKILLed, its pods still running) is taken over by the next start, and a down in the old checkout leaves the new node alone',
+    async () => {
+      const cli = (state: string, ...args: string[]) =>
+        run(process.execPath, ['hack/stack/cli.ts', ...args], {
+          cwd: repoRoot,
+          env: { ...process.env, STACK_STATE_DIR: state },
+          maxBuffer: 16 << 20,
+        });
+      const [killedState, nextState] = [join(work, 'killed-state'), join(work, 'next-state')];
+      try {
+        await cli(killedState, 'up', '--node');
+        const killed = await orphanedNode();
+        expect(killed?.procs?.length, 'the owner file lists the servers').toBeGreaterThan(5);
+        for (const p of killed!.procs!) {
+          try {
+            process.kill(-p.pid, 'SIGKILL');
+          } catch {
+            /* already gone */
+          }
+        }
+        const pods = await nodePids();
+        expect(pods.length, "the killed node's pods outlive its servers").toBeGreaterThan(0);
+        const t = Date.now();
+        await cli(nextState, 'up', '--node');
+        log(
+          `a killed node taken over by the next start: up --node took ${((Date.now() - t) / 1000).toFixed(1)} s`,
+        );
+        const next = await orphanedNode();
+        expect(next?.root).toBeDefined();
+        expect(next!.root).not.toBe(killed!.root);
+        expect(
+          await stat(killed!.root).catch(() => undefined),
+          "the killed stack's temp dir",
+        ).toBeUndefined();
+        const stillThere = pods.filter((pid) => {
+          const started = processStartMs(pid);
+          return started !== undefined && started < t;
+        });
+        expect(stillThere, "the killed node's pod processes").toEqual([]);
+        // The killed checkout's `down` (its state still says it runs) stops nothing of the new node.
+        await cli(killedState, 'down');
+        expect(await orphanedNode().then((o) => o?.root)).toBe(next!.root);
+        expect(await bridgeExists(), 'the new node keeps its bridge').toBe(true);
+        const status = await cli(nextState, 'status');
+        expect(status.stdout).not.toMatch(/DEAD/);
+      } finally {
+        await cli(nextState, 'down').catch((e: unknown) => log(`down of the next stack: ${String(e)}`));
+        await rm(killedState, { recursive: true, force: true });
+      }
+      expect(await bridgeExists()).toBe(false);
+      expect(await stat('/run/aibom-vault-node.json').catch(() => undefined)).toBeUndefined();
+      expect(await nodePids()).toEqual([]);
+    },
+    15 * 60_000,
+  );
 });
+
+/** The processes in the node's cgroups (the pods' containers and sandboxes). */
+async function nodePids(): Promise<number[]> {
+  const [h] = await cgroupHierarchies();
+  const out: number[] = [];
+  const walk = async (d: string): Promise<void> => {
+    const entries = await readdir(d, { withFileTypes: true }).catch(() => []);
+    const procs = await readFile(join(d, 'cgroup.procs'), 'utf8').catch(() => '');
+    out.push(
+      ...procs
+        .split('\n')
+        .filter((l) => /^\d+$/.test(l))
+        .map(Number),
+    );
+    for (const e of entries) if (e.isDirectory()) await walk(join(d, e.name));
+  };
+  if (h) await walk(join(h, CGROUP_ROOT));
+  return out;
+}
 
 /** `controller.resources.limits.memory` of the chart's values.yaml, in bytes (Mi or Gi). */
 async function chartControllerMemoryLimit(): Promise<number> {

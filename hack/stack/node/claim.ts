@@ -4,6 +4,7 @@
  * (its temp dir) and, once the node starts, the node's state (index.ts writeOwner).
  */
 import { readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { processStartMs, START_SLACK_MS } from '../proc.ts';
 
 /** What the owner file says about the stack that holds the node (index.ts Owner). */
 export interface ClaimOwner {
@@ -37,30 +38,6 @@ async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number
   }
 }
 
-/** USER_HZ: /proc reports process start times in these ticks (fixed at 100 by the kernel ABI). */
-const TICKS_PER_S = 100;
-/** btime is whole seconds and drifts with clock adjustments; a start this close still counts. */
-const START_SLACK_MS = 2_000;
-
-/** When the process `pid` started (ms since the epoch), or undefined when there is none. */
-export async function processStartMs(pid: number): Promise<number | undefined> {
-  try {
-    const [stat_, sys] = await Promise.all([
-      readFile(`/proc/${pid}/stat`, 'utf8'),
-      readFile('/proc/stat', 'utf8'),
-    ]);
-    // Fields after the command (which may hold spaces and parentheses): state is field 3,
-    // starttime field 22.
-    const fields = stat_.slice(stat_.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[19]);
-    const btime = Number(/^btime (\d+)$/m.exec(sys)?.[1]);
-    if (!Number.isFinite(ticks) || !Number.isFinite(btime) || fields[0] === 'Z') return undefined;
-    return btime * 1000 + (ticks * 1000) / TICKS_PER_S;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * An owner is live while its stack dir exists and one of its processes still runs: the claimant
  * (a test run holding the stack) or a server (`up` exits and leaves them running). A process that
@@ -71,7 +48,7 @@ export async function processStartMs(pid: number): Promise<number | undefined> {
 async function isLive(owner: ClaimOwner, writtenMs: number): Promise<boolean> {
   if (!(await stat(owner.root).catch(() => undefined))) return false;
   for (const pid of [owner.pid, ...(owner.procs ?? []).map((p) => p.pid)]) {
-    const started = await processStartMs(pid);
+    const started = processStartMs(pid);
     if (started !== undefined && started <= writtenMs + START_SLACK_MS) return true;
   }
   return false;
@@ -105,7 +82,13 @@ export async function claimNode<O extends ClaimOwner>(root: string, opts: ClaimO
       );
       continue;
     }
-    if (await opts.leftovers(owner)) await opts.cleanup(owner);
+    if (await opts.leftovers(owner)) {
+      if (owner)
+        opts.log?.(
+          `the node of the stack in ${owner.root} was left behind (its processes are gone): removing it`,
+        );
+      await opts.cleanup(owner);
+    }
     if (owner) await rm(opts.file, { force: true });
     const wrote = await writeFile(opts.file, JSON.stringify({ root, pid: process.pid }), {
       mode: 0o600,

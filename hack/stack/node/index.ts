@@ -8,9 +8,18 @@
  * could not. One node per machine: the bridge and the nftables tables are the host's.
  */
 import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
 import { generateDevPki } from '../../dev-pki.ts';
-import { isAlive, startProcess, stopProcess, waitReady, type Launch, type Proc } from '../proc.ts';
+import {
+  isRunning,
+  startProcess,
+  stopProc,
+  stopProcess,
+  waitReady,
+  type Launch,
+  type Proc,
+} from '../proc.ts';
 import { ensureTools, NODE_TOOLS, type NodeTool, type Tools } from '../tools.ts';
 import type { KubeNodeOptions } from '../kube.ts';
 import {
@@ -158,6 +167,15 @@ export async function prepareNode(
       if (problems.length) {
         throw new Error(`leftovers of an earlier node could not be removed:\n  ${problems.join('\n  ')}`);
       }
+      // A stale stack's temp dir (its processes gone, its mounts removed just now) is what a
+      // killed run left: gigabytes of data and logs nobody will `down` (cli.ts does the same).
+      if (
+        owner &&
+        dirname(owner.root) === tmpdir() &&
+        basename(owner.root).startsWith('aibom-vault-stack-')
+      ) {
+        await rm(owner.root, { recursive: true, force: true });
+      }
     },
   });
   const node: NodeInfo = {
@@ -217,6 +235,14 @@ async function writeOwner(node: NodeInfo, root: string, procs: readonly Proc[]):
  */
 export async function recordProcs(node: NodeInfo, root: string, procs: readonly Proc[]): Promise<void> {
   await writeOwner(node, root, procs);
+}
+
+/** Whether the owner file names another stack than the one `node` belongs to. */
+async function takenOver(node: NodeInfo): Promise<boolean> {
+  const owner = await readFile(OWNER_FILE, 'utf8')
+    .then((t) => JSON.parse(t) as Owner)
+    .catch(() => undefined);
+  return owner !== undefined && join(owner.root, 'node') !== node.dir;
 }
 
 /** The node of a stack that is gone without `down` (its `up` was killed), from the owner file. */
@@ -453,22 +479,28 @@ async function waitApi(url: string, timeoutMs: number, signal?: AbortSignal): Pr
  */
 export async function stopNode(node: NodeInfo, procs: readonly Proc[]): Promise<string[]> {
   const byName = (n: string): Proc | undefined => procs.find((p) => p.name === n);
+  if (await takenOver(node)) {
+    // The host's node state (bridge, cgroups, tables, sysctls) is another stack's now: a claim
+    // found this one stale (its processes gone) and took the node. Only this stack's own
+    // processes are stopped (stopStack), which are gone too.
+    return [];
+  }
   for (const n of ['kube-proxy', 'kube-scheduler', 'kubelet']) {
     const p = byName(n);
-    if (p) await stopProcess(p.pid);
+    if (p) await stopProc(p);
   }
   const problems: string[] = [];
   // An orphaned node whose containerd died with its `up` has nobody to ask for the containers: its
   // shims, mounts and cgroups are what is left of them, and cleanupHost removes those directly.
   const containerd = byName('containerd');
-  if (node.tools && node.containerdSocket && containerd && isAlive(containerd.pid)) {
+  if (node.tools && node.containerdSocket && containerd && isRunning(containerd)) {
     const { ids, problems: p } = await removeAllContainers(node.tools, node.containerdSocket);
     node.containers = ids;
     problems.push(...p);
   }
   for (const n of ['containerd', 'node-forwarder']) {
     const p = byName(n);
-    if (p) await stopProcess(p.pid);
+    if (p) await stopProc(p);
   }
   problems.push(...(await cleanupHost(node)));
   return problems;
@@ -478,11 +510,13 @@ export async function stopNode(node: NodeInfo, procs: readonly Proc[]): Promise<
 async function cleanupHost(node: NodeInfo | undefined): Promise<string[]> {
   const problems: string[] = [];
   if (node?.tools) await killShims(node.tools['containerd-shim-runc-v2']);
+  // The containers' processes go with their cgroups (they outlive their shims) before their
+  // mounts are taken away from under them.
+  problems.push(...(await removeCgroupRoot()));
   if (node) {
     const left = await unmountUnder(node.dir);
     problems.push(...left.map((m) => `still mounted: ${m}`));
   }
-  problems.push(...(await removeCgroupRoot()));
   if (node?.tools && node.proxyConfig) problems.push(...(await cleanupProxy(node.tools, node.proxyConfig)));
   if (node?.nftTables) problems.push(...(await removeNodeTables(node.nftTables)));
   problems.push(...(await deleteBridge()));
@@ -493,7 +527,8 @@ async function cleanupHost(node: NodeInfo | undefined): Promise<string[]> {
   }
   if (node?.hostPathsBefore)
     problems.push(...(await removeHostPaths(node.hostPathsBefore, node.containers ?? [])));
-  await rm(OWNER_FILE, { force: true });
+  // Kept while something is left, so that the next `down` or claim can try again with what it says.
+  if (problems.length === 0) await rm(OWNER_FILE, { force: true });
   return problems;
 }
 

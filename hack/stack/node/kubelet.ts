@@ -53,26 +53,66 @@ export async function createCgroupRoot(): Promise<void> {
   }
 }
 
+/** CGROUP_ROOT and every cgroup under it in `hierarchy`, parents before their children. */
+async function cgroupTree(hierarchy: string): Promise<string[]> {
+  const dirs: string[] = [];
+  const walk = async (d: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    dirs.push(d);
+    for (const e of entries) if (e.isDirectory()) await walk(join(d, e.name));
+  };
+  await walk(join(hierarchy, CGROUP_ROOT));
+  return dirs;
+}
+
+/** The processes in any of `dirs` (cgroup.procs), without repeats. */
+async function cgroupProcs(dirs: readonly string[]): Promise<number[]> {
+  const pids = new Set<number>();
+  for (const d of dirs) {
+    const text = await readFile(join(d, 'cgroup.procs'), 'utf8').catch(() => '');
+    for (const l of text.split('\n')) if (/^\d+$/.test(l)) pids.add(Number(l));
+  }
+  return [...pids];
+}
+
 /**
- * Removes CGROUP_ROOT and everything under it, deepest first, in every hierarchy. A cgroup with a
- * process left in it cannot be removed: those are returned (with the pids), not hidden.
+ * Kills every process still in the node's cgroups: the pods' processes outlive their shims (they
+ * are reparented to init), so a node whose containerd died with its session leaves its
+ * containers running with nobody to stop them. Everything in CGROUP_ROOT is the node's. Rounds
+ * until none is left, for a process forked while the previous round was being killed and for
+ * the dead ones init has not reaped yet (a v1 cgroup keeps a zombie, and cannot be removed).
+ */
+async function killCgroupProcs(dirs: readonly string[]): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (let round = 0; Date.now() < deadline; round++) {
+    const pids = await cgroupProcs(dirs);
+    if (pids.length === 0) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone already */
+      }
+    }
+    await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * (round + 1))));
+  }
+}
+
+/**
+ * Removes CGROUP_ROOT and everything under it, deepest first, in every hierarchy, after killing
+ * the processes left in it. A cgroup that still cannot be removed is returned (with the pids it
+ * holds), not hidden.
  */
 export async function removeCgroupRoot(): Promise<string[]> {
   const left: string[] = [];
-  for (const h of await cgroupHierarchies()) {
-    const top = join(h, CGROUP_ROOT);
-    const dirs: string[] = [];
-    const walk = async (d: string): Promise<void> => {
-      let entries;
-      try {
-        entries = await readdir(d, { withFileTypes: true });
-      } catch {
-        return;
-      }
-      dirs.push(d);
-      for (const e of entries) if (e.isDirectory()) await walk(join(d, e.name));
-    };
-    await walk(top);
+  const trees = await Promise.all((await cgroupHierarchies()).map(cgroupTree));
+  await killCgroupProcs(trees.flat());
+  for (const dirs of trees) {
     for (const d of dirs.reverse()) {
       let ok = false;
       for (let attempt = 0; attempt < 50 && !ok; attempt++) {

@@ -8,7 +8,8 @@ import { mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimNode, processStartMs, type ClaimOptions } from '../../../hack/stack/node/claim.ts';
+import { claimNode, type ClaimOptions } from '../../../hack/stack/node/claim.ts';
+import { isRunning, processStartMs } from '../../../hack/stack/proc.ts';
 
 interface TestOwner {
   readonly root: string;
@@ -145,7 +146,9 @@ describe('claimNode', () => {
     const lines: string[] = [];
     await claimNode('/stack/e', opts(60_000, lines));
     expect(cleaned).toEqual([stale]);
-    expect(lines, 'a dead owner is not waited for').toEqual([]);
+    expect(lines, 'a dead owner is not waited for, and its removal is said').toEqual([
+      `the node of the stack in ${left} was left behind (its processes are gone): removing it`,
+    ]);
     expect(await holder()).toBe('/stack/e');
   });
 
@@ -162,7 +165,7 @@ describe('claimNode', () => {
   it('does not count a process that started after the owner file was written (a recycled pid)', async () => {
     const left = await stackRoot('recycled');
     await writeFile(file, JSON.stringify({ root: left, pid: process.pid, node: 'left-behind' }));
-    const started = (await processStartMs(process.pid))!;
+    const started = processStartMs(process.pid)!;
     const before = new Date(started - 60_000);
     await utimes(file, before, before);
     await claimNode('/stack/g', opts(0));
@@ -171,13 +174,24 @@ describe('claimNode', () => {
   });
 });
 
-describe('processStartMs', () => {
-  it('reads when this process started, and nothing for one that has exited', async () => {
-    const started = await processStartMs(process.pid);
+describe('processStartMs, isRunning', () => {
+  it('reads when this process started, and nothing for one that has exited', () => {
+    const started = processStartMs(process.pid);
     const expected = Date.now() - process.uptime() * 1000;
     expect(started).toBeDefined();
     // btime is whole seconds; the clock reads are a few ms apart.
     expect(Math.abs(started! - expected)).toBeLessThan(3_000);
-    expect(await processStartMs(deadPid())).toBeUndefined();
+    expect(processStartMs(deadPid())).toBeUndefined();
+  });
+
+  it('tells a running process from a later one given its pid, and from one that is gone', () => {
+    const started = processStartMs(process.pid)!;
+    expect(isRunning({ pid: process.pid, started })).toBe(true);
+    expect(
+      isRunning({ pid: process.pid, started: started - 60_000 }),
+      'the pid now names a later process',
+    ).toBe(false);
+    expect(isRunning({ pid: deadPid(), started })).toBe(false);
+    expect(isRunning({ pid: process.pid }), 'a state without start times: the pid alone').toBe(true);
   });
 });
