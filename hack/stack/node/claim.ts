@@ -56,9 +56,9 @@ async function isLive(owner: ClaimOwner, writtenMs: number): Promise<boolean> {
 
 /**
  * Claims the node for the stack in `root`. An owner whose stack is gone (its temp dir removed
- * without `down`, its processes killed, a crash) is stale: its leftovers are cleaned up and its file replaced. A live
- * one is waited for up to `waitMs`, so two test runs on one machine (a CI run beside a check of
- * the same tree) take turns instead of the second failing.
+ * without `down`, its processes killed, a crash) is stale: its leftovers are cleaned up and its
+ * file replaced. A live one is waited for up to `waitMs`, so two test runs on one machine (a CI
+ * run beside a check of the same tree) take turns instead of the second failing.
  *
  * The file is created exclusively: of two claimants that both saw the node released (`down`
  * removes the file), one writes it and the other finds it and waits again.
