@@ -4,15 +4,15 @@
  * (its temp dir) and, once the node starts, the node's state (index.ts writeOwner).
  */
 import { readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { processStartMs, START_SLACK_MS } from '../proc.ts';
+import { isRunning, processStartMs, START_SLACK_MS } from '../proc.ts';
 
 /** What the owner file says about the stack that holds the node (index.ts Owner). */
 export interface ClaimOwner {
   readonly root: string;
   /** The process that claimed it (`up`, a test run). */
   readonly pid: number;
-  /** The stack's server processes, once started. */
-  readonly procs?: readonly { readonly pid: number }[];
+  /** The stack's server processes, once started (with their start times, proc.ts Proc). */
+  readonly procs?: readonly { readonly pid: number; readonly started?: number }[];
 }
 
 export interface ClaimOptions<O extends ClaimOwner> {
@@ -47,11 +47,13 @@ async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number
  */
 async function isLive(owner: ClaimOwner, writtenMs: number): Promise<boolean> {
   if (!(await stat(owner.root).catch(() => undefined))) return false;
-  for (const pid of [owner.pid, ...(owner.procs ?? []).map((p) => p.pid)]) {
+  const startedBefore = (pid: number): boolean => {
     const started = processStartMs(pid);
-    if (started !== undefined && started <= writtenMs + START_SLACK_MS) return true;
-  }
-  return false;
+    return started !== undefined && started <= writtenMs + START_SLACK_MS;
+  };
+  if (startedBefore(owner.pid)) return true;
+  // A server with its start time recorded is known exactly; one without, as the claimant is.
+  return (owner.procs ?? []).some((p) => (p.started === undefined ? startedBefore(p.pid) : isRunning(p)));
 }
 
 /**

@@ -156,10 +156,24 @@ describe('claimNode', () => {
     const live = await stackRoot('up');
     await writeFile(
       file,
-      JSON.stringify({ root: live, pid: deadPid(), procs: [{ pid: deadPid() }, { pid: process.pid }] }),
+      JSON.stringify({
+        root: live,
+        pid: deadPid(),
+        procs: [{ pid: deadPid() }, { pid: process.pid, started: processStartMs(process.pid) }],
+      }),
     );
     await expect(claimNode('/stack/f', opts(0))).rejects.toThrow(/already running .* in .*up/);
     expect(cleaned).toEqual([]);
+  });
+
+  it('does not count a server whose recorded start time is not that of the process its pid names now', async () => {
+    const left = await stackRoot('reused');
+    const started = processStartMs(process.pid)!;
+    const procs = [{ pid: process.pid, started: started - 60_000 }];
+    await writeFile(file, JSON.stringify({ root: left, pid: deadPid(), procs, node: 'left-behind' }));
+    await claimNode('/stack/h', opts(0));
+    expect(cleaned).toHaveLength(1);
+    expect(await holder()).toBe('/stack/h');
   });
 
   it('does not count a process that started after the owner file was written (a recycled pid)', async () => {
