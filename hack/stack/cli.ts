@@ -10,7 +10,7 @@
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
-import { orphanedNode } from './node/index.ts';
+import { nodeOwner } from './node/index.ts';
 import { isRunning, stopProc } from './proc.ts';
 import { restartService } from './restart.ts';
 import { isS3Server, S3_SERVERS, type S3Server } from './s3.ts';
@@ -220,6 +220,7 @@ async function up(args: readonly string[]): Promise<number> {
     info = await startStack({
       services: !withNode,
       node: withNode,
+      stateDir,
       log: (l) => console.log(`  ${l}`),
       signal: interrupted.signal,
       ...(shape.standby !== undefined ? { standby: shape.standby } : {}),
@@ -248,11 +249,39 @@ function reportLeft(left: readonly string[]): void {
   for (const l of left) console.error(`left behind: ${l}`);
 }
 
+/**
+ * Why the machine's node is not this checkout's to stop, if it is not: another checkout's stack
+ * (its state names the node's stack) or a process that still holds it (a test run, an `up` still
+ * starting). Otherwise the node is an orphan: its `up` died before saving any state.
+ */
+async function othersNode(
+  root: string,
+  otherStateDir: string | undefined,
+  claimantRuns: boolean,
+): Promise<string | undefined> {
+  if (otherStateDir !== undefined && otherStateDir !== stateDir) {
+    const other = await readFile(join(otherStateDir, 'state.json'), 'utf8')
+      .then((t) => JSON.parse(t) as Pick<StackInfo, 'root'>)
+      .catch(() => undefined);
+    if (other?.root === root)
+      return `the node on this machine is the stack of ${otherStateDir} (STACK_STATE_DIR); \`npm run stack -- down\` there stops it`;
+  }
+  if (claimantRuns)
+    return `the node on this machine is held by the stack in ${root}, whose process still runs (a test run, or an \`up\` still starting)`;
+  return undefined;
+}
+
 async function down(): Promise<number> {
   const info = await readState();
   if (!info) {
     // A node whose `up` was killed before it saved the state: the owner file still lists it.
-    const orphan = await orphanedNode();
+    const held = await nodeOwner();
+    const notOurs = held && (await othersNode(held.owner.root, held.owner.node.stateDir, held.claimantRuns));
+    if (notOurs) {
+      console.log(`no stack running here; ${notOurs}`);
+      return 0;
+    }
+    const orphan = held?.owner;
     if (orphan && orphan.root.startsWith(tmpdir())) {
       console.log(`no stack state here; stopping the orphaned node of the stack in ${orphan.root}`);
       const left = await stopStack({

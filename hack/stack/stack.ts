@@ -33,6 +33,8 @@ export interface StackOptions<T extends Tool = StackTool> {
    * before giving up; default 0, refused at once.
    */
   readonly nodeClaimWaitMs?: number;
+  /** The `npm run stack` state dir that will hold this stack (recorded with the node: NodeInfo). */
+  readonly stateDir?: string;
   /**
    * Configuration keys (src/config/schema.ts) for the controller and sidecar; default: those set
    * in this process's environment (see serviceSettings).
@@ -169,7 +171,9 @@ export async function startStack<T extends Tool = StackTool>(
       ensureTools([...STACK_TOOLS, ...S3_TOOLS[s3Server], ...(opts.tools ?? [])]),
     );
     const prepared = opts.node
-      ? await timed('node network', () => prepareNode(root, procs, { ms: opts.nodeClaimWaitMs ?? 0, log }))
+      ? await timed('node network', () =>
+          prepareNode(root, procs, { ms: opts.nodeClaimWaitMs ?? 0, log }, opts.stateDir),
+        )
       : undefined;
     node = prepared?.node;
     const bucket = process.env.S3_BUCKET ?? 'aibom-vault';

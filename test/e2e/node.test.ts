@@ -672,7 +672,7 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
   );
 
   it(
-    'a node left by a run killed with its session (every server SIGKILLed, its pods still running) is taken over by the next start, and a down in the old checkout leaves the new node alone',
+    'a node left by a run killed with its session (every server SIGKILLed, its pods still running) is taken over by the next start; a down in the old checkout or in one without a stack leaves the new node alone',
     async () => {
       const cli = (state: string, ...args: string[]) =>
         run(process.execPath, ['hack/stack/cli.ts', ...args], {
@@ -711,8 +711,11 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
           return started !== undefined && started < t;
         });
         expect(stillThere, "the killed node's pod processes").toEqual([]);
-        // The killed checkout's `down` (its state still says it runs) stops nothing of the new node.
+        // The killed checkout's `down` (its state still says it runs) stops nothing of the new node,
+        // nor does a `down` in a checkout with no stack at all.
         await cli(killedState, 'down');
+        const elsewhere = await cli(join(work, 'no-state'), 'down');
+        expect(elsewhere.stdout).toContain(`the node on this machine is the stack of ${nextState}`);
         expect(await orphanedNode().then((o) => o?.root)).toBe(next!.root);
         expect(await bridgeExists(), 'the new node keeps its bridge').toBe(true);
         const status = await cli(nextState, 'status');

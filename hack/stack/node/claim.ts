@@ -29,6 +29,20 @@ export interface ClaimOptions<O extends ClaimOwner> {
   readonly cleanup: (stale: O | undefined) => Promise<void>;
 }
 
+/**
+ * The owner file, whether the stack it names is live (isLive), and whether the process that
+ * claimed it still runs (a test run holding the stack, an `up` still starting); undefined
+ * without one.
+ */
+export async function readClaim<O extends ClaimOwner>(
+  file: string,
+): Promise<{ owner: O; live: boolean; claimantRuns: boolean } | undefined> {
+  const read = await readOwner<O>(file);
+  if (!read) return undefined;
+  const live = await isLive(read.owner, read.writtenMs);
+  return { owner: read.owner, live, claimantRuns: live && startedBefore(read.owner.pid, read.writtenMs) };
+}
+
 async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number } | undefined> {
   try {
     const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
@@ -36,6 +50,12 @@ async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number
   } catch {
     return undefined;
   }
+}
+
+/** Whether `pid` runs a process that started before the owner file was last written. */
+function startedBefore(pid: number, writtenMs: number): boolean {
+  const started = processStartMs(pid);
+  return started !== undefined && started <= writtenMs + START_SLACK_MS;
 }
 
 /**
@@ -47,13 +67,11 @@ async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number
  */
 async function isLive(owner: ClaimOwner, writtenMs: number): Promise<boolean> {
   if (!(await stat(owner.root).catch(() => undefined))) return false;
-  const startedBefore = (pid: number): boolean => {
-    const started = processStartMs(pid);
-    return started !== undefined && started <= writtenMs + START_SLACK_MS;
-  };
-  if (startedBefore(owner.pid)) return true;
+  if (startedBefore(owner.pid, writtenMs)) return true;
   // A server with its start time recorded is known exactly; one without, as the claimant is.
-  return (owner.procs ?? []).some((p) => (p.started === undefined ? startedBefore(p.pid) : isRunning(p)));
+  return (owner.procs ?? []).some((p) =>
+    p.started === undefined ? startedBefore(p.pid, writtenMs) : isRunning(p),
+  );
 }
 
 /**

@@ -35,7 +35,7 @@ import {
   type ChartTarget,
   type ChartWiring,
 } from './chart.ts';
-import { claimNode } from './claim.ts';
+import { claimNode, readClaim } from './claim.ts';
 import { importLayout, removeAllContainers, startContainerd } from './containerd.ts';
 import { cleanupProxy, startProxy, startScheduler } from './control.ts';
 import { KUBELET_SYSCTLS, restoreSysctls, run, saveSysctls, trySh } from './host.ts';
@@ -109,6 +109,11 @@ export interface NodeInfo {
   /** The API through its Service (SERVICE_API_URL). */
   apiUrl?: string;
   chart?: ChartTarget;
+  /**
+   * The `npm run stack` state dir whose stack this is (absent for a test run's): a `down` in
+   * another checkout tells from it that the node is not its own to stop.
+   */
+  stateDir?: string;
 }
 
 /** The Debian packages the node runs (hack/ensure-node-packages.sh installs them). */
@@ -153,6 +158,7 @@ export async function prepareNode(
   root: string,
   procs: readonly Proc[],
   claimWait: { readonly ms: number; readonly log?: (line: string) => void } = { ms: 0 },
+  stateDir?: string,
 ): Promise<{ node: NodeInfo; kube: KubeNodeOptions }> {
   await checkHost();
   const dir = join(root, 'node');
@@ -184,6 +190,7 @@ export async function prepareNode(
     bridge: NODE_NETWORK.bridge,
     release: NODE_RELEASE,
     namespace: NODE_NAMESPACE,
+    ...(stateDir !== undefined ? { stateDir } : {}),
   };
   await writeOwner(node, root, procs);
   await createBridge();
@@ -245,12 +252,26 @@ async function takenOver(node: NodeInfo): Promise<boolean> {
   return owner !== undefined && join(owner.root, 'node') !== node.dir;
 }
 
-/** The node of a stack that is gone without `down` (its `up` was killed), from the owner file. */
+/**
+ * The stack that holds the node (the owner file, once its node started): whether it is live and
+ * whether the process that claimed it still runs (claim.ts readClaim).
+ */
+export async function nodeOwner(): Promise<
+  | {
+      readonly owner: Owner & { readonly node: NodeInfo };
+      readonly live: boolean;
+      readonly claimantRuns: boolean;
+    }
+  | undefined
+> {
+  const read = await readClaim<Owner>(OWNER_FILE);
+  const node = read?.owner.node;
+  return read && node ? { ...read, owner: { ...read.owner, node } } : undefined;
+}
+
+/** The node's owner, as the owner file lists it (its processes, its node). */
 export async function orphanedNode(): Promise<(Owner & { readonly node: NodeInfo }) | undefined> {
-  const owner = await readFile(OWNER_FILE, 'utf8')
-    .then((t) => JSON.parse(t) as Owner)
-    .catch(() => undefined);
-  return owner?.node ? { ...owner, node: owner.node } : undefined;
+  return (await nodeOwner())?.owner;
 }
 
 /** What startNode needs of the stack (a subset of StackInfo). */

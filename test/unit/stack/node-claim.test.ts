@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimNode, type ClaimOptions } from '../../../hack/stack/node/claim.ts';
+import { claimNode, readClaim, type ClaimOptions } from '../../../hack/stack/node/claim.ts';
 import { isRunning, processStartMs } from '../../../hack/stack/proc.ts';
 
 interface TestOwner {
@@ -207,5 +207,20 @@ describe('processStartMs, isRunning', () => {
     ).toBe(false);
     expect(isRunning({ pid: deadPid(), started })).toBe(false);
     expect(isRunning({ pid: process.pid }), 'a state without start times: the pid alone').toBe(true);
+  });
+});
+
+describe('readClaim', () => {
+  it('tells a node held by a running claimant (a test run) from one whose `up` exited and left its servers, and from a stale one', async () => {
+    const root = await stackRoot('held');
+    const me = { pid: process.pid, started: processStartMs(process.pid) };
+    await writeFile(file, JSON.stringify({ root, pid: process.pid }));
+    expect(await readClaim(file)).toMatchObject({ live: true, claimantRuns: true });
+    await writeFile(file, JSON.stringify({ root, pid: deadPid(), procs: [me] }));
+    expect(await readClaim(file)).toMatchObject({ live: true, claimantRuns: false });
+    await writeFile(file, JSON.stringify({ root, pid: deadPid(), procs: [{ pid: deadPid() }] }));
+    expect(await readClaim(file)).toMatchObject({ live: false, claimantRuns: false });
+    await rm(file);
+    expect(await readClaim(file)).toBeUndefined();
   });
 });
