@@ -29,9 +29,10 @@ import {
 const stateDir = resolve(process.env.STACK_STATE_DIR ?? join(repoRoot, '.stack'));
 const stateFile = join(stateDir, 'state.json');
 
-async function readState(): Promise<StackInfo | undefined> {
+/** The saved stack of the state dir `dir` (this checkout's by default). */
+async function readState(dir = stateDir): Promise<StackInfo | undefined> {
   try {
-    return JSON.parse(await readFile(stateFile, 'utf8')) as StackInfo;
+    return JSON.parse(await readFile(join(dir, 'state.json'), 'utf8')) as StackInfo;
   } catch {
     return undefined;
   }
@@ -260,10 +261,7 @@ async function othersNode(
   claimantRuns: boolean,
 ): Promise<string | undefined> {
   if (otherStateDir !== undefined && otherStateDir !== stateDir) {
-    const other = await readFile(join(otherStateDir, 'state.json'), 'utf8')
-      .then((t) => JSON.parse(t) as Pick<StackInfo, 'root'>)
-      .catch(() => undefined);
-    if (other?.root === root)
+    if ((await readState(otherStateDir))?.root === root)
       return `the node on this machine is the stack of ${otherStateDir} (STACK_STATE_DIR); \`npm run stack -- down\` there stops it`;
   }
   if (claimantRuns)

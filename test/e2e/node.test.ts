@@ -31,7 +31,7 @@ import { cgroupHierarchies, CGROUP_ROOT } from '../../hack/stack/node/kubelet.ts
 import { mountsUnder } from '../../hack/stack/node/mounts.ts';
 import { helm, imageRef, installChart, kubectl, waitRolledOut } from '../../hack/stack/node/chart.ts';
 import { importLayout } from '../../hack/stack/node/containerd.ts';
-import { orphanedNode } from '../../hack/stack/node/index.ts';
+import { nodeOwner } from '../../hack/stack/node/index.ts';
 import { processStartMs } from '../../hack/stack/proc.ts';
 import { GROUP, VERSION } from '../../src/crd/run.ts';
 import {
@@ -100,7 +100,7 @@ const log = (line: string): void => console.log(`[e2e] ${line}`);
  * restarted server under its new process id and no process under the old one.
  */
 async function expectOwnerLists(name: string, newPid: number, oldPid: number): Promise<void> {
-  const listed = (await orphanedNode())?.procs ?? [];
+  const listed = (await ownerFile())?.procs ?? [];
   expect(
     listed.filter((p) => p.name === name).map((p) => p.pid),
     `${name} in /run/aibom-vault-node.json`,
@@ -683,7 +683,7 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
       const [killedState, nextState] = [join(work, 'killed-state'), join(work, 'next-state')];
       try {
         await cli(killedState, 'up', '--node');
-        const killed = await orphanedNode();
+        const killed = await ownerFile();
         expect(killed?.procs?.length, 'the owner file lists the servers').toBeGreaterThan(5);
         for (const p of killed!.procs!) {
           try {
@@ -699,7 +699,7 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
         log(
           `a killed node taken over by the next start: up --node took ${((Date.now() - t) / 1000).toFixed(1)} s`,
         );
-        const next = await orphanedNode();
+        const next = await ownerFile();
         expect(next?.root).toBeDefined();
         expect(next!.root).not.toBe(killed!.root);
         expect(
@@ -716,7 +716,7 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
         await cli(killedState, 'down');
         const elsewhere = await cli(join(work, 'no-state'), 'down');
         expect(elsewhere.stdout).toContain(`the node on this machine is the stack of ${nextState}`);
-        expect(await orphanedNode().then((o) => o?.root)).toBe(next!.root);
+        expect(await ownerFile().then((o) => o?.root)).toBe(next!.root);
         expect(await bridgeExists(), 'the new node keeps its bridge').toBe(true);
         const status = await cli(nextState, 'status');
         expect(status.stdout).not.toMatch(/DEAD/);
@@ -731,6 +731,11 @@ describe.skipIf(!isRoot)('the chart on a real node (kubelet, containerd, kube-pr
     15 * 60_000,
   );
 });
+
+/** The stack the node's owner file names (its processes, its node). */
+async function ownerFile(): Promise<NonNullable<Awaited<ReturnType<typeof nodeOwner>>>['owner'] | undefined> {
+  return (await nodeOwner())?.owner;
+}
 
 /** The processes in the node's cgroups (the pods' containers and sandboxes). */
 async function nodePids(): Promise<number[]> {

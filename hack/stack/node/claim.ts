@@ -43,7 +43,8 @@ export async function readClaim<O extends ClaimOwner>(
   return { owner: read.owner, live, claimantRuns: live && startedBefore(read.owner.pid, read.writtenMs) };
 }
 
-async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number } | undefined> {
+/** The owner file as written, and when it was last written; undefined without one. */
+export async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs: number } | undefined> {
   try {
     const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
     return { owner: JSON.parse(text) as O, writtenMs: st.mtimeMs };

@@ -35,7 +35,7 @@ import {
   type ChartTarget,
   type ChartWiring,
 } from './chart.ts';
-import { claimNode, readClaim } from './claim.ts';
+import { claimNode, readClaim, readOwner } from './claim.ts';
 import { importLayout, removeAllContainers, startContainerd } from './containerd.ts';
 import { cleanupProxy, startProxy, startScheduler } from './control.ts';
 import { KUBELET_SYSCTLS, restoreSysctls, run, saveSysctls, trySh } from './host.ts';
@@ -227,7 +227,7 @@ export async function prepareNode(
 /**
  * The owner file: which stack holds the node, with its processes and the node's state, so that a
  * node whose `up` died before saving its state (killed, crashed) can still be torn down
- * (`npm run stack -- down` finds it here: orphanedNode).
+ * (`npm run stack -- down` finds it here: nodeOwner).
  */
 async function writeOwner(node: NodeInfo, root: string, procs: readonly Proc[]): Promise<void> {
   const owner: Owner = { root, pid: process.pid, node, procs };
@@ -246,9 +246,7 @@ export async function recordProcs(node: NodeInfo, root: string, procs: readonly 
 
 /** Whether the owner file names another stack than the one `node` belongs to. */
 async function takenOver(node: NodeInfo): Promise<boolean> {
-  const owner = await readFile(OWNER_FILE, 'utf8')
-    .then((t) => JSON.parse(t) as Owner)
-    .catch(() => undefined);
+  const owner = (await readOwner<Owner>(OWNER_FILE))?.owner;
   return owner !== undefined && join(owner.root, 'node') !== node.dir;
 }
 
@@ -267,11 +265,6 @@ export async function nodeOwner(): Promise<
   const read = await readClaim<Owner>(OWNER_FILE);
   const node = read?.owner.node;
   return read && node ? { ...read, owner: { ...read.owner, node } } : undefined;
-}
-
-/** The node's owner, as the owner file lists it (its processes, its node). */
-export async function orphanedNode(): Promise<(Owner & { readonly node: NodeInfo }) | undefined> {
-  return (await nodeOwner())?.owner;
 }
 
 /** What startNode needs of the stack (a subset of StackInfo). */
