@@ -53,6 +53,19 @@ export async function readOwner<O>(file: string): Promise<{ owner: O; writtenMs:
   }
 }
 
+/** How long a claimant may take to write the file it just created (it is empty until then). */
+const WRITE_GRACE_MS = 10_000;
+
+/**
+ * Whether the owner file exists but holds no owner, and has for longer than a claimant takes to
+ * write it: a write cut short (its writer killed, the disk full). Left alone, every later claim
+ * would find it, fail to create its own, and loop.
+ */
+async function unreadableOwnerFile(file: string): Promise<boolean> {
+  const st = await stat(file).catch(() => undefined);
+  return st !== undefined && Date.now() - st.mtimeMs > WRITE_GRACE_MS;
+}
+
 /** Whether `pid` runs a process that started before the owner file was last written. */
 function startedBefore(pid: number, writtenMs: number): boolean {
   const started = processStartMs(pid);
@@ -89,6 +102,10 @@ export async function claimNode<O extends ClaimOwner>(root: string, opts: ClaimO
   let told = false;
   for (;;) {
     const read = await readOwner<O>(opts.file);
+    if (!read && (await unreadableOwnerFile(opts.file))) {
+      opts.log?.(`the node's owner file ${opts.file} is unreadable (a write cut short): removing it`);
+      await rm(opts.file, { force: true });
+    }
     const owner = read?.owner;
     if (owner && (await isLive(owner, read.writtenMs))) {
       const held = `a node is already running on this machine for the stack in ${owner.root} (one per machine)`;
@@ -122,5 +139,7 @@ export async function claimNode<O extends ClaimOwner>(root: string, opts: ClaimO
       },
     );
     if (wrote) return;
+    // Another claimant created it first (and may still be writing it): look again shortly.
+    await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -188,6 +188,28 @@ describe('claimNode', () => {
   });
 });
 
+describe('claimNode and a cut-short owner file', () => {
+  it('removes an owner file that holds no owner once it is older than a write takes, and takes the node', async () => {
+    await writeFile(file, '{"root":');
+    const old = new Date(Date.now() - 60_000);
+    await utimes(file, old, old);
+    const lines: string[] = [];
+    await claimNode('/stack/i', opts(0, lines));
+    expect(await holder()).toBe('/stack/i');
+    expect(lines).toEqual([`the node's owner file ${file} is unreadable (a write cut short): removing it`]);
+  });
+
+  it('leaves a fresh empty owner file alone (another claimant is writing it) and waits', async () => {
+    await writeFile(file, '');
+    const claiming = claimNode('/stack/j', opts(60_000));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await readFile(file, 'utf8'), 'not removed').toBe('');
+    await writeFile(file, JSON.stringify({ root: '/stack/other-gone', pid: 1 }));
+    await claiming;
+    expect(await holder()).toBe('/stack/j');
+  });
+});
+
 describe('processStartMs, isRunning', () => {
   it('reads when this process started, and nothing for one that has exited', () => {
     const started = processStartMs(process.pid);
