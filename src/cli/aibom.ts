@@ -186,14 +186,8 @@ export const aibomFetchCommand = {
     const dir = values.out ?? `aibom-${id}`;
     const meta = (run.artifacts as Record<string, unknown> | undefined)?.aibom;
     if (!meta) throw new CliError(`run ${runRefText(ref)} has no AIBOM yet`);
-    const bytes = Buffer.from(
-      await (await client.request('GET', `/v1/runs/${id}/artifacts/aibom`)).arrayBuffer(),
-    );
-    const manifest = Buffer.from(
-      await (
-        await client.request('GET', `/v1/runs/${id}/artifacts/aibom/manifest`, undefined, 'application/c2pa')
-      ).arrayBuffer(),
-    );
+    const bytes = await client.bytes('GET', `/v1/runs/${id}/artifacts/aibom`);
+    const manifest = await client.bytes('GET', `/v1/runs/${id}/artifacts/aibom/manifest`, 'application/c2pa');
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, 'aibom.json'), bytes);
     await writeFile(join(dir, 'aibom.c2pa'), manifest);
@@ -207,11 +201,7 @@ export const aibomFetchCommand = {
       const id = views[format]?.attestation_id;
       if (typeof id !== 'string') continue;
       const name = VIEW_FORMATS[format].artifactName;
-      const view = Buffer.from(
-        await (
-          await client.request('GET', `/v1/runs/${run.id}/artifacts/aibom?format=${format}`, undefined, '*/*')
-        ).arrayBuffer(),
-      );
+      const view = await client.bytes('GET', `/v1/runs/${run.id}/artifacts/aibom?format=${format}`, '*/*');
       await writeFile(join(dir, name), view);
       await writeFile(
         join(dir, recordFileOf(name)),

@@ -100,10 +100,10 @@ async function* servedLeaves(
 ): AsyncGenerator<{ seq: number; leafHash: Buffer }> {
   let after = 0;
   for (;;) {
-    const page = await client.json<{
+    const page = await client.page<{
       items: { seq: number; leaf_hash: string }[];
       next_after_seq: number | null;
-    }>('GET', `/v1/chain/leaves?after_seq=${after}&limit=10000`);
+    }>('GET', `/v1/chain/leaves?after_seq=${after}&limit=10000`, undefined, 'items');
     for (const i of page.items) yield { seq: i.seq, leafHash: Buffer.from(i.leaf_hash, 'hex') };
     const last = page.items.at(-1);
     if (page.next_after_seq === null || last === undefined || last.seq >= upTo) return;

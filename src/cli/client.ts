@@ -1,14 +1,15 @@
 import { StreamReader } from '../attest/index.ts';
+import { visibleText } from '../visible.ts';
 import { CliError } from './command.ts';
 import type { RunRef } from './options.ts';
 
 /** Problem+json from the API, surfaced with its stable code. */
 export class ApiError extends CliError {
   readonly status: number;
-  /** The problem's stable `code` (docs/api.md). */
+  /** The problem's stable `code` (docs/api.md); HTTP_ERROR for an answer that is not a problem. */
   readonly problemCode: string;
-  constructor(status: number, problemCode: string, detail: string) {
-    super(`HTTP ${status} ${problemCode}: ${detail}`, 1, { code: 'API' });
+  constructor(status: number, problemCode: string, detail: string, message?: string) {
+    super(message ?? `HTTP ${status} ${problemCode}: ${detail}`, 1, { code: 'API' });
     this.status = status;
     this.problemCode = problemCode;
   }
@@ -20,7 +21,40 @@ export interface ClientOptions {
   readonly fetch?: typeof fetch;
 }
 
-/** Thin typed client of the /v1 API; the CLI's commands are built on it. */
+/**
+ * Text from the server made fit for one line of the CLI's error output: control characters
+ * (newlines of an HTML error page, a hostile server's terminal escapes) become spaces, and the
+ * result is cut to `max` characters.
+ */
+export function oneLine(text: string, max = 300): string {
+  const flat = visibleText(text.replace(/[\p{Cc}\s]+/gu, ' ').trim());
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/** The media type of a Content-Type header, lower-case, without parameters ('' when absent). */
+function mediaTypeOf(contentType: string | null): string {
+  return (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/**
+ * Whether an answer of `mediaType` is one the request's Accept named: `*\/*` takes anything;
+ * `application/json` takes JSON and any `+json` type (RFC 6839).
+ */
+function acceptable(mediaType: string, accept: string): boolean {
+  return accept.split(',').some((part) => {
+    const wanted = mediaTypeOf(part);
+    if (wanted === '*/*' || wanted === mediaType) return true;
+    return wanted === 'application/json' && mediaType.endsWith('+json');
+  });
+}
+
+/**
+ * Thin typed client of the /v1 API; the CLI's commands are built on it. It checks that answers
+ * come from the service API: an error that is not problem+json, a success in a media type the
+ * request did not accept, or JSON that is not an object fail with one line saying so, not with a
+ * parser's message or a half-written file (a SERVICE_API_URL that names another server: the
+ * kube-apiserver, a proxy's error page).
+ */
 export class ApiClient {
   private readonly baseUrl: string;
   private readonly token: string | undefined;
@@ -32,43 +66,119 @@ export class ApiClient {
     this.fetchImpl = opts.fetch ?? fetch;
   }
 
+  /** The URL of an API path, as errors name it. */
+  urlOf(path: string): string {
+    return `${this.baseUrl}${path}`;
+  }
+
+  /** Where an answer that is not the API's may have come from: said in every such error. */
+  private notTheApi(url: string, what: string): CliError {
+    return new CliError(`${url} answered ${what}: is SERVICE_API_URL (${this.baseUrl}) the service API?`);
+  }
+
   async request(
     method: 'GET' | 'POST',
     path: string,
     body?: unknown,
     accept = 'application/json',
   ): Promise<Response> {
+    const url = `${this.baseUrl}${path}`;
     const headers: Record<string, string> = { accept };
     if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
     try {
-      res = await this.fetchImpl(`${this.baseUrl}${path}`, {
+      res = await this.fetchImpl(url, {
         method,
         headers,
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
     } catch (err) {
-      throw new CliError(`cannot reach ${this.baseUrl}: ${(err as Error).message}`);
+      // undici says only "fetch failed"; the reason (ECONNREFUSED, a certificate error) is its cause.
+      const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+      const why = [cause?.code, cause?.message].filter((v) => typeof v === 'string').join(': ');
+      throw new CliError(
+        `cannot reach ${this.baseUrl}: ${oneLine((err as Error).message)}${why === '' ? '' : ` (${oneLine(why)})`}`,
+      );
     }
-    if (!res.ok) {
-      const text = await res.text();
-      let code = 'HTTP_ERROR';
-      let detail = text.slice(0, 500);
-      try {
-        const p = JSON.parse(text) as { code?: string; detail?: string; title?: string };
-        code = p.code ?? code;
-        detail = p.detail ?? p.title ?? detail;
-      } catch {
-        /* not problem+json: keep the raw text */
-      }
-      throw new ApiError(res.status, code, detail);
+    const mediaType = mediaTypeOf(res.headers.get('content-type'));
+    if (!res.ok) throw await this.problemOf(res, url, mediaType);
+    if (!acceptable(mediaType, accept)) {
+      await res.body?.cancel();
+      throw this.notTheApi(url, `HTTP ${res.status} ${mediaType || 'without a content type'}, not ${accept}`);
     }
     return res;
   }
 
+  /** The ApiError of an answer that is not 2xx: the problem's code and detail, or a line on what came. */
+  private async problemOf(res: Response, url: string, mediaType: string): Promise<ApiError> {
+    const text = await res.text().catch(() => '');
+    if (mediaType === 'application/problem+json' || mediaType === 'application/json') {
+      try {
+        const p = JSON.parse(text) as { code?: unknown; detail?: unknown; title?: unknown };
+        if (typeof p.code === 'string' && (typeof p.detail === 'string' || typeof p.title === 'string')) {
+          return new ApiError(res.status, oneLine(p.code, 80), oneLine(String(p.detail ?? p.title)));
+        }
+      } catch {
+        /* not JSON after all: said below */
+      }
+    }
+    const excerpt = oneLine(text, 200);
+    return new ApiError(
+      res.status,
+      'HTTP_ERROR',
+      excerpt,
+      `HTTP ${res.status} from ${url}, not a problem of the service API (${mediaType || 'no content type'}` +
+        `${excerpt === '' ? '' : `: ${excerpt}`}): is SERVICE_API_URL (${this.baseUrl}) the service API?`,
+    );
+  }
+
+  /** The body of an accepted answer, read whole; a connection that breaks off says so. */
+  async bytes(method: 'GET' | 'POST', path: string, accept?: string): Promise<Buffer> {
+    const res = await this.request(method, path, undefined, accept);
+    try {
+      return Buffer.from(await res.arrayBuffer());
+    } catch (err) {
+      throw new CliError(
+        `the answer from ${this.baseUrl}${path} broke off: ${oneLine((err as Error).message)}`,
+      );
+    }
+  }
+
+  /** A JSON answer; every /v1 JSON body is an object, so anything else is not the API's. */
   async json<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-    return (await (await this.request(method, path, body)).json()) as T;
+    const res = await this.request(method, path, body);
+    const url = `${this.baseUrl}${path}`;
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      throw new CliError(`the answer from ${url} broke off: ${oneLine((err as Error).message)}`);
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw this.notTheApi(url, 'a body that is not JSON');
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw this.notTheApi(url, 'JSON that is not an object');
+    }
+    return value as T;
+  }
+
+  /** A JSON answer that must hold `field` as an array (a page's items): checked, not assumed. */
+  async page<T extends object>(
+    method: 'GET' | 'POST',
+    path: string,
+    body: unknown,
+    field: string,
+  ): Promise<T> {
+    const value = await this.json<Record<string, unknown>>(method, path, body);
+    if (!Array.isArray(value[field])) {
+      throw this.notTheApi(`${this.baseUrl}${path}`, `JSON without its "${field}" list`);
+    }
+    return value as T;
   }
 
   getAttestation(id: string): Promise<Record<string, unknown>> {
@@ -83,13 +193,14 @@ export class ApiClient {
    * The run a reference names: by id, or by namespace and name (the most recent run of that name
    * the vault holds), with the same authorisation either way.
    */
-  resolveRun(ref: RunRef): Promise<Record<string, unknown> & { id: string }> {
-    return this.json(
-      'GET',
+  async resolveRun(ref: RunRef): Promise<Record<string, unknown> & { id: string }> {
+    const path =
       'id' in ref
         ? `/v1/runs/${encodeURIComponent(ref.id)}`
-        : `/v1/namespaces/${encodeURIComponent(ref.namespace)}/runs/${encodeURIComponent(ref.name)}`,
-    );
+        : `/v1/namespaces/${encodeURIComponent(ref.namespace)}/runs/${encodeURIComponent(ref.name)}`;
+    const run = await this.json<Record<string, unknown>>('GET', path);
+    if (typeof run.id !== 'string') throw this.notTheApi(`${this.baseUrl}${path}`, 'JSON that is not a run');
+    return run as Record<string, unknown> & { id: string };
   }
 
   /** The run id a reference names: a UUID as given, NAMESPACE/NAME through the API (same authorisation). */
@@ -103,7 +214,7 @@ export class ApiClient {
     next_cursor: string | null;
     excluded_namespace_count: number;
   }> {
-    return this.json('POST', '/v1/attestations/query', filter);
+    return this.page('POST', '/v1/attestations/query', filter, 'items');
   }
 
   /**

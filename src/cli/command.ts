@@ -79,7 +79,11 @@ export function parseCommand<const O extends OptionSpecs>(
   try {
     return parseArgs({ args: [...args], options, allowPositionals: positionals, strict: true });
   } catch (err) {
-    const message = (err as Error).message.split('\n')[0]!.replace(/\.?$/, '');
+    const lines = (err as Error).message.split('\n');
+    let message = lines[0]!.replace(/\.?$/, '');
+    // `--limit -5`: parseArgs takes -5 for a flag and says how to write it on its last line only.
+    const dash = lines.find((l) => l.startsWith('To specify an option argument starting with a dash'));
+    if (dash !== undefined) message += `: ${dash.replace(/^To specify/, 'to give').replace(/\.?$/, '')}`;
     throw new CliError(`${message} (see service-ctl ${command.path.join(' ')} --help)`, 2, { cause: err });
   }
 }

@@ -5,6 +5,8 @@ import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { trustBundleOf, TrustBundleError } from '../attest/trust-bundle.ts';
+import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from '../export/layout.ts';
 import { tsaTrustedRoot } from '../timestamp/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
@@ -17,7 +19,7 @@ import { pemCertificates } from './pem.ts';
  * downloads is what the CLI writes), through a temporary file renamed at the end, so a failed or
  * interrupted transfer never leaves a half-written bundle under the requested name.
  */
-async function saveBody(res: Response, output: string): Promise<number> {
+async function saveBody(res: Response, output: string, url: string): Promise<number> {
   if (res.body === null) throw new CliError('the API answered without a body');
   const tmp = join(dirname(output), `.${process.pid}.${Date.now()}.part`);
   let bytes = 0;
@@ -32,7 +34,7 @@ async function saveBody(res: Response, output: string): Promise<number> {
     // The server closes an export whose reader falls below the pace it declared up front.
     const pace = res.headers.get('x-export-min-rate');
     throw new CliError(
-      `download failed after ${bytes} bytes, nothing written to ${output}: ${(err as Error).message}` +
+      `download from ${url} failed after ${bytes} bytes, nothing written to ${output}: ${(err as Error).message}` +
         (pace !== null
           ? ` (the server closes an export read slower than it declared in x-export-min-rate: ${pace}, i.e. bytes/s; window and idle in seconds)`
           : ''),
@@ -40,6 +42,9 @@ async function saveBody(res: Response, output: string): Promise<number> {
   }
   return bytes;
 }
+
+/** What both downloads answer: an export bundle, plain or gzipped (anything else is not the API's). */
+const BUNDLE_ACCEPT = `${TAR_MEDIA_TYPE}, ${TAR_GZIP_MEDIA_TYPE}`;
 
 /** Both downloads (a selection, one artifact's evidence) may come gzipped. */
 const gzipOption = {
@@ -80,13 +85,8 @@ export const attestationExportCommand = {
       ...(values.gzip ? { gzip: true } : {}),
       ...(values.scitt ? { scitt: true } : {}),
     };
-    const res = await client.request(
-      'POST',
-      '/v1/attestations/export',
-      body,
-      'application/x-tar, application/gzip',
-    );
-    const bytes = await saveBody(res, values.output);
+    const res = await client.request('POST', '/v1/attestations/export', body, BUNDLE_ACCEPT);
+    const bytes = await saveBody(res, values.output, client.urlOf('/v1/attestations/export'));
     const withheld = Number(res.headers.get('x-export-withheld-namespaces') ?? '0');
     process.stdout.write(
       `wrote ${values.output}: ${res.headers.get('x-export-attestations') ?? '?'} attestations, ${bytes} bytes\n`,
@@ -130,7 +130,11 @@ export const auditExportCommand = {
     const output = values.output ?? `evidence-${runId}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
     // The same GET the UI's "Export with receipts" button issues: the bytes are the route's.
     const path = `/v1/runs/${runId}/artifacts/${values.artifact}/evidence${values.gzip ? '?gzip=true' : ''}`;
-    const bytes = await saveBody(await client.request('GET', path, undefined, '*/*'), output);
+    const bytes = await saveBody(
+      await client.request('GET', path, undefined, BUNDLE_ACCEPT),
+      output,
+      client.urlOf(path),
+    );
     process.stdout.write(`wrote ${output}: ${bytes} bytes\n`);
     return 0;
   },
@@ -164,10 +168,12 @@ export const auditLogCommand = {
         const v = values[k];
         if (v !== undefined) q.set(k, v);
       }
-      const page: { items: unknown[]; next_after: number | null } = await client.json<{
-        items: unknown[];
-        next_after: number | null;
-      }>('GET', `/v1/audit?${q.toString()}`);
+      const page = await client.page<{ items: unknown[]; next_after: number | null }>(
+        'GET',
+        `/v1/audit?${q.toString()}`,
+        undefined,
+        'items',
+      );
       for (const item of page.items) process.stdout.write(`${JSON.stringify(item)}\n`);
       after = page.next_after;
     }
@@ -193,7 +199,16 @@ export async function fetchTrust(
   dir: string,
   namespaces: readonly string[] = [],
 ): Promise<TrustBundle> {
-  const bundle = await client.json<TrustBundle>('GET', `/v1/keys${keysQuery(namespaces)}`);
+  const path = `/v1/keys${keysQuery(namespaces)}`;
+  const bundle = await client.json<TrustBundle>('GET', path);
+  // Checked (its certificates parsed) before anything is written: what the API gave must be a
+  // trust bundle the verifier can load back (loadTrustBundle), not whatever answered.
+  try {
+    trustBundleOf(bundle);
+  } catch (err) {
+    if (!(err instanceof TrustBundleError)) throw err;
+    throw new CliError(`${client.urlOf(path)} answered no trust bundle: ${err.message}`);
+  }
   await mkdir(join(dir, 'certs'), { recursive: true });
   await mkdir(join(dir, 'keys'), { recursive: true });
   await writeFile(join(dir, 'ca.pem'), bundle.trust_anchors_pem);

@@ -50,6 +50,17 @@ describe('--help', () => {
   });
 });
 
+describe('a flag value starting with a dash', () => {
+  it('says how to write it, in one line, exit 2', async () => {
+    const { code, stderr } = await cli('query', '--limit', '-5');
+    expect(code).toBe(2);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr).toContain("use '--limit=-XYZ'");
+    // Written that way, the value reaches the command's own check.
+    expect((await cli('query', '--limit=-5')).stderr).toContain('--limit is 1–1000');
+  });
+});
+
 describe('run references', () => {
   it('take a UUID or NAMESPACE/NAME', () => {
     expect(parseRunRef('0F8E5C1A-2B3C-4D5E-8F90-A1B2C3D4E5F6')).toEqual({
