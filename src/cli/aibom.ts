@@ -90,7 +90,7 @@ export const aibomGenerateCommand = {
     try {
       override = values['policy-pack'] !== undefined ? parsePolicyPackRef(values['policy-pack']) : undefined;
     } catch (err) {
-      throw new CliError(`--policy-pack: ${(err as Error).message}`, 2);
+      throw new CliError((err as Error).message, 2);
     }
     const config = loadConfig('cli');
     if (config.DATABASE_URL === undefined)

@@ -70,7 +70,8 @@ export async function filterOf(
       const { name, version } = parsePolicyPackRef(values['policy-pack']);
       filter.policy_pack = version !== undefined ? { name, version } : { name };
     } catch (err) {
-      if (err instanceof PolicyError) throw new CliError(`--policy-pack: ${err.message}`, 2);
+      // parsePolicyPackRef names the flag itself.
+      if (err instanceof PolicyError) throw new CliError(err.message, 2);
       throw err;
     }
   }

@@ -489,7 +489,7 @@ export const verifyCommand = {
   summary:
     'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); bundles with a witness policy (--witness-policy, --witness); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   usage:
-    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--witness-policy FILE | --witness VKEY... [--witness-quorum N]] [--tlog-key VKEY] [--json] | --aibom DIR [--trust-anchor PEM] | --chain [--fresh] [--max-age DURATION]',
+    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--witness-policy FILE | --witness VKEY... [--witness-quorum N]] [--tlog-key VKEY] [--json] | --aibom DIR [--trust-anchor PEM | --trust-bundle DIR] | --chain [--fresh] [--max-age DURATION]',
   options: verifyOptions,
   details:
     'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors\n' +
@@ -510,14 +510,27 @@ export const verifyCommand = {
       return verifyChainCli(values, clientFrom(values), recordsFromText);
     }
     if (values.aibom !== undefined) {
-      const anchor = values['trust-anchor'] ?? loadConfig('cli').SERVICE_TRUST_ANCHOR;
-      if (anchor === undefined)
-        throw new CliError('--aibom needs --trust-anchor <ca.crt> (or SERVICE_TRUST_ANCHOR)', 2);
-      const tsaAnchor = values['tsa-trust-anchor'] ?? loadConfig('cli').TSA_TRUST_ANCHORS;
+      // The CA: --trust-anchor, else the trust bundle's (what `keys fetch` saved), else
+      // SERVICE_TRUST_ANCHOR; a file without a certificate is refused before anything is checked.
+      const bundle =
+        values['trust-bundle'] !== undefined ? await loadTrustBundle(values['trust-bundle']) : undefined;
+      const anchorPath =
+        values['trust-anchor'] ?? (bundle === undefined ? loadConfig('cli').SERVICE_TRUST_ANCHOR : undefined);
+      let anchors: X509Certificate[];
+      if (anchorPath !== undefined)
+        anchors = certsFromPem(await readPem(anchorPath, 'trust anchor'), anchorPath);
+      else if (bundle !== undefined) anchors = [...bundle.anchors];
+      else {
+        throw new CliError(
+          '--aibom needs --trust-anchor <ca.crt> or --trust-bundle <dir> (or SERVICE_TRUST_ANCHOR)',
+          2,
+        );
+      }
+      const pemOf = (certs: readonly X509Certificate[]): string => certs.map((c) => c.toString()).join('');
       const { lines, problems } = await verifyAibomDir(
         values.aibom,
-        await readPem(anchor, 'trust anchor'),
-        tsaAnchor !== undefined ? await readPem(tsaAnchor, 'TSA trust anchor') : '',
+        pemOf(anchors),
+        pemOf(await tsaAnchorsFrom(values, bundle)),
       );
       for (const l of lines) process.stdout.write(`OK    ${l}\n`);
       for (const p of problems) process.stdout.write(`FAIL  ${p}\n`);

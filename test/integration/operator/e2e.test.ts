@@ -68,10 +68,16 @@ async function createSampleRun(name: string): Promise<Run> {
 
 const aibomReady = (r: Run) => r.status?.conditions?.find((c) => c.type === 'AIBOMReady')?.status === 'True';
 
-async function cli(args: string[], env: Record<string, string> = {}) {
-  return run(process.execPath, [`${repoRoot}/src/bin/service-ctl.ts`, ...args], {
-    env: { ...process.env, SERVICE_API_URL: apiUrl, SERVICE_TOKEN: stack().kube.tokens.admin, ...env },
-  });
+/** service-ctl against this file's API; an `env` entry set to undefined is removed. */
+async function cli(args: string[], env: Record<string, string | undefined> = {}) {
+  const merged: Record<string, string | undefined> = {
+    ...process.env,
+    SERVICE_API_URL: apiUrl,
+    SERVICE_TOKEN: stack().kube.tokens.admin,
+    ...env,
+  };
+  for (const [k, v] of Object.entries(merged)) if (v === undefined) delete merged[k];
+  return run(process.execPath, [`${repoRoot}/src/bin/service-ctl.ts`, ...args], { env: merged });
 }
 
 beforeAll(async () => {
@@ -263,6 +269,20 @@ describe('a Run driven to Succeeded', () => {
     await writeFile(anchor, caPem);
     const ok = await cli(['verify', '--aibom', dir, '--trust-anchor', anchor]);
     expect(ok.stdout).toContain('AIBOM verified');
+    // What `keys fetch` saved serves as well (no --trust-anchor, no SERVICE_TRUST_ANCHOR).
+    const trust = `${stack().root}/e2e-trust-${runId}`;
+    await cli(['keys', 'fetch', '--out', trust]);
+    const viaBundle = await cli(['verify', '--aibom', dir, '--trust-bundle', trust], {
+      SERVICE_TRUST_ANCHOR: undefined,
+    });
+    expect(viaBundle.stdout).toContain('AIBOM verified');
+    // A trust anchor file holding no certificate is refused before anything is checked.
+    await writeFile(`${anchor}.txt`, 'not a certificate\n');
+    const notPem = await cli(['verify', '--aibom', dir, '--trust-anchor', `${anchor}.txt`]).catch(
+      (e: { code: number; stdout: string; stderr: string }) => e,
+    );
+    expect(notPem).toMatchObject({ code: 1, stdout: '' });
+    expect((notPem as { stderr: string }).stderr).toContain('no PEM certificate');
     const { rows } = await db.query<{ action: string; manifest_digest: string }>(
       `SELECT action, manifest_digest FROM audit_log WHERE object LIKE $1`,
       [`%${runId}%`],
