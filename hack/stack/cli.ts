@@ -407,12 +407,19 @@ async function restart(args: readonly string[]): Promise<number> {
 
 const USAGE =
   'usage: npm run stack -- up [--node] [--standby sync|async] [--s3 minio|seaweedfs] | failover | restart controller | down | status';
+/** A command that takes no arguments: anything given is a usage error, never silently ignored. */
+const bare =
+  (name: string, fn: () => Promise<number>) =>
+  (args: readonly string[]): Promise<number> => {
+    if (args.length > 0) throw new UsageError(`${name} takes no arguments (got "${args.join(' ')}")`);
+    return fn();
+  };
 const commands: Record<string, (args: readonly string[]) => Promise<number>> = {
   up,
-  failover,
+  failover: bare('failover', failover),
   restart,
-  down,
-  status,
+  down: bare('down', down),
+  status: bare('status', status),
 };
 const cmd = process.argv[2] ?? '';
 const fn = commands[cmd];
