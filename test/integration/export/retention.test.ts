@@ -6,7 +6,7 @@
  * checkpoints keep counting them: a later checkpoint is consistent with the one made before, and an
  * archived record's inclusion proof still verifies against the new root.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomUUID, X509Certificate } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,7 +34,8 @@ import { retentionDeps } from '../../helpers/retention.ts';
 import { cliMain } from '../../helpers/cli-main.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import { runRecords } from '../../helpers/records.ts';
-import { freshDatabase } from '../../helpers/stack.ts';
+import { stackApp } from '../../helpers/app.ts';
+import { freshDatabase, stack } from '../../helpers/stack.ts';
 import { digestOf } from '../vault/helpers.ts';
 
 const ns = `ret-${randomUUID().slice(0, 8)}`;
@@ -155,6 +156,38 @@ describe('vault retention', () => {
     await writeFile(join(dir, 'bad.tar'), tampered);
     const bad = await cliMain('verify', join(dir, 'bad.tar'), '--trust-anchor', join(dir, 'ca.pem'));
     expect(bad.code).not.toBe(0);
+  });
+
+  it('GET of a retired id answers 404 saying where its month went, in the same words for an id that never existed', async () => {
+    const app = await stackApp(vault, [new X509Certificate(pki['ca.crt'])]);
+    try {
+      const get = async (id: string) => {
+        const res = await app.inject({
+          method: 'GET',
+          url: `/v1/attestations/${id}`,
+          headers: { authorization: `Bearer ${stack().kube.tokens.admin}` },
+        });
+        return { status: res.statusCode, body: res.json<{ code: string; detail: string }>() };
+      };
+      const retired = await get(old[0]!.id);
+      expect(retired.status).toBe(404);
+      expect(retired.body.code).toBe('NOT_FOUND');
+      expect(retired.body.detail).toMatch(/^attestation not found: records created before \S+ were retired/);
+      expect(retired.body.detail).toContain('VAULT_RETENTION_MONTHS');
+      // An id of the same month that never was a record: the very same answer (no existence leak).
+      const never = new UuidV7Generator({ now: lastMonth }).next();
+      expect(await get(never)).toEqual(retired);
+      // An unknown id of a live month: the plain 404.
+      const live = await get(new UuidV7Generator().next());
+      expect(live).toMatchObject({
+        status: 404,
+        body: { code: 'NOT_FOUND', detail: 'attestation not found' },
+      });
+      // A live record is served as before.
+      expect((await get(current[0]!.id)).status).toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 
   it('takes the records out of every read, keeps the table, and the checkpoints still count them', async () => {

@@ -22,6 +22,7 @@ import type { StoredAttestation } from '../../../vault/index.ts';
 import { createBatchLoader } from '../../../vault/batch-loader.ts';
 import { resolveCapabilityFilter } from '../../../capability/filter.ts';
 import { ProblemError } from '../../problem.ts';
+import { retiredRecordNote } from './retired.ts';
 import {
   envelopeSchema,
   problemResponses,
@@ -106,6 +107,8 @@ export function attestationRoutes(fastify: FastifyInstance, deps: AttestationRou
     return new Map([...found].map(([id, record]) => [id, { record, job: jobs.get(id) }]));
   });
 
+  const retiredNote = retiredRecordNote(deps.vault.partitions);
+
   app.get(
     '/v1/attestations/:id',
     {
@@ -123,14 +126,26 @@ export function attestationRoutes(fastify: FastifyInstance, deps: AttestationRou
       const id = req.params.id.toLowerCase();
       const stored = await records.load(id);
       // Hidden and unknown ids take the same path (visibilityOf): same reviews, same 404.
-      const loaded = await requireVisible(
-        deps.authorizer,
-        req,
-        stored?.record.namespace,
-        { verb: 'get', resource: 'attestations', name: id },
-        'attestation',
-        stored,
-      );
+      let loaded: LoadedRecord;
+      try {
+        loaded = await requireVisible(
+          deps.authorizer,
+          req,
+          stored?.record.namespace,
+          { verb: 'get', resource: 'attestations', name: id },
+          'attestation',
+          stored,
+        );
+      } catch (err) {
+        // Not in the live vault: an id of a retired month says where such records went (the same
+        // words for every id of that month, existing or not: retired.ts).
+        const note =
+          stored === undefined && err instanceof ProblemError && err.status === 404
+            ? await retiredNote(id)
+            : undefined;
+        if (note !== undefined) throw new ProblemError(404, 'NOT_FOUND', `attestation not found: ${note}`);
+        throw err;
+      }
       return sendBody(reply, withJob(loaded.record, loaded.job, await audienceOf(deps.authorizer, req)));
     },
   );
