@@ -19,3 +19,24 @@ export async function cliMain(...argv: string[]): Promise<{ code: number; stdout
     err.mockRestore();
   }
 }
+
+/**
+ * The environment of a service-ctl child process against `apiUrl` as `token`: this process's
+ * environment, then `env` on top, where an entry set to undefined is removed (a shell without
+ * SERVICE_TRUST_ANCHOR, say).
+ */
+export function serviceCtlEnv(
+  apiUrl: string,
+  token: string,
+  env: Record<string, string | undefined> = {},
+): Record<string, string> {
+  const merged: Record<string, string | undefined> = {
+    ...process.env,
+    SERVICE_API_URL: apiUrl,
+    SERVICE_TOKEN: token,
+    ...env,
+  };
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(merged)) if (v !== undefined) out[k] = v;
+  return out;
+}

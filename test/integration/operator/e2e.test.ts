@@ -25,6 +25,7 @@ import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../../../src/vault/index.ts';
 import { repoRoot } from '../../../hack/stack/stack.ts';
 import { stackApp } from '../../helpers/app.ts';
+import { serviceCtlEnv } from '../../helpers/cli-main.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { createNamespace } from '../../helpers/rbac.ts';
 import { freshDatabase, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -70,14 +71,9 @@ const aibomReady = (r: Run) => r.status?.conditions?.find((c) => c.type === 'AIB
 
 /** service-ctl against this file's API; an `env` entry set to undefined is removed. */
 async function cli(args: string[], env: Record<string, string | undefined> = {}) {
-  const merged: Record<string, string | undefined> = {
-    ...process.env,
-    SERVICE_API_URL: apiUrl,
-    SERVICE_TOKEN: stack().kube.tokens.admin,
-    ...env,
-  };
-  for (const [k, v] of Object.entries(merged)) if (v === undefined) delete merged[k];
-  return run(process.execPath, [`${repoRoot}/src/bin/service-ctl.ts`, ...args], { env: merged });
+  return run(process.execPath, [`${repoRoot}/src/bin/service-ctl.ts`, ...args], {
+    env: serviceCtlEnv(apiUrl, stack().kube.tokens.admin, env),
+  });
 }
 
 beforeAll(async () => {

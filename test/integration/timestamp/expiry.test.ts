@@ -15,6 +15,7 @@ import type { AibomMetadata } from '../../../src/recorder/index.ts';
 import { signerFromPem, type KeySigner } from '../../../src/signing/index.ts';
 import { createVaultPool, openVault, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
+import { serviceCtlEnv } from '../../helpers/cli-main.ts';
 import { stackBlobs } from '../../helpers/blobs.ts';
 import { tarEntries } from '../../helpers/export.ts';
 import {
@@ -224,15 +225,8 @@ describe('an AIBOM after its signer certificate expired', () => {
   let apiUrl: string;
   /** service-ctl against the API; `env` adds to (or, with undefined values, removes from) the environment. */
   const cli = (args: string[], env: Record<string, string | undefined> = {}) => {
-    const merged: Record<string, string | undefined> = {
-      ...process.env,
-      SERVICE_API_URL: apiUrl,
-      SERVICE_TOKEN: stack().kube.tokens.admin,
-      ...env,
-    };
-    for (const [k, v] of Object.entries(merged)) if (v === undefined) delete merged[k];
     return run(process.execPath, [join(repoRoot, 'src/bin/service-ctl.ts'), ...args], {
-      env: merged,
+      env: serviceCtlEnv(apiUrl, stack().kube.tokens.admin, env),
       maxBuffer: 64 * 1024 * 1024,
     }).then(
       (r) => ({ code: 0, out: r.stdout }),
