@@ -116,8 +116,10 @@ export class ApiClient {
     if (mediaType === 'application/problem+json' || mediaType === 'application/json') {
       try {
         const p = JSON.parse(text) as { code?: unknown; detail?: unknown; title?: unknown };
-        if (typeof p.code === 'string' && (typeof p.detail === 'string' || typeof p.title === 'string')) {
-          return new ApiError(res.status, oneLine(p.code, 80), oneLine(String(p.detail ?? p.title)));
+        const detail =
+          typeof p.detail === 'string' ? p.detail : typeof p.title === 'string' ? p.title : undefined;
+        if (typeof p.code === 'string' && detail !== undefined) {
+          return new ApiError(res.status, oneLine(p.code, 80), oneLine(detail));
         }
       } catch {
         /* not JSON after all: said below */

@@ -145,6 +145,17 @@ describe('ApiClient', () => {
     expect((err as ApiError).message).toBe('HTTP 403 FORBIDDEN: no read [2Jon[U+202E]abc');
   });
 
+  it('a problem whose detail is not a string shows its title', async () => {
+    answer = {
+      status: 409,
+      type: 'application/problem+json',
+      body: JSON.stringify({ code: 'CONFLICT', title: 'Conflict', detail: { nested: true } }),
+    };
+    await expect(new ApiClient({ baseUrl: base }).json('GET', '/v1/runs/x')).rejects.toThrow(
+      /^HTTP 409 CONFLICT: Conflict$/,
+    );
+  });
+
   it('a success in a media type the request did not accept is refused before its body is read', async () => {
     answer = { status: 200, type: 'application/octet-stream', body: 'x'.repeat(100) };
     await expect(
