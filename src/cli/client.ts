@@ -82,7 +82,7 @@ export class ApiClient {
     body?: unknown,
     accept = 'application/json',
   ): Promise<Response> {
-    const url = `${this.baseUrl}${path}`;
+    const url = this.urlOf(path);
     const headers: Record<string, string> = { accept };
     if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -136,35 +136,26 @@ export class ApiClient {
   }
 
   /** The body of an accepted answer, read whole; a connection that breaks off says so. */
-  async bytes(method: 'GET' | 'POST', path: string, accept?: string): Promise<Buffer> {
-    const res = await this.request(method, path, undefined, accept);
+  async bytes(method: 'GET' | 'POST', path: string, accept?: string, body?: unknown): Promise<Buffer> {
+    const res = await this.request(method, path, body, accept);
     try {
       return Buffer.from(await res.arrayBuffer());
     } catch (err) {
-      throw new CliError(
-        `the answer from ${this.baseUrl}${path} broke off: ${oneLine((err as Error).message)}`,
-      );
+      throw new CliError(`the answer from ${this.urlOf(path)} broke off: ${oneLine((err as Error).message)}`);
     }
   }
 
   /** A JSON answer; every /v1 JSON body is an object, so anything else is not the API's. */
   async json<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-    const res = await this.request(method, path, body);
-    const url = `${this.baseUrl}${path}`;
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      throw new CliError(`the answer from ${url} broke off: ${oneLine((err as Error).message)}`);
-    }
+    const text = (await this.bytes(method, path, 'application/json', body)).toString('utf8');
     let value: unknown;
     try {
       value = JSON.parse(text);
     } catch {
-      throw this.notTheApi(url, 'a body that is not JSON');
+      throw this.notTheApi(this.urlOf(path), 'a body that is not JSON');
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      throw this.notTheApi(url, 'JSON that is not an object');
+      throw this.notTheApi(this.urlOf(path), 'JSON that is not an object');
     }
     return value as T;
   }
@@ -178,7 +169,7 @@ export class ApiClient {
   ): Promise<T> {
     const value = await this.json<Record<string, unknown>>(method, path, body);
     if (!Array.isArray(value[field])) {
-      throw this.notTheApi(`${this.baseUrl}${path}`, `JSON without its "${field}" list`);
+      throw this.notTheApi(this.urlOf(path), `JSON without its "${field}" list`);
     }
     return value as T;
   }
@@ -201,7 +192,7 @@ export class ApiClient {
         ? `/v1/runs/${encodeURIComponent(ref.id)}`
         : `/v1/namespaces/${encodeURIComponent(ref.namespace)}/runs/${encodeURIComponent(ref.name)}`;
     const run = await this.json<Record<string, unknown>>('GET', path);
-    if (typeof run.id !== 'string') throw this.notTheApi(`${this.baseUrl}${path}`, 'JSON that is not a run');
+    if (typeof run.id !== 'string') throw this.notTheApi(this.urlOf(path), 'JSON that is not a run');
     return run as Record<string, unknown> & { id: string };
   }
 

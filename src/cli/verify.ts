@@ -90,6 +90,29 @@ export async function trustFrom(values: {
   return { publicKeys: keys };
 }
 
+/** The trust bundle --trust-bundle names, loaded; undefined without the flag. */
+const trustBundleFlag = (values: {
+  'trust-bundle'?: string | undefined;
+}): Promise<TrustBundle | undefined> =>
+  values['trust-bundle'] !== undefined ? loadTrustBundle(values['trust-bundle']) : Promise.resolve(undefined);
+
+/**
+ * The CAs chains must lead to: --trust-anchor, else the trust bundle's, else SERVICE_TRUST_ANCHOR
+ * (what is given on the command line wins over the environment). A file without a certificate is
+ * refused before anything is checked; with none of the three, a usage error saying `missing`.
+ */
+async function trustAnchorsFrom(
+  values: { 'trust-anchor'?: string | undefined },
+  bundle: TrustBundle | undefined,
+  missing: string,
+): Promise<X509Certificate[]> {
+  const path =
+    values['trust-anchor'] ?? (bundle === undefined ? loadConfig('cli').SERVICE_TRUST_ANCHOR : undefined);
+  if (path !== undefined) return certsFromPem(await readPem(path, 'trust anchor'), path);
+  if (bundle !== undefined) return [...bundle.anchors];
+  throw new CliError(missing, 2);
+}
+
 /**
  * Roots of the TSAs whose time-stamps are believed: --tsa-trust-anchor, else the trust bundle's
  * (--trust-bundle: the service's TSA, as GET /v1/keys names it), else TSA_TRUST_ANCHORS; none:
@@ -184,19 +207,11 @@ async function verifyBundleFile(
   } & WitnessFlags,
   bundle: TrustBundle | undefined,
 ): Promise<boolean> {
-  // --trust-anchor, else the trust bundle's CAs, else SERVICE_TRUST_ANCHOR.
-  const anchorPath =
-    values['trust-anchor'] ?? (bundle === undefined ? loadConfig('cli').SERVICE_TRUST_ANCHOR : undefined);
-  if (anchorPath === undefined && bundle === undefined) {
-    throw new CliError(
-      'verifying a bundle needs --trust-anchor <ca.pem> or --trust-bundle <dir|trust-bundle.json> (service-ctl keys fetch saves both)',
-      2,
-    );
-  }
-  const anchors =
-    anchorPath !== undefined
-      ? certsFromPem(await readPem(anchorPath, 'trust anchor'), anchorPath)
-      : [...bundle!.anchors];
+  const anchors = await trustAnchorsFrom(
+    values,
+    bundle,
+    'verifying a bundle needs --trust-anchor <ca.pem> or --trust-bundle <dir|trust-bundle.json> (service-ctl keys fetch saves both)',
+  );
   const logKeys = values['log-keys'] !== undefined ? await loadLogKeys(values['log-keys']) : [];
   const publicKeys: KeyObject[] = [];
   for (const k of values.key ?? []) publicKeys.push(...keysFromPem(await readPem(k, 'key'), k));
@@ -510,22 +525,12 @@ export const verifyCommand = {
       return verifyChainCli(values, clientFrom(values), recordsFromText);
     }
     if (values.aibom !== undefined) {
-      // The CA: --trust-anchor, else the trust bundle's (what `keys fetch` saved), else
-      // SERVICE_TRUST_ANCHOR; a file without a certificate is refused before anything is checked.
-      const bundle =
-        values['trust-bundle'] !== undefined ? await loadTrustBundle(values['trust-bundle']) : undefined;
-      const anchorPath =
-        values['trust-anchor'] ?? (bundle === undefined ? loadConfig('cli').SERVICE_TRUST_ANCHOR : undefined);
-      let anchors: X509Certificate[];
-      if (anchorPath !== undefined)
-        anchors = certsFromPem(await readPem(anchorPath, 'trust anchor'), anchorPath);
-      else if (bundle !== undefined) anchors = [...bundle.anchors];
-      else {
-        throw new CliError(
-          '--aibom needs --trust-anchor <ca.crt> or --trust-bundle <dir> (or SERVICE_TRUST_ANCHOR)',
-          2,
-        );
-      }
+      const bundle = await trustBundleFlag(values);
+      const anchors = await trustAnchorsFrom(
+        values,
+        bundle,
+        '--aibom needs --trust-anchor <ca.crt> or --trust-bundle <dir> (or SERVICE_TRUST_ANCHOR)',
+      );
       const pemOf = (certs: readonly X509Certificate[]): string => certs.map((c) => c.toString()).join('');
       const { lines, problems } = await verifyAibomDir(
         values.aibom,
@@ -546,8 +551,7 @@ export const verifyCommand = {
       );
     }
     for (const p of positionals) await checkInput(p);
-    const bundle =
-      values['trust-bundle'] !== undefined ? await loadTrustBundle(values['trust-bundle']) : undefined;
+    const bundle = await trustBundleFlag(values);
     const bundles: [string, 'tar' | 'gzip'][] = [];
     for (const p of positionals) {
       const kind = (await isFile(p)) ? await bundleKind(p) : null;
