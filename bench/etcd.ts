@@ -36,6 +36,7 @@ import type { Run, RunStatus, StepStatus } from '../src/crd/run.ts';
 import { applyStatus, kubeClient, resourcePath, type KubeClient } from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
+import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
 import { createVaultPool, migrate, openVault, type Vault } from '../src/vault/index.ts';
 import {
   fmtCount,
@@ -155,7 +156,10 @@ class ModeBench {
     const ctx = this.#ctx;
     const dbUrl = await ctx.freshDatabase('etcd');
     await migrate(dbUrl);
-    const pool = createVaultPool(dbUrl, { applicationName: 'bench-etcd-controller' });
+    const pool = createVaultPool(dbUrl, {
+      applicationName: 'bench-etcd-controller',
+      plans: CONTROLLER_PLANS,
+    });
     const closePool = ctx.track(() => pool.end());
     const closeKube = ctx.track(() => this.#cleanup());
     try {

@@ -45,6 +45,7 @@ import {
 } from '../src/kube/index.ts';
 import type { s3BlobStore as S3BlobStore } from '../src/blob/store.ts';
 import type { signerFromPem as SignerFromPem } from '../src/signing/index.ts';
+import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
 import type * as VaultModule from '../src/vault/index.ts';
 import {
   adminClient,
@@ -351,7 +352,11 @@ class Compare {
     const dbUrl = await ctx.freshDatabase(`cmp_${label}`);
     await code.vault.migrate(dbUrl);
     const admin = await adminClient(ctx, dbUrl);
-    const pool = code.vault.createVaultPool(dbUrl, { applicationName: `bench-compare-${label}` });
+    const pool = code.vault.createVaultPool(dbUrl, {
+      applicationName: `bench-compare-${label}`,
+      // As each checkout's controller process opens it (a checkout without the option ignores it).
+      plans: CONTROLLER_PLANS,
+    });
     const closePool = ctx.track(() => pool.end());
     const vault = await code.vault.openVault(pool);
     const signer = code.signerFromPem(pki);

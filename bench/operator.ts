@@ -70,6 +70,7 @@ import {
   WORKERS,
 } from './controller-kit.ts';
 import { signerFromPem } from '../src/signing/index.ts';
+import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
 import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';
 import {
   adminClient,
@@ -437,7 +438,10 @@ class OperatorBench {
     const dbUrl = await ctx.freshDatabase('operator');
     await migrate(dbUrl);
     this.#admin = await adminClient(ctx, dbUrl);
-    const pool = createVaultPool(dbUrl, { applicationName: 'bench-operator-controller' });
+    const pool = createVaultPool(dbUrl, {
+      applicationName: 'bench-operator-controller',
+      plans: CONTROLLER_PLANS,
+    });
     const closePool = ctx.track(() => pool.end());
     const closeNamespaces = ctx.track(() => this.#cleanupKube());
     let closeController: (() => Promise<void>) | undefined;

@@ -23,6 +23,7 @@ import { biscuitWorkers } from '../src/capability/biscuit.ts';
 import type { RunningController } from '../src/controller/manager.ts';
 import { kubeClient } from '../src/kube/index.ts';
 import { signerFromPem } from '../src/signing/index.ts';
+import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
 import { createVaultPool, openVault } from '../src/vault/index.ts';
 import {
   countingClient,
@@ -59,7 +60,10 @@ let heapRelease: HeapReleaseHandle | undefined;
 let counted: ReturnType<typeof countingClient>['counted'] | undefined;
 
 async function start(init: ChildInit): Promise<void> {
-  const pool = createVaultPool(init.dbUrl, { applicationName: 'bench-restart-second' });
+  const pool = createVaultPool(init.dbUrl, {
+    applicationName: 'bench-restart-second',
+    plans: CONTROLLER_PLANS,
+  });
   auditPool(pool, { converged: new Set(init.convergedUids), backlog: new Set(init.backlogUids) }, vault);
   const counting = countingClient(auditingClient(kubeClient(loadKube(init.kubeconfig)), api));
   counted = counting.counted;

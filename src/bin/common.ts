@@ -24,7 +24,14 @@ import { s3BlobStore, type BlobStore } from '../blob/store.ts';
 import { ConfigError, type Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { setupTransparency, type Transparency } from '../transparency/setup.ts';
-import { connectVault, migrate, VaultError, withTls, type Vault } from '../vault/index.ts';
+import {
+  connectVault,
+  migrate,
+  VaultError,
+  withTls,
+  type Vault,
+  type VaultPoolOptions,
+} from '../vault/index.ts';
 
 /** Loads configuration or exits 2 with the whole list of problems on stderr (no stack trace). */
 export function fatalConfig<T>(load: () => T): T {
@@ -72,13 +79,19 @@ async function readSecretData(
  * or may become the owner could undo every guarantee, so the process refuses to start. With one
  * login for both (development), the same finding is a warning.
  */
-export async function openVaultFrom(config: Config, logger: Logger, appName: string): Promise<Vault> {
+export async function openVaultFrom(
+  config: Config,
+  logger: Logger,
+  appName: string,
+  pool: Pick<VaultPoolOptions, 'plans'> = {},
+): Promise<Vault> {
   const url = config.DATABASE_URL;
   if (url === undefined) throw new ConfigError(['DATABASE_URL: required']);
   const tls = config.DATABASE_CA_FILE !== undefined ? { caFile: config.DATABASE_CA_FILE } : undefined;
   const owner = config.DATABASE_MIGRATION_URL ?? url;
   await migrate(tls ? withTls(owner, tls) : owner, { logger });
   const vault = await connectVault(url, {
+    ...pool,
     ...(tls ? { tls } : {}),
     max: config.PG_POOL_MAX,
     applicationName: appName,

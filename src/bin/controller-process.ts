@@ -1,6 +1,6 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from '../config/index.ts';
-import { startController } from '../controller/manager.ts';
+import { CONTROLLER_PLANS, startController } from '../controller/manager.ts';
 import { kubeClient } from '../kube/index.ts';
 import { DependencyHealth } from '../health/dependencies.ts';
 import type { Logger } from '../log/index.ts';
@@ -28,7 +28,9 @@ export async function startControllerProcess(config: Config, logger: Logger): Pr
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const kc = await kubeConfigFrom(config);
-  const vault = await openVaultFrom(config, logger, 'aibom-vault-controller');
+  const vault = await openVaultFrom(config, logger, 'aibom-vault-controller', {
+    plans: CONTROLLER_PLANS,
+  });
   const blobs = blobStoreFrom(config);
   // Both follow their Secrets while running (renewals need no restart): src/signing/watch.ts.
   const signer = await serviceSignerFrom(config, kc, logger, registry);

@@ -26,7 +26,7 @@ import type { Timestamper } from '../timestamp/index.ts';
 import { createStamper } from '../timestamp/stamper.ts';
 import type { Transparency } from '../transparency/setup.ts';
 import { createWorker } from '../transparency/worker.ts';
-import type { Vault } from '../vault/index.ts';
+import type { PlanCacheMode, Vault } from '../vault/index.ts';
 import { runController } from './run/controller.ts';
 import { runInformer } from './run/informer.ts';
 import { whileLeading, type LeaderLoop } from './term.ts';
@@ -34,6 +34,17 @@ import { alarmEvents, witnessingLoop, type WitnessingConfig } from '../witness/l
 import { projectionController } from './transparency/controller.ts';
 
 import type { ResourcePolicy } from './run/resources.ts';
+/**
+ * How the controller's vault sessions plan their statements (src/vault/pool.ts `plans`): generic
+ * plans where PostgreSQL finds them no dearer. Every statement the controller makes is an equality
+ * lookup on an indexed column (a Run's records by run id, records and claims by key, the chain
+ * head), whose plan does not depend on the values; planning one over every attached partition cost
+ * several times its execution (about 0.5 ms against 0.1 ms for a Run's records, 5 partitions), and
+ * the append's probe is planned while the chain head is locked. The API keeps custom plans for its
+ * filters.
+ */
+export const CONTROLLER_PLANS: PlanCacheMode = 'auto';
+
 export { DEFAULT_RECONCILE_TIMEOUT_MS, RUN_MAX_BACKOFF_MS } from './run/controller.ts';
 
 /** What the controller process is given (src/bin/controller.ts reads it from the configuration). */

@@ -92,6 +92,7 @@ export {
   runtimeRoleProblems,
   VAULT_WRITER_ROLE,
   withTls,
+  type PlanCacheMode,
   type VaultPoolOptions,
   type VaultTls,
 } from './pool.ts';

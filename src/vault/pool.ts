@@ -29,7 +29,21 @@ export interface VaultPoolOptions {
   readonly queryTimeoutMs?: number;
   /** TLS with a CA of its own (DATABASE_CA_FILE): see {@link withTls}. */
   readonly tls?: VaultTls;
+  /**
+   * How named statements are planned (`plan_cache_mode`). `custom` (the default) plans every
+   * call with its values: the API's filters (`subjects @> ...`) differ in selectivity by orders of
+   * magnitude between values, and a generic plan would be wrong for some of them. `auto` lets
+   * PostgreSQL keep a generic plan once it costs no more than the custom ones: for a process whose
+   * statements are equality lookups on indexed columns (the controller: a record by id, a Run's
+   * records by run id, claims by key) the plan does not depend on the values, and planning a
+   * statement over every attached partition costs several times its execution. Unnamed
+   * statements are planned per call either way.
+   */
+  readonly plans?: PlanCacheMode;
 }
+
+/** See {@link VaultPoolOptions.plans}. */
+export type PlanCacheMode = 'custom' | 'auto';
 
 /** TLS to PostgreSQL with a CA of its own: a PEM file of the CA(s) its certificate must chain to. */
 export interface VaultTls {
@@ -75,6 +89,8 @@ export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
 /** How much longer than the server-side limit the client waits for an answer. */
 export const CLIENT_GRACE_MS = 1_000;
 
+const PLAN_CACHE_MODES: Record<PlanCacheMode, string> = { custom: 'force_custom_plan', auto: 'auto' };
+
 const positiveInt = (name: string, v: number): number => {
   if (!Number.isInteger(v) || v < 1) throw new TypeError(`${name} must be an integer ≥ 1`);
   return v;
@@ -91,22 +107,27 @@ const positiveInt = (name: string, v: number): number => {
  * (SIGSTOP, a partition) fails callers within seconds instead of holding them (and the controller's
  * workers) forever. The LISTEN connection (listener.ts) is made from these options too.
  *
- * Sessions also use `plan_cache_mode=force_custom_plan`: queries are prepared by name (parse and
- * analysis once per connection) but planned per call, because the selectivity of the array filters
- * (`subjects @> ...`) differs by orders of magnitude between values and a generic plan would be wrong
- * for some of them.
+ * Queries are prepared by name (parse and analysis once per connection); by default
+ * (`plan_cache_mode=force_custom_plan`) they are planned per call, because the selectivity of the
+ * array filters (`subjects @> ...`) differs by orders of magnitude between values and a generic plan
+ * would be wrong for some of them. `plans: 'auto'` is for processes without such filters
+ * ({@link VaultPoolOptions.plans}).
  */
 export function createVaultPool(connectionString: string, options: VaultPoolOptions = {}): pg.Pool {
   const url = new URL(connectionString);
   const idleMs = options.idleInTransactionTimeoutMs ?? 60_000;
   if (!Number.isInteger(idleMs) || idleMs < 0)
     throw new TypeError('idleInTransactionTimeoutMs must be an integer ≥ 0');
+  const plans = PLAN_CACHE_MODES[options.plans ?? 'custom'];
+  // Not only a type: a caller in plain JavaScript would otherwise send `plan_cache_mode=undefined`.
+  if (!Object.hasOwn(PLAN_CACHE_MODES, options.plans ?? 'custom'))
+    throw new TypeError(`plans must be one of ${Object.keys(PLAN_CACHE_MODES).join(', ')}`);
   const connectMs = positiveInt('connectTimeoutMs', options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
   const queryMs = positiveInt('queryTimeoutMs', options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS);
   // An `options` parameter in the URL would replace ours (pg lets the URL win): merge them.
   const startup = [
     url.searchParams.get('options') ?? '',
-    '-c plan_cache_mode=force_custom_plan',
+    `-c plan_cache_mode=${plans}`,
     // A client that dies or hangs inside an append would otherwise hold the chain head, and with it
     // every writer, until TCP keepalive notices.
     `-c idle_in_transaction_session_timeout=${idleMs}`,
