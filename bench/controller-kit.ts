@@ -20,7 +20,8 @@ import {
   type RequestSpec,
 } from '../src/kube/index.ts';
 import type { KeySigner } from '../src/signing/index.ts';
-import type { Vault } from '../src/vault/index.ts';
+import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
+import { createVaultPool, type Vault } from '../src/vault/index.ts';
 
 /** startController's default. */
 export const WORKERS = 4;
@@ -86,6 +87,12 @@ export async function metric(registry: Registry, name: string, suffix = ''): Pro
     .filter((v) => ((v as { metricName?: string }).metricName ?? name) === name + suffix)
     .reduce((s, v) => s + v.value, 0);
 }
+
+/** The vault pool of a bench's controller, planned as the controller process plans (CONTROLLER_PLANS). */
+export const controllerVaultPool = (
+  dbUrl: string,
+  applicationName: string,
+): ReturnType<typeof createVaultPool> => createVaultPool(dbUrl, { applicationName, plans: CONTROLLER_PLANS });
 
 /**
  * A stack kubeconfig loaded as the controller loads its own (src/kube/access.ts), so the bench's

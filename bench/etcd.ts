@@ -36,8 +36,7 @@ import type { Run, RunStatus, StepStatus } from '../src/crd/run.ts';
 import { applyStatus, kubeClient, resourcePath, type KubeClient } from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import { signerFromPem } from '../src/signing/index.ts';
-import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
-import { createVaultPool, migrate, openVault, type Vault } from '../src/vault/index.ts';
+import { migrate, openVault, type Vault } from '../src/vault/index.ts';
 import {
   fmtCount,
   fmtRate,
@@ -52,7 +51,7 @@ import {
   type SummaryRow,
 } from './common.ts';
 import { dropFinalizers, mapLimit, retrying } from './operator.ts';
-import { loadKube, startBenchController, waitLeading } from './controller-kit.ts';
+import { controllerVaultPool, loadKube, startBenchController, waitLeading } from './controller-kit.ts';
 
 const MODES: readonly AttestationResourceMode[] = ['perRecord', 'perRun', 'none'];
 const STEPS = 2;
@@ -156,10 +155,7 @@ class ModeBench {
     const ctx = this.#ctx;
     const dbUrl = await ctx.freshDatabase('etcd');
     await migrate(dbUrl);
-    const pool = createVaultPool(dbUrl, {
-      applicationName: 'bench-etcd-controller',
-      plans: CONTROLLER_PLANS,
-    });
+    const pool = controllerVaultPool(dbUrl, 'bench-etcd-controller');
     const closePool = ctx.track(() => pool.end());
     const closeKube = ctx.track(() => this.#cleanup());
     try {

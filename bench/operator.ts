@@ -61,6 +61,7 @@ import {
 } from '../src/kube/index.ts';
 import { generateDevPki } from '../hack/dev-pki.ts';
 import {
+  controllerVaultPool,
   countingClient,
   loadKube,
   metric,
@@ -70,8 +71,7 @@ import {
   WORKERS,
 } from './controller-kit.ts';
 import { signerFromPem } from '../src/signing/index.ts';
-import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
-import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';
+import { migrate, openVault } from '../src/vault/index.ts';
 import {
   adminClient,
   fmtCount,
@@ -438,10 +438,7 @@ class OperatorBench {
     const dbUrl = await ctx.freshDatabase('operator');
     await migrate(dbUrl);
     this.#admin = await adminClient(ctx, dbUrl);
-    const pool = createVaultPool(dbUrl, {
-      applicationName: 'bench-operator-controller',
-      plans: CONTROLLER_PLANS,
-    });
+    const pool = controllerVaultPool(dbUrl, 'bench-operator-controller');
     const closePool = ctx.track(() => pool.end());
     const closeNamespaces = ctx.track(() => this.#cleanupKube());
     let closeController: (() => Promise<void>) | undefined;

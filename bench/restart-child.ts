@@ -23,9 +23,9 @@ import { biscuitWorkers } from '../src/capability/biscuit.ts';
 import type { RunningController } from '../src/controller/manager.ts';
 import { kubeClient } from '../src/kube/index.ts';
 import { signerFromPem } from '../src/signing/index.ts';
-import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
-import { createVaultPool, openVault } from '../src/vault/index.ts';
+import { openVault } from '../src/vault/index.ts';
 import {
+  controllerVaultPool,
   countingClient,
   loadKube,
   metric,
@@ -60,10 +60,7 @@ let heapRelease: HeapReleaseHandle | undefined;
 let counted: ReturnType<typeof countingClient>['counted'] | undefined;
 
 async function start(init: ChildInit): Promise<void> {
-  const pool = createVaultPool(init.dbUrl, {
-    applicationName: 'bench-restart-second',
-    plans: CONTROLLER_PLANS,
-  });
+  const pool = controllerVaultPool(init.dbUrl, 'bench-restart-second');
   auditPool(pool, { converged: new Set(init.convergedUids), backlog: new Set(init.backlogUids) }, vault);
   const counting = countingClient(auditingClient(kubeClient(loadKube(init.kubeconfig)), api));
   counted = counting.counted;

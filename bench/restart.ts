@@ -49,8 +49,7 @@ import { applyStatus, kubeClient, resourcePath, type KubeClient } from '../src/k
 import { generateDevPki, type DevPki } from '../hack/dev-pki.ts';
 import { CONTROLLER_NODE_FLAGS, PROCESS_ENV } from '../src/bin/node-flags.ts';
 import { signerFromPem, type KeySigner } from '../src/signing/index.ts';
-import { CONTROLLER_PLANS } from '../src/controller/manager.ts';
-import { createVaultPool, migrate, openVault } from '../src/vault/index.ts';
+import { migrate, openVault } from '../src/vault/index.ts';
 import {
   adminClient,
   fmtCount,
@@ -76,6 +75,7 @@ import {
   watchReady,
 } from './operator.ts';
 import {
+  controllerVaultPool,
   loadKube,
   settleController,
   startBenchController,
@@ -366,10 +366,7 @@ class RestartBench {
 
   /** Phase 1: a first controller records `n` Runs until each shows AIBOMReady; then it is stopped. */
   async #converge(n: number): Promise<Finished[]> {
-    const pool = createVaultPool(this.#dbUrl, {
-      applicationName: 'bench-restart-first',
-      plans: CONTROLLER_PLANS,
-    });
+    const pool = controllerVaultPool(this.#dbUrl, 'bench-restart-first');
     const closePool = this.#ctx.track(() => pool.end());
     const registry = new Registry();
     const controller = await this.#startController(

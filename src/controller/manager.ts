@@ -36,12 +36,12 @@ import { projectionController } from './transparency/controller.ts';
 import type { ResourcePolicy } from './run/resources.ts';
 /**
  * How the controller's vault sessions plan their statements (src/vault/pool.ts `plans`): generic
- * plans where PostgreSQL finds them no dearer. Every statement the controller makes is an equality
- * lookup on an indexed column (a Run's records by run id, records and claims by key, the chain
- * head), whose plan does not depend on the values; planning one over every attached partition cost
- * several times its execution (about 0.5 ms against 0.1 ms for a Run's records, 5 partitions), and
- * the append's probe is planned while the chain head is locked. The API keeps custom plans for its
- * filters.
+ * plans where PostgreSQL estimates them no dearer than custom ones. The controller has none of the
+ * API's array filters: a Run's reconcile makes equality lookups on indexed columns (a Run's records
+ * by run id, records and claims by key, the chain head), whose plans do not depend on the values;
+ * planning one over every attached partition cost several times its execution (about 0.5 ms against
+ * 0.1 ms for a Run's records, 5 partitions), and the append's probe is planned while the chain head
+ * is locked. The API keeps custom plans for its filters.
  */
 export const CONTROLLER_PLANS: PlanCacheMode = 'auto';
 

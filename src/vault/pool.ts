@@ -33,11 +33,10 @@ export interface VaultPoolOptions {
    * How named statements are planned (`plan_cache_mode`). `custom` (the default) plans every
    * call with its values: the API's filters (`subjects @> ...`) differ in selectivity by orders of
    * magnitude between values, and a generic plan would be wrong for some of them. `auto` lets
-   * PostgreSQL keep a generic plan once it costs no more than the custom ones: for a process whose
-   * statements are equality lookups on indexed columns (the controller: a record by id, a Run's
-   * records by run id, claims by key) the plan does not depend on the values, and planning a
-   * statement over every attached partition costs several times its execution. Unnamed
-   * statements are planned per call either way.
+   * PostgreSQL keep a generic plan once it estimates it no dearer than the custom ones: for a
+   * process without such filters (the controller: a record by id, a Run's records by run id, claims
+   * by key) the plan does not depend on the values, and planning a statement over every attached
+   * partition costs several times its execution. Unnamed statements are planned per call either way.
    */
   readonly plans?: PlanCacheMode;
 }
@@ -118,16 +117,16 @@ export function createVaultPool(connectionString: string, options: VaultPoolOpti
   const idleMs = options.idleInTransactionTimeoutMs ?? 60_000;
   if (!Number.isInteger(idleMs) || idleMs < 0)
     throw new TypeError('idleInTransactionTimeoutMs must be an integer ≥ 0');
-  const plans = PLAN_CACHE_MODES[options.plans ?? 'custom'];
+  const plans = options.plans ?? 'custom';
   // Not only a type: a caller in plain JavaScript would otherwise send `plan_cache_mode=undefined`.
-  if (!Object.hasOwn(PLAN_CACHE_MODES, options.plans ?? 'custom'))
+  if (!Object.hasOwn(PLAN_CACHE_MODES, plans))
     throw new TypeError(`plans must be one of ${Object.keys(PLAN_CACHE_MODES).join(', ')}`);
   const connectMs = positiveInt('connectTimeoutMs', options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
   const queryMs = positiveInt('queryTimeoutMs', options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS);
   // An `options` parameter in the URL would replace ours (pg lets the URL win): merge them.
   const startup = [
     url.searchParams.get('options') ?? '',
-    `-c plan_cache_mode=${plans}`,
+    `-c plan_cache_mode=${PLAN_CACHE_MODES[plans]}`,
     // A client that dies or hangs inside an append would otherwise hold the chain head, and with it
     // every writer, until TCP keepalive notices.
     `-c idle_in_transaction_session_timeout=${idleMs}`,
