@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   AibomError,
@@ -27,6 +27,7 @@ import { isTerminal } from '../crd/run.ts';
 import { parsePolicyPackRef, PolicyError } from '../policy/index.ts';
 import { connectVault } from '../vault/index.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
+import { makeDirectory } from './dirs.ts';
 import { apiOptions, clientFrom, parseRunRef, runOption, runRefText } from './options.ts';
 import { pemCertificates } from './pem.ts';
 
@@ -188,7 +189,7 @@ export const aibomFetchCommand = {
     if (!meta) throw new CliError(`run ${runRefText(ref)} has no AIBOM yet`);
     const bytes = await client.bytes('GET', `/v1/runs/${id}/artifacts/aibom`);
     const manifest = await client.bytes('GET', `/v1/runs/${id}/artifacts/aibom/manifest`, 'application/c2pa');
-    await mkdir(dir, { recursive: true });
+    await makeDirectory(dir);
     await writeFile(join(dir, 'aibom.json'), bytes);
     await writeFile(join(dir, 'aibom.c2pa'), manifest);
     await writeFile(join(dir, 'aibom.meta.json'), `${JSON.stringify(meta, null, 2)}\n`);

@@ -1,6 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -10,6 +10,7 @@ import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from '../export/layout.ts';
 import { tsaTrustedRoot } from '../timestamp/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
+import { makeDirectory } from './dirs.ts';
 import { filterOf, filterOptions } from './filter.ts';
 import { apiOptions, clientFrom, parseRunRef, runOption, UUID } from './options.ts';
 import { pemCertificates } from './pem.ts';
@@ -209,8 +210,8 @@ export async function fetchTrust(
     if (!(err instanceof TrustBundleError)) throw err;
     throw new CliError(`${client.urlOf(path)} answered no trust bundle: ${err.message}`);
   }
-  await mkdir(join(dir, 'certs'), { recursive: true });
-  await mkdir(join(dir, 'keys'), { recursive: true });
+  await makeDirectory(join(dir, 'certs'));
+  await makeDirectory(join(dir, 'keys'));
   await writeFile(join(dir, 'ca.pem'), bundle.trust_anchors_pem);
   await writeFile(join(dir, 'log-keys.cbor'), Buffer.from(bundle.log_keys.cose_key_set, 'base64'));
   for (const s of bundle.signers) {

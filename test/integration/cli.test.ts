@@ -159,6 +159,21 @@ describe('a run named NAMESPACE/NAME', { timeout: 300_000 }, () => {
     expect(JSON.parse(byName)).toMatchObject({ metadata: { run_id: run.metadata.uid } });
   });
 
+  it('aibom fetch into a directory it cannot make: one line and exit 1, never a hang', async () => {
+    // Node's recursive mkdir loops forever on /proc/<new name> (mkdir(2) answers ENOENT there).
+    const file = join(dir, 'a-file');
+    await writeFile(file, 'not a directory');
+    for (const [out, why] of [
+      [`/proc/aibom-vault-${process.pid}`, /cannot create directory \/proc\/aibom-vault-\d+: ENOENT/],
+      [file, /cannot create directory .*a-file: a file is in the way/],
+      [join(file, 'sub'), /cannot create directory .*a-file\/sub: ENOTDIR/],
+    ] as const) {
+      const got = await cli(['aibom', 'fetch', '--run', `${ns}/named`, '--out', out]);
+      expect(got.code).toBe(1);
+      expect(got.stderr.trim().split('\n')).toEqual([expect.stringMatching(why) as unknown]);
+    }
+  });
+
   it('an unknown name is one line and exit 1; a malformed one is a usage error (exit 2)', async () => {
     const missing = await cli(['get', '--run', `${ns}/no-such-run`]);
     expect(missing.code).toBe(1);
