@@ -1,48 +1,16 @@
 import { X509Certificate } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { trustBundleOf, TrustBundleError } from '../attest/trust-bundle.ts';
 import { TAR_GZIP_MEDIA_TYPE, TAR_MEDIA_TYPE } from '../export/layout.ts';
 import { tsaTrustedRoot } from '../timestamp/index.ts';
 import type { ApiClient } from './client.ts';
 import { CliError, parseCommand, type Command, type OptionSpecs } from './command.ts';
 import { makeDirectory } from './dirs.ts';
+import { download } from './download.ts';
 import { filterOf, filterOptions } from './filter.ts';
 import { apiOptions, clientFrom, parseRunRef, runOption, UUID } from './options.ts';
 import { pemCertificates } from './pem.ts';
-
-/**
- * Writes the response body to `output` exactly as received (the route's bytes: what the UI
- * downloads is what the CLI writes), through a temporary file renamed at the end, so a failed or
- * interrupted transfer never leaves a half-written bundle under the requested name.
- */
-async function saveBody(res: Response, output: string, url: string): Promise<number> {
-  if (res.body === null) throw new CliError('the API answered without a body');
-  const tmp = join(dirname(output), `.${process.pid}.${Date.now()}.part`);
-  let bytes = 0;
-  try {
-    const body = Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
-    body.on('data', (c: Buffer) => (bytes += c.length));
-    await pipeline(body, createWriteStream(tmp));
-    await rename(tmp, output);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    if (err instanceof CliError) throw err;
-    // The server closes an export whose reader falls below the pace it declared up front.
-    const pace = res.headers.get('x-export-min-rate');
-    throw new CliError(
-      `download from ${url} failed after ${bytes} bytes, nothing written to ${output}: ${(err as Error).message}` +
-        (pace !== null
-          ? ` (the server closes an export read slower than it declared in x-export-min-rate: ${pace}, i.e. bytes/s; window and idle in seconds)`
-          : ''),
-    );
-  }
-  return bytes;
-}
 
 /** What both downloads answer: an export bundle, plain or gzipped (anything else is not the API's). */
 const BUNDLE_ACCEPT = `${TAR_MEDIA_TYPE}, ${TAR_GZIP_MEDIA_TYPE}`;
@@ -86,8 +54,9 @@ export const attestationExportCommand = {
       ...(values.gzip ? { gzip: true } : {}),
       ...(values.scitt ? { scitt: true } : {}),
     };
-    const res = await client.request('POST', '/v1/attestations/export', body, BUNDLE_ACCEPT);
-    const bytes = await saveBody(res, values.output, client.urlOf('/v1/attestations/export'));
+    const { res, bytes } = await download(values.output, client.urlOf('/v1/attestations/export'), () =>
+      client.request('POST', '/v1/attestations/export', body, BUNDLE_ACCEPT),
+    );
     const withheld = Number(res.headers.get('x-export-withheld-namespaces') ?? '0');
     process.stdout.write(
       `wrote ${values.output}: ${res.headers.get('x-export-attestations') ?? '?'} attestations, ${bytes} bytes\n`,
@@ -131,10 +100,8 @@ export const auditExportCommand = {
     const output = values.output ?? `evidence-${runId}-${values.artifact}.tar${values.gzip ? '.gz' : ''}`;
     // The same GET the UI's "Export with receipts" button issues: the bytes are the route's.
     const path = `/v1/runs/${runId}/artifacts/${values.artifact}/evidence${values.gzip ? '?gzip=true' : ''}`;
-    const bytes = await saveBody(
-      await client.request('GET', path, undefined, BUNDLE_ACCEPT),
-      output,
-      client.urlOf(path),
+    const { bytes } = await download(output, client.urlOf(path), () =>
+      client.request('GET', path, undefined, BUNDLE_ACCEPT),
     );
     process.stdout.write(`wrote ${output}: ${bytes} bytes\n`);
     return 0;

@@ -5,7 +5,7 @@
  * API's filters, a page at a time, --all (NDJSON that `verify` reads) and --watch.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -97,7 +97,8 @@ beforeAll(async () => {
     leasePrefix: 'cli',
     watchNamespace: ns,
   });
-  app = await stackApp(vault, signer.caCertificates);
+  // The signer makes exports work (signed bundles required): the CLI's downloads are tested too.
+  app = await stackApp(vault, signer.caCertificates, { signer });
   await app.listen({ host: '127.0.0.1', port: 0 });
   apiUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 });
@@ -172,6 +173,44 @@ describe('a run named NAMESPACE/NAME', { timeout: 300_000 }, () => {
       expect(got.code).toBe(1);
       expect(got.stderr.trim().split('\n')).toEqual([expect.stringMatching(why) as unknown]);
     }
+  });
+
+  it('an export it cannot write is refused before it is asked for: one line, no audit row, no stray file', async () => {
+    const rows = async () => (await vault.audit.list({ namespaces: null, limit: 1000 })).length;
+    const before = await rows();
+    const missing = join(dir, 'no-such-dir', 'bundle.tar');
+    for (const [args, code, why] of [
+      [
+        ['attestation', 'export', '--run', `${ns}/named`, '--output', dir],
+        2,
+        /--output .* is a directory; name a file in it/,
+      ],
+      [['audit', 'export', '--run', `${ns}/named`, '--output', `${dir}/`], 2, /--output needs a file name/],
+      [
+        ['attestation', 'export', '--run', `${ns}/named`, '--output', missing],
+        1,
+        /cannot write .*bundle\.tar: ENOENT/,
+      ],
+      [
+        ['audit', 'export', '--run', `${ns}/named`, '--output', `/proc/evidence-${process.pid}.tar`],
+        1,
+        /ENOENT/,
+      ],
+    ] as const) {
+      const got = await cli([...args]);
+      expect(got.code, args.join(' ')).toBe(code);
+      expect(got.stderr.trim().split('\n')).toEqual([expect.stringMatching(why) as unknown]);
+    }
+    // Nothing reached the service (it writes a row for every export it serves), nothing was left behind.
+    expect(await rows()).toBe(before);
+    expect((await readdir(dir)).filter((f) => f.endsWith('.part'))).toEqual([]);
+    // The same commands with a writable name do export, and the service writes its rows.
+    const bundle = join(dir, 'named.tar');
+    expect(await ok(['attestation', 'export', '--run', `${ns}/named`, '--output', bundle])).toMatch(
+      /^wrote .*named\.tar: \d+ attestations/,
+    );
+    expect(await rows()).toBeGreaterThan(before);
+    expect((await readdir(dir)).filter((f) => f.endsWith('.part'))).toEqual([]);
   });
 
   it('an unknown name is one line and exit 1; a malformed one is a usage error (exit 2)', async () => {
