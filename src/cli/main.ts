@@ -121,7 +121,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     const code = (err as NodeJS.ErrnoException).code ?? '';
     const usage = code.startsWith('ERR_PARSE_ARGS') || err instanceof ConfigError;
     const hint = code.startsWith('ERR_PARSE_ARGS') ? ` (see service-ctl ${match.path.join(' ')} --help)` : '';
-    console.error(`service-ctl: ${(err as Error).message.split('\n').join('; ')}${hint}`);
+    const message =
+      err instanceof ConfigError
+        ? `invalid configuration: ${err.problems.join('; ')}`
+        : (err as Error).message.split('\n').join('; ');
+    console.error(`service-ctl: ${message}${hint}`);
     return usage ? 2 : 1;
   }
 }

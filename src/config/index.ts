@@ -30,7 +30,11 @@ export function loadConfig(component: Component, env: NodeJS.ProcessEnv = proces
       out[key] = setting.parse(raw);
     } catch (err) {
       const why = (err as Error).message;
-      problems.push(`${key}: ${setting.secret === true ? why.replace(raw, '<redacted>') : why}`);
+      // A secret's value never reaches a message. Replacing it inside the text would mangle the
+      // message when the value is empty or a common word ("<redacted>must not be empty"), so a
+      // message that holds it is withheld whole.
+      const leaks = setting.secret === true && raw.trim() !== '' && why.includes(raw);
+      problems.push(`${key}: ${leaks ? 'is not valid (the message would show the secret value)' : why}`);
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);

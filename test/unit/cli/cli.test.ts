@@ -50,6 +50,21 @@ describe('--help', () => {
   });
 });
 
+describe('a bad environment', () => {
+  afterEach(() => vi.unstubAllEnvs());
+
+  it('is one line naming every bad variable, the secret without its value, exit 2', async () => {
+    vi.stubEnv('SERVICE_API_URL', 'not-a-url');
+    vi.stubEnv('SERVICE_TOKEN', '');
+    const { code, stdout, stderr } = await cli('get', '--run', 'ns/name');
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toBe(
+      'service-ctl: invalid configuration: SERVICE_API_URL: must be an absolute URL; SERVICE_TOKEN: must not be empty\n',
+    );
+  });
+});
+
 describe('a flag value starting with a dash', () => {
   it('says how to write it, in one line, exit 2', async () => {
     const { code, stderr } = await cli('query', '--limit', '-5');
