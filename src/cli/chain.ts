@@ -1,4 +1,4 @@
-import type { KeyObject } from 'node:crypto';
+import type { KeyObject, X509Certificate } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { leafFieldsOfApiRecord, recordLeafHash } from '../checkpoint/leaf.ts';
 import type { CheckpointTrust } from '../checkpoint/statement.ts';
@@ -36,6 +36,8 @@ export interface ChainOptions {
   readonly records?: string | undefined;
   readonly fresh?: boolean | undefined;
   readonly 'max-age'?: string | undefined;
+  /** CAs from elsewhere (the trust bundle's, SERVICE_TRUST_ANCHOR), used without --key and --trust-anchor. */
+  readonly anchors?: readonly X509Certificate[] | undefined;
 }
 
 /** `--chain`'s files: one that cannot be read ends the check (exit 1), as it always has. */
@@ -51,8 +53,13 @@ async function trustOf(o: ChainOptions): Promise<CheckpointTrust> {
     return { publicKeys: keys };
   }
   const anchor = o['trust-anchor'];
+  if (anchor === undefined && o.anchors !== undefined && o.anchors.length > 0)
+    return { trustAnchors: [...o.anchors] };
   if (anchor === undefined)
-    throw new CliError('--chain needs --key <signer PEM> or --trust-anchor <ca.crt>', 2);
+    throw new CliError(
+      '--chain needs --key <signer PEM>, --trust-anchor <ca.crt> or --trust-bundle <dir> (or SERVICE_TRUST_ANCHOR)',
+      2,
+    );
   const certs = pemCertificates(await readFileOr(anchor, 'trust anchor'), anchor);
   if (certs.length === 0) throw new CliError(`${anchor}: no PEM certificate`, 2);
   return { trustAnchors: certs };

@@ -113,6 +113,16 @@ async function trustAnchorsFrom(
   throw new CliError(missing, 2);
 }
 
+/** SERVICE_TRUST_ANCHOR's CAs, when neither --key nor --trust-anchor is given (--chain). */
+async function envTrustAnchors(values: {
+  key?: readonly string[] | undefined;
+  'trust-anchor'?: string | undefined;
+}): Promise<X509Certificate[] | undefined> {
+  if (values.key !== undefined || values['trust-anchor'] !== undefined) return undefined;
+  const path = loadConfig('cli').SERVICE_TRUST_ANCHOR;
+  return path === undefined ? undefined : certsFromPem(await readPem(path, 'trust anchor'), path);
+}
+
 /**
  * Roots of the TSAs whose time-stamps are believed: --tsa-trust-anchor, else the trust bundle's
  * (--trust-bundle: the service's TSA, as GET /v1/keys names it), else TSA_TRUST_ANCHORS; none:
@@ -504,7 +514,7 @@ export const verifyCommand = {
   summary:
     'verify attestation envelopes offline (file, NDJSON or attestation id): digest, signature, predicate, RFC 3161 time-stamp; --trust-bundle (every signer, rotations); bundles with a witness policy (--witness-policy, --witness); --aibom DIR; --chain (the whole vault against its signed checkpoints)',
   usage:
-    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--witness-policy FILE | --witness VKEY... [--witness-quorum N]] [--tlog-key VKEY] [--json] | --aibom DIR [--trust-anchor PEM | --trust-bundle DIR] | --chain [--fresh] [--max-age DURATION]',
+    '<envelope.json|records.ndjson|attestation-id|bundle.tar>... (--key PEM... | --cert-chain PEM --trust-anchor PEM | --trust-bundle DIR) [--log-keys FILE] [--witness-policy FILE | --witness VKEY... [--witness-quorum N]] [--tlog-key VKEY] [--json] | --aibom DIR [--trust-anchor PEM | --trust-bundle DIR] | --chain (--key PEM | --trust-anchor PEM | --trust-bundle DIR) [--fresh] [--max-age DURATION]',
   options: verifyOptions,
   details:
     'Exit 0 when everything verified, 1 when something did not (one FAIL line each), 2 for usage errors\n' +
@@ -522,7 +532,10 @@ export const verifyCommand = {
       throw new CliError('--fresh and --max-age apply to --chain (the checkpoint of the whole vault)', 2);
     if (values.chain) {
       if (positionals.length > 0) throw new CliError('--chain takes no records to verify (see --records)', 2);
-      return verifyChainCli(values, clientFrom(values), recordsFromText);
+      // Without --key or --trust-anchor, the trust bundle's CAs, else SERVICE_TRUST_ANCHOR's.
+      const bundle = values.key === undefined ? await trustBundleFlag(values) : undefined;
+      const fallback = bundle?.anchors ?? (await envTrustAnchors(values));
+      return verifyChainCli({ ...values, anchors: fallback }, clientFrom(values), recordsFromText);
     }
     if (values.aibom !== undefined) {
       const bundle = await trustBundleFlag(values);

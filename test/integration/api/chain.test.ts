@@ -28,6 +28,7 @@ import { verifyReceipt } from '../../../src/transparency/receipt.ts';
 import { setupTransparency, type Transparency } from '../../../src/transparency/setup.ts';
 import { createVaultPool, openVault, type StoredAttestation, type Vault } from '../../../src/vault/index.ts';
 import { stackApp } from '../../helpers/app.ts';
+import { serviceCtlEnv } from '../../helpers/cli-main.ts';
 import { bindUser, createNamespace } from '../../helpers/rbac.ts';
 import { runRecords } from '../../helpers/records.ts';
 import { freshDatabaseLogins, kubeConfig, stack, uniqueName } from '../../helpers/stack.ts';
@@ -223,6 +224,39 @@ describe('the chain through the API and service-ctl', () => {
     expect(r.stdout).toContain('9 records you hold are where they were');
     expect(r.stdout).toContain('chain verified');
     expect(r.code).toBe(0);
+  });
+
+  it('--chain trusts a CA as --aibom does: --trust-bundle, SERVICE_TRUST_ANCHOR; another CA fails; none is a usage error', async () => {
+    const trust = `${dir}/chain-trust-${ns}`;
+    expect((await service(['keys', 'fetch', '--out', trust])).code).toBe(0);
+    const viaBundle = await service(['verify', '--chain', '--trust-bundle', trust]);
+    expect(viaBundle.stdout).toMatch(/^OK {4}checkpoint of \d+ records signed \(the trust anchor\)/m);
+    expect(viaBundle.stdout).toContain('chain verified');
+    expect(viaBundle.code).toBe(0);
+    const withEnv = (env: Record<string, string | undefined>, args: string[]) =>
+      promisify(execFile)(
+        process.execPath,
+        [`${repoRoot}/src/bin/service-ctl.ts`, ...args, '--api-url', apiUrl, '--token', verifierToken],
+        { env: serviceCtlEnv(apiUrl, verifierToken, env) },
+      ).then(
+        (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+        (e: { code: number; stdout: string; stderr: string }) => e,
+      );
+    const viaEnv = await withEnv({ SERVICE_TRUST_ANCHOR: `${trust}/ca.pem` }, ['verify', '--chain']);
+    expect(viaEnv.stdout).toContain('chain verified');
+    expect(viaEnv.code).toBe(0);
+    // A CA that did not issue the signer: the checkpoint's signature is not believed.
+    const other = `${dir}/chain-other-ca-${ns}.pem`;
+    await writeFile(other, (await generateDevPki())['ca.crt']);
+    const foreign = await withEnv({ SERVICE_TRUST_ANCHOR: other }, ['verify', '--chain']);
+    expect(foreign.code).toBe(1);
+    expect(foreign.stdout).not.toContain('chain verified');
+    // Nothing to trust: one line, exit 2.
+    const none = await withEnv({ SERVICE_TRUST_ANCHOR: undefined }, ['verify', '--chain']);
+    expect(none.code).toBe(2);
+    expect(none.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/--chain needs --key .*--trust-bundle/) as unknown,
+    ]);
   });
 
   it('an older checkpoint + the current one: consistency verified (API proof and service-ctl)', async () => {
