@@ -6,6 +6,7 @@ import { MediaType } from '../transparency/media-types.ts';
 import { encodeProblemDetails } from '../transparency/problem-details.ts';
 import { ObjectStoreError } from '../blob/store.ts';
 import { isVaultUnavailable, VaultError } from '../vault/index.ts';
+import { trackAllowedMethods } from './allowed-methods.ts';
 import { problem, ProblemError, PROBLEM_CONTENT_TYPE, type FieldProblem } from './problem.ts';
 import { NO_CONTROL_PATTERN } from './schemas.ts';
 import { UI_HEADERS } from './ui/layout.ts';
@@ -21,6 +22,8 @@ declare module 'fastify' {
     problem?: 'json' | 'cbor' | 'html';
     /** The body media type the route accepts, named in a 415 answer; default application/json. */
     accepts?: string;
+    /** A catch-all that answers "no such page" (the UI's `/ui/*`): it serves no path, so no 405 names it. */
+    notFoundPage?: boolean;
   }
 }
 
@@ -238,7 +241,18 @@ export function installErrorHandling(app: FastifyInstance): void {
     else if (failure.status >= 500) req.log.error({ err }, 'request failed');
     return send(req, reply, failure);
   });
+  const allowedOn = trackAllowedMethods(app);
   app.setNotFoundHandler((req, reply) => {
+    const allowed = allowedOn(req.url.split('?', 1)[0]!);
+    if (allowed.length > 0 && !allowed.includes(req.method)) {
+      problemCodes.set(req, 'METHOD_NOT_ALLOWED');
+      return send(req, reply, {
+        status: 405,
+        code: 'METHOD_NOT_ALLOWED',
+        detail: `${req.method} is not served here; this path takes ${allowed.join(', ')}`,
+        headers: { allow: allowed.join(', ') },
+      });
+    }
     problemCodes.set(req, 'NOT_FOUND');
     return send(req, reply, { status: 404, code: 'NOT_FOUND', detail: 'no such route', headers: {} });
   });

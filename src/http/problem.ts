@@ -14,6 +14,7 @@ export type ProblemCode =
   | 'FORBIDDEN'
   | 'CSRF_REJECTED'
   | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
   | 'VALIDATION_FAILED'
   | 'MALFORMED_JSON'
   | 'UNSUPPORTED_MEDIA_TYPE'
@@ -59,6 +60,7 @@ const TITLES: Record<ProblemCode, string> = {
   FORBIDDEN: 'Forbidden',
   CSRF_REJECTED: 'Missing or invalid CSRF token',
   NOT_FOUND: 'Not found',
+  METHOD_NOT_ALLOWED: 'Method not allowed',
   VALIDATION_FAILED: 'Request validation failed',
   MALFORMED_JSON: 'Malformed JSON body',
   UNSUPPORTED_MEDIA_TYPE: 'Unsupported media type',

@@ -117,17 +117,20 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps, done: (err?: Error)
   pageRoutes(app, deps, { viewerOf, api, checkForm, pages, verifications });
 
   // Anything else under /ui/: an HTML 404, not problem+json.
-  app.get('/ui/*', { config: publicConfig, schema: { hide: true } }, (_req, reply) =>
-    html(
-      reply,
-      404,
-      errorPage(undefined, {
-        status: 404,
-        code: 'NOT_FOUND',
-        title: 'Not found',
-        detail: 'There is no such page.',
-      }),
-    ),
+  app.get(
+    '/ui/*',
+    { config: { ...publicConfig, notFoundPage: true }, schema: { hide: true } },
+    (_req, reply) =>
+      html(
+        reply,
+        404,
+        errorPage(undefined, {
+          status: 404,
+          code: 'NOT_FOUND',
+          title: 'Not found',
+          detail: 'There is no such page.',
+        }),
+      ),
   );
   done();
 }

@@ -93,3 +93,36 @@ describe('/v1 answers are neither cached nor sniffed', () => {
     expect(res.headers['x-content-type-options']).toBe('nosniff');
   });
 });
+
+describe('a method a path does not take: 405 with Allow, not "no such route"', () => {
+  it('DELETE, PUT and PATCH on the append-only records and the runs, PUT on the export', async () => {
+    const id = run.metadata.uid;
+    const record = (await vault.attestations.ofRun(ns, id))[0]!.id;
+    for (const [method, url, allow] of [
+      ['DELETE', `/v1/attestations/${record}`, 'GET, HEAD'],
+      ['PUT', `/v1/attestations/${record}`, 'GET, HEAD'],
+      ['PATCH', `/v1/runs/${id}`, 'GET, HEAD'],
+      ['DELETE', `/v1/runs/${id}/`, 'GET, HEAD'],
+      // The GET of `/v1/attestations/:id` takes this path too (and answers 400: no UUID).
+      ['PUT', '/v1/attestations/export?x=1', 'GET, HEAD, POST'],
+    ] as const) {
+      const res = await app.inject({ method, url, headers: admin() });
+      expect(res.statusCode, `${method} ${url}`).toBe(405);
+      expect(res.headers.allow, `${method} ${url}`).toBe(allow);
+      expect(res.headers['content-type']).toContain('application/problem+json');
+      expect(res.json()).toMatchObject({ status: 405, code: 'METHOD_NOT_ALLOWED' });
+      expectPrivate(res, url);
+    }
+    // Still 404 where no method is served, and 401 before anything for a caller without a token.
+    expect(
+      (await app.inject({ method: 'DELETE', url: '/v1/nothing-here', headers: admin() })).statusCode,
+    ).toBe(404);
+    expect((await app.inject({ method: 'DELETE', url: `/v1/runs/${id}` })).statusCode).toBe(401);
+    // The UI's catch-all GET answers "no such page": it does not make every /ui path a GET path.
+    expect((await app.inject({ method: 'POST', url: '/ui/no-such-page', headers: admin() })).statusCode).toBe(
+      404,
+    );
+    // What is served is untouched.
+    expect((await app.inject({ url: `/v1/attestations/${record}`, headers: admin() })).statusCode).toBe(200);
+  });
+});
