@@ -195,6 +195,17 @@ describe('the seal path (signStatement, signedEnvelopeDigest): same bytes as the
     expect(fast).toBeGreaterThan(500);
   });
 
+  it('signedEnvelopeDigest keeps no key id of one envelope for the next (the last key id is cached)', () => {
+    const ids = ['sha256:aa', 'k"\\\u00e9', 'sha256:aa', 'sha256:\ud800', 'sha256:aa', 'sha256:bb'];
+    for (const keyId of [...ids, ...ids.reverse()]) {
+      const envelope = signStatement(statement, withKeyId(ed, keyId));
+      expect(
+        digestOrCode(() => signedEnvelopeDigest(envelope)),
+        keyId,
+      ).toBe(digestOrCode(() => envelopeDigest(envelope)));
+    }
+  });
+
   it('takes the generic path for other payload types and more than one signature', () => {
     const one = signPayload(Buffer.from('{"a":1}'), 'application/json', ed);
     expect(signedEnvelopeDigest(one)).toBe(envelopeDigest(one));
