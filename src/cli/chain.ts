@@ -81,7 +81,18 @@ function chainApi(client: ApiClient): ChainApi {
         throw err;
       }
     },
-    newestCheckpoint: () => client.json<CheckpointView>('GET', '/v1/chain/checkpoint'),
+    async newestCheckpoint() {
+      try {
+        return await client.json<CheckpointView>('GET', '/v1/chain/checkpoint');
+      } catch (err) {
+        // A young vault (the demo's, say) has none yet: say how to get one instead of only "404".
+        if (err instanceof ApiError && err.status === 404 && err.problemCode === 'NOT_FOUND')
+          throw new CliError(
+            `${err.message}; the controller signs one every VAULT_CHECKPOINT_INTERVAL_SECONDS, and --fresh asks for one now`,
+          );
+        throw err;
+      }
+    },
     async consistency(from, to) {
       const p = await client.json<{ proof: string[] }>('GET', `/v1/chain/consistency?from=${from}&to=${to}`);
       return p.proof.map((h) => Buffer.from(h, 'hex'));
