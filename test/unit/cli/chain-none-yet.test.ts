@@ -37,9 +37,9 @@ describe('verify --chain before the first checkpoint', () => {
     const client = new ApiClient({
       baseUrl: 'http://vault.test',
       token: 't',
-      fetch: (async (url: string | URL) => {
+      fetch: ((url: string | URL) => {
         asked.push(String(url));
-        return problem(404, 'NOT_FOUND', 'no checkpoint has been signed yet');
+        return Promise.resolve(problem(404, 'NOT_FOUND', 'no checkpoint has been signed yet'));
       }) as typeof fetch,
     });
     const run = verifyChainCli({ key: [await keyFile()] }, client, () => []);
@@ -54,7 +54,7 @@ describe('verify --chain before the first checkpoint', () => {
     const client = new ApiClient({
       baseUrl: 'http://vault.test',
       token: 't',
-      fetch: (async () => problem(403, 'FORBIDDEN', 'no get on attestations/chain')) as typeof fetch,
+      fetch: () => Promise.resolve(problem(403, 'FORBIDDEN', 'no get on attestations/chain')),
     });
     await expect(verifyChainCli({ key: [await keyFile()] }, client, () => [])).rejects.toThrow(
       /^HTTP 403 FORBIDDEN: no get on attestations\/chain$/,
