@@ -40,6 +40,10 @@ export interface ChainOptions {
   readonly anchors?: readonly X509Certificate[] | undefined;
 }
 
+/** What `--chain` says when it is given nothing to trust (exit 2). */
+export const CHAIN_TRUST_MISSING =
+  '--chain needs --key <signer PEM>, --trust-anchor <ca.crt> or --trust-bundle <dir> (or SERVICE_TRUST_ANCHOR)';
+
 /** `--chain`'s files: one that cannot be read ends the check (exit 1), as it always has. */
 const readFileOr = (path: string, what: string): Promise<Buffer> => readNamedFile(path, what, 1);
 
@@ -55,11 +59,7 @@ async function trustOf(o: ChainOptions): Promise<CheckpointTrust> {
   const anchor = o['trust-anchor'];
   if (anchor === undefined && o.anchors !== undefined && o.anchors.length > 0)
     return { trustAnchors: [...o.anchors] };
-  if (anchor === undefined)
-    throw new CliError(
-      '--chain needs --key <signer PEM>, --trust-anchor <ca.crt> or --trust-bundle <dir> (or SERVICE_TRUST_ANCHOR)',
-      2,
-    );
+  if (anchor === undefined) throw new CliError(CHAIN_TRUST_MISSING, 2);
   const certs = pemCertificates(await readFileOr(anchor, 'trust anchor'), anchor);
   if (certs.length === 0) throw new CliError(`${anchor}: no PEM certificate`, 2);
   return { trustAnchors: certs };

@@ -16,7 +16,7 @@ import { TlogBundleCheck, type TlogVerifyOptions } from '../verify/tlog.ts';
 import { TlogError } from '../tlog/errors.ts';
 import { parsePolicy, policyOf, type TlogPolicy } from '../tlog/policy.ts';
 import { verifyAibomDir } from './aibom.ts';
-import { verifyChainCli } from './chain.ts';
+import { CHAIN_TRUST_MISSING, verifyChainCli } from './chain.ts';
 import { loadLogKeys } from './receipts.ts';
 import type { TrustBundle } from '../attest/trust-bundle.ts';
 import { recordVerifier, type RecordTrustSource, type RecordVerdict } from '../verify/record.ts';
@@ -111,16 +111,6 @@ async function trustAnchorsFrom(
   if (path !== undefined) return certsFromPem(await readPem(path, 'trust anchor'), path);
   if (bundle !== undefined) return [...bundle.anchors];
   throw new CliError(missing, 2);
-}
-
-/** SERVICE_TRUST_ANCHOR's CAs, when neither --key nor --trust-anchor is given (--chain). */
-async function envTrustAnchors(values: {
-  key?: readonly string[] | undefined;
-  'trust-anchor'?: string | undefined;
-}): Promise<X509Certificate[] | undefined> {
-  if (values.key !== undefined || values['trust-anchor'] !== undefined) return undefined;
-  const path = loadConfig('cli').SERVICE_TRUST_ANCHOR;
-  return path === undefined ? undefined : certsFromPem(await readPem(path, 'trust anchor'), path);
 }
 
 /**
@@ -532,10 +522,14 @@ export const verifyCommand = {
       throw new CliError('--fresh and --max-age apply to --chain (the checkpoint of the whole vault)', 2);
     if (values.chain) {
       if (positionals.length > 0) throw new CliError('--chain takes no records to verify (see --records)', 2);
-      // Without --key or --trust-anchor, the trust bundle's CAs, else SERVICE_TRUST_ANCHOR's.
+      // Without --key or --trust-anchor: the trust bundle's CAs, else SERVICE_TRUST_ANCHOR's, as
+      // --aibom takes them (trustAnchorsFrom); --key and --trust-anchor are read by chain.ts.
       const bundle = values.key === undefined ? await trustBundleFlag(values) : undefined;
-      const fallback = bundle?.anchors ?? (await envTrustAnchors(values));
-      return verifyChainCli({ ...values, anchors: fallback }, clientFrom(values), recordsFromText);
+      const anchors =
+        values.key === undefined && values['trust-anchor'] === undefined
+          ? await trustAnchorsFrom(values, bundle, CHAIN_TRUST_MISSING)
+          : undefined;
+      return verifyChainCli({ ...values, anchors }, clientFrom(values), recordsFromText);
     }
     if (values.aibom !== undefined) {
       const bundle = await trustBundleFlag(values);

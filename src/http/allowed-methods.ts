@@ -6,7 +6,10 @@ import type { FastifyInstance } from 'fastify';
  * append-only vault), is told so with `Allow`, not "no such route".
  *
  * Invariant: collected by an `onRoute` hook added before any route (buildApp installs it first),
- * so every route of every plugin is in the table; the router stays the only thing that matches.
+ * so every route of every plugin is in the table. The table is read only after the router found
+ * no route for the method (the not-found handler), so it decides 404 against 405, never which
+ * handler answers. Fastify offers no lookup of a concrete path (findRoute takes patterns), hence
+ * the patterns here.
  */
 export function trackAllowedMethods(app: FastifyInstance): (path: string) => readonly string[] {
   const routes: { pattern: RegExp; methods: readonly string[] }[] = [];
